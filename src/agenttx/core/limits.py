@@ -1,0 +1,67 @@
+"""Request limits (the reference's caps) and their error messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agenttx.errors import InvalidArgument
+
+MAX_AGENT_ID_BYTES = 256
+MAX_METADATA_ENTRIES = 64
+MAX_METADATA_VALUE_BYTES = 4096
+MAX_TOOL_NAME_BYTES = 128
+MAX_ARGUMENTS_BYTES = 1 << 20
+MAX_RAW_CONTEXT_BYTES = 1 << 20
+MAX_STATE_KEY_BYTES = 1024
+MAX_STATE_VALUE_BYTES = 1 << 20
+MAX_OUTPUT_BYTES = 4 << 20
+
+
+def check_transaction_id(tx_id: str) -> None:
+    if not tx_id or not tx_id.strip():
+        raise InvalidArgument("transaction_id is required")
+
+
+def check_begin(agent_id: str, metadata: dict[str, str]) -> None:
+    if len(agent_id.encode()) > MAX_AGENT_ID_BYTES:
+        raise InvalidArgument(f"invalid argument: agent_id exceeds {MAX_AGENT_ID_BYTES} bytes")
+    if len(metadata) > MAX_METADATA_ENTRIES:
+        raise InvalidArgument(f"metadata exceeds {MAX_METADATA_ENTRIES} entries")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InvalidArgument("metadata keys and values must be strings")
+        if len(k.encode()) + len(v.encode()) > MAX_METADATA_VALUE_BYTES:
+            raise InvalidArgument(
+                f"metadata entry {k[:40]!r} exceeds {MAX_METADATA_VALUE_BYTES} bytes"
+            )
+
+
+def check_step_request(step_id: int, tool_name: str, raw_context: str) -> None:
+    if step_id < 1:
+        raise InvalidArgument("step_id must be >= 1")
+    if not 1 <= len(tool_name.encode()) <= MAX_TOOL_NAME_BYTES:
+        raise InvalidArgument(f"tool_name must be 1-{MAX_TOOL_NAME_BYTES} bytes")
+    if len(raw_context.encode()) > MAX_RAW_CONTEXT_BYTES:
+        raise InvalidArgument(f"raw_context exceeds {MAX_RAW_CONTEXT_BYTES} bytes")
+
+
+def arguments_text(arguments: Any) -> str:
+    """The arguments as JSON text, size-checked; a dict is serialised compactly."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str | bytes):
+        text = arguments.decode() if isinstance(arguments, bytes) else arguments
+    else:
+        try:
+            text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"arguments are not JSON-serialisable: {exc}") from None
+    if len(text.encode()) > MAX_ARGUMENTS_BYTES:
+        raise InvalidArgument(f"arguments_json exceeds {MAX_ARGUMENTS_BYTES} bytes")
+    return text
+
+
+def check_state_key(key: str) -> None:
+    if not isinstance(key, str) or not 1 <= len(key.encode()) <= MAX_STATE_KEY_BYTES:
+        raise InvalidArgument(f"invalid argument: state keys must be 1-{MAX_STATE_KEY_BYTES} bytes")

@@ -1,0 +1,198 @@
+"""The in-memory image of one open transaction, and the scope one step attempt runs in.
+
+``TxRuntime`` caches what the store holds for a transaction so a step costs one store write,
+not a reload. It is valid only while ``row.revision`` matches the store: every durable change
+is a compare-and-set on that revision, so a stale image is caught at the next write and
+reloaded, never silently trusted.
+
+The write set keeps, per key, a stack of ``(step_id, value_json)``: the top is what the
+transaction reads; rewinding to step n pops the entries of steps ≥ n — O(changes undone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agenttx.core.controller import ControllerState
+from agenttx.core.graph import DependencyGraph
+from agenttx.core.limits import MAX_STATE_VALUE_BYTES, check_state_key
+from agenttx.core.types import Isolation, RollbackPolicy
+from agenttx.errors import InvalidArgument
+from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, UndoRow
+
+# One write of a step: (key, value_json or None for a delete, base_version). base_version is
+# the committed version of the key when the transaction first wrote it (read-committed
+# validation compares against it).
+Write = tuple[str, str | None, int]
+
+
+@dataclass(eq=False)
+class TxRuntime:
+    row: TxRow
+    policy: RollbackPolicy
+    isolation: Isolation
+    ctl: ControllerState
+    steps: dict[int, StepRow] = field(default_factory=dict)  # live attempts by step id
+    outputs: dict[int, Any] = field(default_factory=dict)  # parsed outputs of live steps
+    stacks: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
+    step_keys: dict[int, list[str]] = field(default_factory=dict)  # keys each step wrote
+    base_versions: dict[str, int] = field(default_factory=dict)  # version when first written
+    undo: list[UndoRow] = field(default_factory=list)  # not yet compensated, oldest first
+    staged: list[StagedEffect] = field(default_factory=list)
+    graph: DependencyGraph = field(default_factory=DependencyGraph)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return self.row.body
+
+    @property
+    def read_version(self) -> int | None:
+        """The committed version reads see: the begin snapshot, or the newest (None)."""
+        return None if self.isolation is Isolation.READ_COMMITTED else self.row.snapshot
+
+    def apply_writes(self, step_id: int, writes: list[Write]) -> None:
+        keys = self.step_keys.setdefault(step_id, [])
+        for key, value_json, base_version in writes:
+            self.stacks.setdefault(key, []).append((step_id, value_json))
+            self.base_versions.setdefault(key, base_version)
+            keys.append(key)
+
+    def drop_from(self, target: int) -> None:
+        """Forget everything of steps ≥ target (after the store did the same)."""
+        for step_id in sorted((s for s in self.step_keys if s >= target), reverse=True):
+            for key in reversed(self.step_keys.pop(step_id)):
+                stack = self.stacks[key]
+                stack.pop()
+                if not stack:
+                    del self.stacks[key]
+                    self.base_versions.pop(key, None)
+        for step_id in [s for s in self.steps if s >= target]:
+            del self.steps[step_id]
+            self.outputs.pop(step_id, None)
+        self.undo = [u for u in self.undo if u.step_id < target or u.status == "failed"]
+        self.staged = [e for e in self.staged if e.step_id < target]
+        self.graph.drop_from(max(target, 1))
+
+    def final_writes(self) -> dict[str, str | None]:
+        return {key: stack[-1][1] for key, stack in self.stacks.items()}
+
+    def read_set(self) -> dict[str, int]:
+        """Keys read from committed state by live steps, with the version seen."""
+        seen: dict[str, int] = {}
+        for step in self.steps.values():
+            for key, version in step.detail.get("reads", ()):
+                seen.setdefault(key, version)
+        return seen
+
+
+class StepRun:
+    """``StepScope`` for one attempt: buffers writes and staged effects until the step ends,
+    so a failed attempt leaves nothing behind but its (durable) undo records."""
+
+    def __init__(
+        self,
+        rt: TxRuntime,
+        store: Store,
+        step_id: int,
+        attempt_key: str,
+        fs_root: Path,
+        tool_name: str,
+        now: float,
+    ) -> None:
+        self.rt = rt
+        self.store = store
+        self.transaction_id = rt.id
+        self.step_id = step_id
+        self.idempotency_key = attempt_key
+        self.fs_root = fs_root
+        self.tool_name = tool_name
+        self.now = now
+        self.writes: dict[str, str | None] = {}  # this attempt's writes, last one wins
+        self.reads: dict[str, tuple[str | None, int]] = {}  # committed reads: value, version
+        self.state_reads: list[str] = []  # keys read that earlier steps wrote (graph edges)
+        self.staged: list[StagedEffect] = []
+        self.undo_ids: list[int] = []
+
+    async def _lookup(self, key: str) -> str | None:
+        check_state_key(key)
+        if key in self.writes:
+            return self.writes[key]
+        stack = self.rt.stacks.get(key)
+        if stack:
+            if key not in self.state_reads:
+                self.state_reads.append(key)
+            return stack[-1][1]
+        if key not in self.reads:
+            value, version = await self.store.read_state(
+                self.rt.row.tenant, key, self.rt.read_version
+            )
+            self.reads[key] = (value, version)
+        return self.reads[key][0]
+
+    async def state_get(self, key: str) -> Any:
+        raw = await self._lookup(key)
+        return None if raw is None else json.loads(raw)
+
+    async def state_exists(self, key: str) -> bool:
+        return await self._lookup(key) is not None
+
+    def state_put(self, key: str, value: Any) -> None:
+        check_state_key(key)
+        try:
+            raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"state value for {key!r} is not JSON: {exc}") from None
+        if len(raw) > MAX_STATE_VALUE_BYTES:
+            raise InvalidArgument(f"state value for {key!r} exceeds {MAX_STATE_VALUE_BYTES} bytes")
+        self.writes[key] = raw
+
+    async def state_delete(self, key: str) -> bool:
+        existed = await self._lookup(key) is not None
+        if existed:
+            self.writes[key] = None
+        return existed
+
+    async def register_undo(self, handler: str | None, args: dict[str, Any]) -> None:
+        name = handler or f"{self.tool_name}#undo"
+        try:
+            args_json = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"undo arguments are not JSON: {exc}") from None
+        row = UndoRow(
+            id=0,
+            tx_id=self.rt.id,
+            step_id=self.step_id,
+            handler=name,
+            args_json=args_json,
+            idempotency_key=f"{self.idempotency_key}:undo:{len(self.undo_ids) + 1}",
+            status="pending",
+            attempts=0,
+            last_error="",
+            created_at=self.now,
+        )
+        row.id = await self.store.append_undo(row)
+        self.undo_ids.append(row.id)
+        self.rt.undo.append(row)
+
+    def stage_effect(self, channel: str, payload: Any, idempotency_key: str | None) -> str:
+        if not isinstance(channel, str) or not channel:
+            raise InvalidArgument("effect channel must be a non-empty string")
+        key = idempotency_key or f"{self.idempotency_key}:effect:{len(self.staged) + 1}"
+        try:
+            payload_json = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"effect payload is not JSON: {exc}") from None
+        self.staged.append(StagedEffect(self.step_id, channel, payload_json, key))
+        return key
+
+    def committed_reads(self) -> list[list[Any]]:
+        return [[k, v[1]] for k, v in self.reads.items()]

@@ -1,0 +1,141 @@
+"""The outbox dispatcher: delivers committed effects at least once, with retries and dead
+letters.
+
+Rows are claimed with a lease (``Store.claim_outbox``), so a dispatcher that dies mid-delivery
+loses nothing: the lease expires and another claim delivers the row again, with the same
+idempotency key. Failed attempts back off exponentially (``base · 2^(attempt-1)``, capped);
+after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from agenttx.effects.channels import Channel, Effect, PermanentDeliveryError
+from agenttx.store.contract import OutboxRow, Store
+
+log = logging.getLogger("agenttx.effects")
+
+
+class OutboxDispatcher:
+    def __init__(
+        self,
+        store: Store,
+        channels: Mapping[str, Channel],
+        *,
+        default: Channel | None = None,
+        clock: Callable[[], float] = time.time,
+        max_attempts: int = 8,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 300.0,
+        lease_secs: float = 30.0,
+        poll_s: float = 1.0,
+        delivery_timeout_s: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.channels = dict(channels)
+        self.default = default
+        self.clock = clock
+        self.max_attempts = max_attempts
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.lease_secs = lease_secs
+        self.poll_s = poll_s
+        self.delivery_timeout_s = delivery_timeout_s
+        self._wake = asyncio.Event()
+
+    def wake(self, _ids: Sequence[int] = ()) -> None:
+        self._wake.set()
+
+    def channel_for(self, name: str) -> Channel | None:
+        return self.channels.get(name, self.default)
+
+    async def deliver_now(self, ids: Sequence[int]) -> tuple[int, list[str]]:
+        """Try these rows once now (the commit reply reports the result); failures stay
+        queued for the background loop. Returns (delivered, error lines)."""
+        if not ids:
+            return 0, []
+        rows = await self.store.claim_outbox(
+            now=self.clock(), lease_secs=self.lease_secs, limit=len(ids), ids=ids
+        )
+        delivered, errors = 0, []
+        for row in rows:
+            error = await self._deliver(row)
+            if error is None:
+                delivered += 1
+            else:
+                errors.append(error)
+        return delivered, errors
+
+    async def run_once(self, limit: int = 100) -> int:
+        """Deliver every due row (up to ``limit``); returns how many were attempted."""
+        rows = await self.store.claim_outbox(
+            now=self.clock(), lease_secs=self.lease_secs, limit=limit
+        )
+        for row in rows:
+            await self._deliver(row)
+        return len(rows)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                busy = await self.run_once()
+            except Exception:
+                log.exception("outbox dispatch pass failed")
+                busy = 0
+            if busy:
+                continue
+            self._wake.clear()
+            waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
+            await asyncio.wait(waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                w.cancel()
+
+    async def _deliver(self, row: OutboxRow) -> str | None:
+        attempt = row.attempts + 1
+        effect = Effect(
+            id=row.id,
+            tx_id=row.tx_id,
+            step_id=row.step_id,
+            channel=row.channel,
+            payload=json.loads(row.payload_json),
+            idempotency_key=row.idempotency_key,
+            attempt=attempt,
+            committed_at=row.created_at,
+        )
+        channel = self.channel_for(row.channel)
+        error = ""
+        permanent = False
+        if channel is None:
+            error = f"no dispatcher for channel {row.channel!r}"
+            permanent = True
+        else:
+            try:
+                async with asyncio.timeout(self.delivery_timeout_s):
+                    await channel.deliver(effect)
+            except PermanentDeliveryError as exc:
+                error, permanent = str(exc) or type(exc).__name__, True
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+        now = self.clock()
+        if not error:
+            await self.store.settle_outbox(
+                row.id, status="delivered", attempts=attempt, next_attempt_at=now, error="", now=now
+            )
+            return None
+        dead = permanent or attempt >= self.max_attempts
+        delay = min(self.backoff_base_s * (2 ** (attempt - 1)), self.backoff_max_s)
+        await self.store.settle_outbox(
+            row.id,
+            status="dead" if dead else "pending",
+            attempts=attempt,
+            next_attempt_at=now + delay,
+            error=error,
+            now=now,
+        )
+        log.warning("effect %s (%s) attempt %d failed: %s", row.id, row.channel, attempt, error)
+        return f"{row.channel} effect {row.idempotency_key} (step {row.step_id}): {error}"

@@ -1,0 +1,298 @@
+"""The ``Store`` contract: every durable operation AgentTx performs.
+
+Each method is one atomic unit: it either happens completely and durably (at the store's
+durability setting) before it returns, or not at all. Methods that change a transaction take a
+``TxUpdate``: a compare-and-set on the row's ``revision`` and current ``status``; when it does
+not match, the whole unit is rolled back and ``RevisionConflict`` is raised. That is what lets
+several replicas share one database safely.
+
+Rows carry JSON as text (``*_json``) so every backend stores the exact bytes the engine wrote.
+Version numbers of managed state come from one commit sequence per store: a key never written
+has version 0; each commit gets the next number, and a transaction's snapshot is the sequence
+value when it began.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class TxRow:
+    """One transaction. ``body`` holds the engine's JSON state (policy, controller counters,
+    constraints, rewind plan …); columns hold what stores filter or compare on."""
+
+    id: str
+    tenant: str
+    agent_id: str
+    status: str
+    revision: int  # grows by exactly one per durable change
+    next_step_id: int
+    snapshot: int  # commit sequence when the transaction began
+    isolation: str
+    body: dict[str, Any]
+    created_at: float
+    updated_at: float
+    last_activity_at: float  # last call by a client; the idle reaper compares against it
+
+
+@dataclass(frozen=True, slots=True)
+class TxUpdate:
+    """A compare-and-set on a transaction row.
+
+    Applies iff the row's revision equals ``expected_revision`` and its status is one of
+    ``from_statuses``; then sets the fields below and ``revision = expected_revision + 1``.
+    ``body`` None keeps the stored body (the common step: nothing but the counters moved).
+    """
+
+    tx_id: str
+    expected_revision: int
+    from_statuses: tuple[str, ...]
+    status: str
+    next_step_id: int
+    body: dict[str, Any] | None
+    now: float
+    touch_activity: bool = True
+
+
+@dataclass(slots=True)
+class StepRow:
+    """One attempt of one step. ``seq`` orders attempts within a transaction; ``live`` is true
+    iff the attempt is part of the transaction's current state (not failed, not rewound)."""
+
+    tx_id: str
+    seq: int
+    step_id: int
+    attempt: int
+    epoch: int
+    tool: str
+    effect: str
+    status: str  # RUNNING, SUCCESS, FAILED, OUTCOME_UNKNOWN
+    live: bool
+    arguments_json: str
+    output_json: str
+    raw_context: str
+    # hint, category, references, state reads, and for a successful step its writes
+    # ``w: [[key, value_json|None, base_version]]`` and staged effects
+    # ``fx: [[channel, payload_json, idempotency_key]]``: one row per step keeps a step one
+    # insert, and a rewind is "mark these rows not live".
+    detail: dict[str, Any]
+    started_at: float
+    finished_at: float
+    lease_owner: str = ""
+    lease_until: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StagedEffect:
+    step_id: int
+    channel: str
+    payload_json: str
+    idempotency_key: str
+
+
+@dataclass(slots=True)
+class UndoRow:
+    """A compensation, persisted before the outside call it undoes."""
+
+    id: int
+    tx_id: str
+    step_id: int
+    handler: str  # name of the registered undo handler
+    args_json: str
+    idempotency_key: str
+    status: str  # pending, done, failed
+    attempts: int
+    last_error: str
+    created_at: float
+
+
+@dataclass(slots=True)
+class OutboxRow:
+    id: int
+    tenant: str
+    tx_id: str
+    step_id: int
+    channel: str
+    payload_json: str
+    idempotency_key: str
+    status: str  # pending, delivering, delivered, dead
+    attempts: int
+    next_attempt_at: float
+    last_error: str
+    created_at: float
+    delivered_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class VersionCheck:
+    """Commit validation: conflict iff the latest committed version of ``key`` > ``max_version``."""
+
+    key: str
+    max_version: int
+    kind: str  # "write" or "read": which set the key came from, for the error message
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPlan:
+    """What ``Store.commit`` does in one database transaction.
+
+    If every check passes: publish ``writes`` at a new version, put ``effects`` in the
+    outbox, apply ``on_success`` and drop the undo log. Otherwise apply ``on_conflict``
+    instead and publish nothing.
+    """
+
+    tenant: str
+    writes: dict[str, str | None]
+    effects: Sequence[StagedEffect]
+    checks: Sequence[VersionCheck]
+    on_success: TxUpdate
+    on_conflict: TxUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    committed: bool
+    version: int  # the version the writes were published at (0 if not committed)
+    revision: int  # the transaction's revision after the update that was applied
+    conflicts: list[VersionCheck] = field(default_factory=list)
+    outbox_ids: list[int] = field(default_factory=list)
+
+
+class Store(abc.ABC):
+    """Durable operations. All are coroutines; each is atomic unless stated otherwise."""
+
+    url: str
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Create or migrate the schema. Safe to call from several processes at once."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Flush pending writes and release connections."""
+
+    # -- transactions -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create_transaction(self, row: TxRow) -> TxRow:
+        """Insert a new transaction; ``row.snapshot`` is replaced by the current commit
+        sequence inside the same unit, so the snapshot and the insert agree."""
+
+    @abc.abstractmethod
+    async def get_transaction(self, tx_id: str) -> TxRow | None:
+        """The row, or None. Not a lock: the revision is what later updates compare."""
+
+    @abc.abstractmethod
+    async def list_transactions(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        agent_id: str | None = None,
+        tenant: str | None = None,
+        idle_before: float | None = None,
+        limit: int = 100,
+        after_id: str = "",
+    ) -> list[TxRow]:
+        """Rows ordered by id, filtered; ``idle_before`` keeps rows with last activity before it."""
+
+    @abc.abstractmethod
+    async def update_transaction(self, update: TxUpdate) -> int:
+        """Compare-and-set the row; returns the new revision; raises ``RevisionConflict``."""
+
+    # -- steps, journal, undo log, staged effects ------------------------------------------
+
+    @abc.abstractmethod
+    async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
+        """Attempts ordered by ``seq``."""
+
+    @abc.abstractmethod
+    async def load_undo(self, tx_id: str) -> list[UndoRow]:
+        """Undo records of the transaction (any status), ordered by id."""
+
+    @abc.abstractmethod
+    async def start_step(self, update: TxUpdate, step: StepRow) -> int:
+        """Atomically: CAS the transaction, insert ``step`` (status RUNNING, with a lease).
+
+        Used before a tool with an outside effect runs, so a crash leaves evidence."""
+
+    @abc.abstractmethod
+    async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
+        """Atomically: CAS the transaction, insert or replace the attempt ``step`` (same
+        ``seq``). Returns the new revision."""
+
+    @abc.abstractmethod
+    async def append_undo(self, row: UndoRow) -> int:
+        """Durably record a compensation; returns its id. Must be durable before return:
+        the caller performs the outside call right after."""
+
+    @abc.abstractmethod
+    async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
+        """Record the result of running a compensation."""
+
+    @abc.abstractmethod
+    async def finish_rewind(
+        self, update: TxUpdate, target_step: int, failed_step: StepRow | None = None
+    ) -> int:
+        """Atomically: CAS the transaction; record ``failed_step`` (the attempt that caused the
+        rewind) if given; mark the attempts of steps ``>= target_step`` not live (their writes
+        and staged effects go with them); delete their undo records that are done (failed
+        ones stay as evidence). ``target_step`` 0 or 1 drops everything. Returns the new
+        revision."""
+
+    @abc.abstractmethod
+    async def commit(self, plan: CommitPlan) -> CommitOutcome:
+        """Validate and publish in one database transaction (see ``CommitPlan``)."""
+
+    # -- managed state ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def read_state(
+        self, tenant: str, key: str, at_version: int | None
+    ) -> tuple[str | None, int]:
+        """``(value_json, version)`` of the newest committed version ``<= at_version`` (newest
+        of all when None); value None when absent or deleted; version 0 if never written."""
+
+    @abc.abstractmethod
+    async def current_version(self) -> int:
+        """The commit sequence: the version of the newest commit."""
+
+    @abc.abstractmethod
+    async def prune_versions(self, horizon: int) -> int:
+        """Delete committed versions no snapshot ``>= horizon`` can see; returns rows removed."""
+
+    # -- outbox -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def claim_outbox(
+        self, *, now: float, lease_secs: float, limit: int, ids: Sequence[int] = ()
+    ) -> list[OutboxRow]:
+        """Mark up to ``limit`` due rows (``pending`` with ``next_attempt_at <= now``, or
+        ``delivering`` whose lease expired) as ``delivering`` until ``now + lease_secs`` and
+        return them. Two claimers never get the same row while its lease holds."""
+
+    @abc.abstractmethod
+    async def settle_outbox(
+        self,
+        row_id: int,
+        *,
+        status: str,
+        attempts: int,
+        next_attempt_at: float,
+        error: str,
+        now: float,
+    ) -> None:
+        """Record a delivery attempt: ``delivered``, ``pending`` (retry later) or ``dead``."""
+
+    @abc.abstractmethod
+    async def list_outbox(
+        self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
+    ) -> list[OutboxRow]:
+        """Outbox rows, oldest first."""
+
+    @abc.abstractmethod
+    async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
+        """Move a dead row back to pending (an operator retried it); False if not dead."""

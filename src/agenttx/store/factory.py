@@ -1,0 +1,23 @@
+"""Choose a store backend from its URL; backends are imported only when asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agenttx.errors import InvalidArgument
+from agenttx.store.contract import Store
+
+
+def open_store(url: str, *, sync_writes: bool = False) -> Store:
+    """A store for ``url`` (not yet opened): ``sqlite:///relative/or/absolute/path.db``."""
+    if url.startswith("sqlite:///"):
+        from agenttx.store.sqlite import SqliteStore
+
+        path = url.removeprefix("sqlite:///")
+        if not path:
+            raise InvalidArgument("sqlite URL needs a file path: sqlite:///path/to/agenttx.db")
+        return SqliteStore(Path(path), sync_writes=sync_writes)
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    raise InvalidArgument(
+        f"unsupported store URL scheme {scheme!r}; use sqlite:///path/to/agenttx.db"
+    )

@@ -1,0 +1,149 @@
+"""Group commit for one SQLite connection.
+
+Every write unit is a function run against the connection inside ``BEGIN IMMEDIATE … COMMIT``.
+Units submitted while a flush is pending or running share the next database transaction (each
+under its own SAVEPOINT, so one unit's failure rolls back only that unit). A unit's future is
+resolved only after COMMIT returned, so no caller sees success for a write that is not yet
+durable at the configured ``synchronous`` level.
+
+Two modes:
+- inline (default durability, ``synchronous=NORMAL``): the flush runs on the event loop thread.
+  A WAL commit without fsync costs ~10 µs, less than a thread hop (~35 µs measured here), so
+  moving it off the loop would only add latency.
+- threaded (``sync_writes``, ``synchronous=FULL``): the flush, with its fsync, runs on one
+  dedicated thread; while it runs, new units queue up and share the next fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+Unit = Callable[[sqlite3.Connection], Any]
+
+
+class GroupCommitWriter:
+    def __init__(self, conn: sqlite3.Connection, *, threaded: bool) -> None:
+        self._conn = conn
+        self._threaded = threaded
+        self._pending: list[tuple[Unit, asyncio.Future[Any]]] = []
+        self._scheduled = False  # true iff a flush is scheduled or running
+        # Serialises use of the connection: the flush thread versus run_sync at shutdown.
+        self._lock = threading.Lock()
+        # Guards _pending in threaded mode: the loop thread appends while the flush thread swaps.
+        self._pending_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(1, "agenttx-sqlite") if threaded else None
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    async def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        with self._pending_lock:
+            self._pending.append((unit, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            if self._threaded:
+                loop.run_in_executor(self._executor, self._flush_threaded, loop)
+            else:
+                # call_soon, not a direct flush: units submitted by other tasks in this same
+                # loop iteration join the batch.
+                loop.call_soon(self._flush_inline)
+        return await fut
+
+    def run_sync(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+        """Run one unit now, outside the batcher (start-up and shutdown only)."""
+        with self._lock:
+            return _execute_batch(self._conn, [unit])[0][0]  # type: ignore[no-any-return]
+
+    def _flush_inline(self) -> None:
+        batch, self._pending = self._pending, []
+        self._scheduled = False
+        results = self._execute(batch)
+        for (_, fut), (value, exc) in zip(batch, results, strict=True):
+            _settle(fut, value, exc)
+
+    def _flush_threaded(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            # A new flush is not scheduled while _scheduled holds, so this thread is the only
+            # consumer; the lock keeps an append from landing in a batch already taken.
+            with self._pending_lock:
+                batch, self._pending = self._pending, []
+            if not batch:
+                loop.call_soon_threadsafe(self._maybe_reschedule, loop)
+                return
+            results = self._execute(batch)
+            loop.call_soon_threadsafe(_settle_all, batch, results)
+
+    def _maybe_reschedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        if self._pending:
+            self._scheduled = True
+            loop.run_in_executor(self._executor, self._flush_threaded, loop)
+
+    def _execute(
+        self, batch: list[tuple[Unit, asyncio.Future[Any]]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        with self._lock:
+            return _execute_batch(self._conn, [u for u, _ in batch])
+
+
+def _execute_batch(
+    conn: sqlite3.Connection, units: list[Unit]
+) -> list[tuple[Any, BaseException | None]]:
+    results: list[tuple[Any, BaseException | None]] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        return [(None, exc)] * len(units)
+    if len(units) == 1:
+        # A lone unit needs no savepoint: its failure rolls back the whole transaction.
+        try:
+            results.append((units[0](conn), None))
+        except BaseException as exc:
+            conn.execute("ROLLBACK")
+            return [(None, exc)]
+    else:
+        for unit in units:
+            conn.execute("SAVEPOINT unit")
+            try:
+                value = unit(conn)
+            except BaseException as exc:
+                conn.execute("ROLLBACK TO unit")
+                conn.execute("RELEASE unit")
+                results.append((None, exc))
+            else:
+                conn.execute("RELEASE unit")
+                results.append((value, None))
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return [(None, exc)] * len(units)
+    return results
+
+
+def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
+    if fut.done():  # the caller was cancelled; the write still happened (or not) atomically
+        return
+    if exc is None:
+        fut.set_result(value)
+    else:
+        fut.set_exception(exc)
+
+
+def _settle_all(
+    batch: list[tuple[Unit, asyncio.Future[Any]]],
+    results: list[tuple[Any, BaseException | None]],
+) -> None:
+    for (_, fut), (value, exc) in zip(batch, results, strict=True):
+        _settle(fut, value, exc)

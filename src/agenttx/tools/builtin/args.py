@@ -1,0 +1,67 @@
+"""Argument checks worded like the reference's (serde) errors, which clients already parse."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_IDENT = re.compile(r"[A-Za-z0-9_]{1,128}")
+
+
+class ToolArgumentError(ValueError):
+    """A built-in's argument is missing or of the wrong type."""
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def as_object(arguments: Any) -> dict[str, Any]:
+    # The reference accepts non-object arguments and then reports the first missing field.
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def required_str(args: dict[str, Any], name: str) -> str:
+    value = args.get(name)
+    if value is None:
+        raise ToolArgumentError(f"missing field `{name}`")
+    if not isinstance(value, str):
+        raise ToolArgumentError(
+            f"invalid type: {json_type(value)} for field `{name}`, expected a string"
+        )
+    return value
+
+
+def optional_str(args: dict[str, Any], name: str) -> str | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ToolArgumentError(
+            f"invalid type: {json_type(value)} for field `{name}`, expected a string"
+        )
+    return value
+
+
+def identifier(value: str, what: str) -> str:
+    if not _IDENT.fullmatch(value):
+        raise ToolArgumentError(f"invalid {what} `{value}`: expected 1-128 chars of [A-Za-z0-9_]")
+    return value
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+SCHEMA_KEY = {"type": "string", "minLength": 1, "maxLength": 1024}

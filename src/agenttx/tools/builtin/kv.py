@@ -1,0 +1,64 @@
+"""``kv.put``, ``kv.get``, ``kv.delete``: managed state under ``kv/<key>``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agenttx.tools.builtin.args import SCHEMA_KEY, as_object, required_str
+from agenttx.tools.context import ToolContext
+from agenttx.tools.contract import tool
+
+_KEY_ONLY = {
+    "type": "object",
+    "properties": {"key": SCHEMA_KEY},
+    "required": ["key"],
+}
+
+
+@tool(
+    name="kv.put",
+    effect="state",
+    idempotent=True,
+    description="Set a key in transactional key-value state (visible to others after commit).",
+    schema={
+        "type": "object",
+        "properties": {"key": SCHEMA_KEY, "value": {"description": "any JSON value"}},
+        "required": ["key"],
+    },
+    examples=[{"key": "session/customer", "value": "c-1"}],
+)
+async def kv_put(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+    args = as_object(arguments)
+    key = required_str(args, "key")
+    value = args.get("value")
+    await ctx.state.put(f"kv/{key}", value)
+    return {"key": key, "value": value}
+
+
+@tool(
+    name="kv.get",
+    effect="read",
+    idempotent=True,
+    description="Read a key; this transaction's own writes first, then committed state.",
+    schema=_KEY_ONLY,
+    examples=[{"key": "session/customer"}],
+)
+async def kv_get(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+    key = required_str(as_object(arguments), "key")
+    state_key = f"kv/{key}"
+    if not await ctx.state.exists(state_key):
+        raise LookupError(f'no row with key={key} in table "kv"')
+    return {"key": key, "value": await ctx.state.get(state_key)}
+
+
+@tool(
+    name="kv.delete",
+    effect="state",
+    idempotent=True,
+    description="Delete a key; reports whether it existed.",
+    schema=_KEY_ONLY,
+    examples=[{"key": "session/customer"}],
+)
+async def kv_delete(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+    key = required_str(as_object(arguments), "key")
+    return {"key": key, "deleted": await ctx.state.delete(f"kv/{key}")}

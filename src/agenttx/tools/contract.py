@@ -1,0 +1,199 @@
+"""The tool contract: a named function with a validated JSON input and a declared effect class.
+
+``@tool`` turns a function ``(ctx, **arguments)`` into a ``Tool``. The input schema comes from
+the type hints of the arguments after ``ctx`` (a pydantic model), so arguments are validated
+before the function runs and ``list_tools`` can show the schema. A tool of effect class
+``compensatable`` declares how it is undone with ``@my_tool.undo``; the undo handler is looked
+up by name, so an undo recorded before a crash still runs after a restart.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from agenttx.core.types import EffectClass
+from agenttx.errors import InvalidArgument
+
+Compensation = Literal["not_required", "supported", "best_effort", "rollback_not_supported"]
+DryRunFidelity = Literal["schema_only", "validated", "read_only_preview", "full_simulation"]
+
+MAX_TOOL_NAME_BYTES = 128
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class ArgumentError(Exception):
+    """Arguments failed the tool's schema; the message is the validator's, for the hint."""
+
+
+@dataclass(eq=False)
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    effect: EffectClass
+    description: str = ""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    idempotent: bool = False
+    compensation: Compensation = "not_required"
+    compensation_window_s: float | None = None
+    dry_run: DryRunFidelity = "schema_only"
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    extra_arguments: Literal["forbid", "ignore"] = "forbid"
+    undo_fn: Callable[..., Any] | None = None
+    reconcile_fn: Callable[..., Any] | None = None
+    input_model: type[BaseModel] | None = None
+    # A tool given ``schema`` receives the raw argument object as ``fn(ctx, arguments)`` and
+    # validates it itself (the built-ins do, to keep the reference's exact error wording);
+    # ``schema`` is then only what list_tools shows.
+    schema: dict[str, Any] | None = None
+    takes_context: bool = True
+    is_async: bool = True
+
+    def __post_init__(self) -> None:
+        check_tool_name(self.name)
+        if not 0 < self.timeout_s <= 86_400:
+            raise InvalidArgument(f"tool {self.name}: timeout must be in (0, 86400] s")
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        if self.schema is None:
+            self.input_model, self.takes_context = _input_model(
+                self.name, self.fn, self.extra_arguments
+            )
+        if self.effect is EffectClass.COMPENSATABLE and self.compensation == "not_required":
+            self.compensation = "supported"
+
+    @property
+    def undo_name(self) -> str:
+        return f"{self.name}#undo"
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        if self.schema is not None:
+            return self.schema
+        assert self.input_model is not None
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: the compensation for this tool, called as ``fn(ctx, **undo_args)``."""
+        self.undo_fn = fn
+        return fn
+
+    def reconcile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: asks the outside system whether an uncertain call happened."""
+        self.reconcile_fn = fn
+        return fn
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated arguments (coerced as the schema says); raises ``ArgumentError``."""
+        if self.input_model is None:
+            return dict(arguments)
+        try:
+            model = self.input_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ArgumentError(f"invalid arguments for tool {self.name}: {exc}") from None
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "effect": self.effect.value,
+            "timeout_s": self.timeout_s,
+            "idempotent": self.idempotent,
+            "compensation": self.compensation,
+            "dry_run": self.dry_run,
+            "input_schema": self.input_schema,
+            "examples": self.examples,
+        }
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+
+def check_tool_name(name: str) -> None:
+    size = len(name.encode())
+    if not 1 <= size <= MAX_TOOL_NAME_BYTES:
+        raise InvalidArgument(f"tool name must be 1-{MAX_TOOL_NAME_BYTES} bytes, got {size}")
+
+
+def tool(
+    name: str | None = None,
+    *,
+    effect: EffectClass | str = EffectClass.READ,
+    description: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    idempotent: bool = False,
+    compensation: Compensation = "not_required",
+    compensation_window_s: float | None = None,
+    dry_run: DryRunFidelity = "schema_only",
+    examples: list[dict[str, Any]] | None = None,
+    extra_arguments: Literal["forbid", "ignore"] = "forbid",
+    schema: dict[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool: ``@agenttx.tool(name="crm.create_contact", effect="compensatable")``."""
+    try:
+        effect_class = EffectClass(effect)
+    except ValueError:
+        allowed = ", ".join(e.value for e in EffectClass)
+        raise InvalidArgument(f"unknown effect class {effect!r}; use one of {allowed}") from None
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        doc = inspect.getdoc(fn) or ""
+        return Tool(
+            name=name or fn.__name__,
+            fn=fn,
+            effect=effect_class,
+            description=description if description is not None else doc.split("\n\n")[0],
+            timeout_s=timeout,
+            idempotent=idempotent,
+            compensation=compensation,
+            compensation_window_s=compensation_window_s,
+            dry_run=dry_run,
+            examples=list(examples or []),
+            extra_arguments=extra_arguments,
+            schema=schema,
+        )
+
+    return wrap
+
+
+def _input_model(name: str, fn: Callable[..., Any], extra: str) -> tuple[type[BaseModel], bool]:
+    sig = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn)
+    except Exception as exc:  # a forward reference that does not resolve
+        raise InvalidArgument(f"tool {name}: cannot read type hints: {exc}") from exc
+    params = list(sig.parameters.values())
+    takes_context = bool(params) and (
+        params[0].name in ("ctx", "context") or _is_context_type(hints.get(params[0].name))
+    )
+    if takes_context:
+        params = params[1:]
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        annotation = hints.get(p.name, Any)
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (annotation, default)
+    model_name = "".join(part.capitalize() for part in name.replace("-", ".").split(".")) + "Input"
+    config = ConfigDict(extra="forbid" if extra == "forbid" else "ignore")
+    return create_model(model_name, __config__=config, **fields), takes_context
+
+
+def _is_context_type(annotation: Any) -> bool:
+    return getattr(annotation, "__name__", "") in ("ToolContext", "SyncToolContext")
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON the way outputs are stored; raises TypeError for non-JSON values."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
