@@ -21,7 +21,7 @@ from agenttx.embedded import Engine
 
 def _plan(step: int, learned: bool) -> tuple[str, dict[str, Any]]:
     customer = "c-1" if learned else "c-404"
-    return {
+    plan: dict[int, tuple[str, dict[str, Any]]] = {
         1: ("record.insert", {"table": "customers", "id": "c-1", "fields": {"name": "Acme"}}),
         2: ("kv.put", {"key": "session/customer", "value": customer}),
         3: ("fs.write", {"path": "drafts/${steps.2.value}.json", "contents": '{"status":"draft"}'}),
@@ -43,7 +43,8 @@ def _plan(step: int, learned: bool) -> tuple[str, dict[str, Any]]:
                 "idempotency_key": "invoice-inv-1",
             },
         ),
-    }[step]
+    }
+    return plan[step]
 
 
 async def run_demo(directory: Path | None = None, console: Console | None = None) -> bool:

@@ -450,6 +450,12 @@ class CoreEngine:
     def _step_row(
         self, rt: TxRuntime, att: _Attempt, status: str, *, live: bool, detail: dict[str, Any]
     ) -> StepRow:
+        if att.references:
+            # Kept on every attempt, so the graph can be rebuilt from any row that becomes live.
+            detail = {
+                "refs": [[r.step_id, list(r.path), list(r.arg_path)] for r in att.references],
+                **detail,
+            }
         return StepRow(
             tx_id=rt.id,
             seq=att.seq,
@@ -508,8 +514,6 @@ class CoreEngine:
     ) -> StepResult:
         writes = await self._deltas(rt, scope)
         detail: dict[str, Any] = {}
-        if att.references:
-            detail["refs"] = [[r.step_id, list(r.path), list(r.arg_path)] for r in att.references]
         if scope.reads:
             detail["reads"] = scope.committed_reads()
         if scope.state_reads:
@@ -697,7 +701,12 @@ class CoreEngine:
                 self._applied(rt, update, await self.store.finish_step(update, last))
                 rt.steps[step_id] = last
                 rt.outputs[step_id] = output
-                rt.graph.add_step(step_id, json.loads(last.arguments_json), output)
+                rt.graph.add_step(
+                    step_id,
+                    json.loads(last.arguments_json) if last.arguments_json else None,
+                    output,
+                    _references(last),
+                )
             else:
                 for u in [u for u in rt.undo if u.step_id == step_id]:
                     await self.store.set_undo_status(u.id, "done", u.attempts, "not happened")
@@ -1033,13 +1042,17 @@ def _add_constraint(constraints: list[str], hint: str, cap: int) -> list[str]:
     return constraints[-cap:]
 
 
+def _references(step: StepRow) -> list[Reference]:
+    return [Reference(int(r[0]), tuple(r[1]), tuple(r[2])) for r in step.detail.get("refs", ())]
+
+
 def _rebuild_graph(steps: Iterable[StepRow]) -> DependencyGraph:
     """The graph exactly as the live steps built it (the graph is a pure function of them)."""
     graph = DependencyGraph()
     for s in sorted(steps, key=lambda s: s.step_id):
         if s.status != StepStatus.SUCCESS.value or not s.live:
             continue
-        refs = [Reference(int(r[0]), tuple(r[1]), tuple(r[2])) for r in s.detail.get("refs", ())]
+        refs = _references(s)
         graph.add_step(
             s.step_id,
             json.loads(s.arguments_json) if s.arguments_json else None,

@@ -669,4 +669,3 @@ def clean_hint(raw: str) -> Hint:
                 _default_cleaner = HintCleaner()
             cleaner = _default_cleaner
     return cleaner.clean(raw)
-
