@@ -1,0 +1,21 @@
+"""The public surface: everything users need is exported from ``agenttx``, sorted."""
+
+from __future__ import annotations
+
+import agenttx
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert agenttx.__all__ == sorted(agenttx.__all__)
+    for name in agenttx.__all__:
+        assert hasattr(agenttx, name), name
+    for needed in ("Engine", "tool", "ToolContext", "FatalToolError", "UncertainOutcome"):
+        assert needed in agenttx.__all__
+
+
+def test_error_codes_are_stable() -> None:
+    assert agenttx.InvalidArgument("x").code == "INVALID_ARGUMENT"
+    assert agenttx.NotFound("x").code == "NOT_FOUND"
+    assert agenttx.WrongStep("t", 2, 1).code == "FAILED_PRECONDITION"
+    assert agenttx.CommitConflict("t", ["k"]).code == "ABORTED"
+    assert agenttx.AlreadyExists("x").code == "ALREADY_EXISTS"
