@@ -109,17 +109,18 @@ async def test_record_constraints_use_postgres_wording(engine: agenttx.Engine, t
 async def test_record_error_texts_are_the_references(open_engine: Any) -> None:
     from agenttx.tools.builtin.record import record_insert
 
+    rows: dict[str, Any] = {"records/customers/c-1": {"id": "c-1"}}
+
     class Ctx:
-        class state:  # noqa: N801 - a tiny stand-in namespace for the managed state
-            rows: dict[str, Any] = {"records/customers/c-1": {"id": "c-1"}}
+        class state:  # a tiny stand-in for the managed state the tool reads
 
             @classmethod
             async def exists(cls, key: str) -> bool:
-                return key in cls.rows
+                return key in rows
 
             @classmethod
             async def put(cls, key: str, value: Any) -> None:
-                cls.rows[key] = value
+                rows[key] = value
 
     with pytest.raises(Exception) as dup:
         await record_insert.fn(Ctx(), {"table": "customers", "id": "c-1"})

@@ -21,7 +21,8 @@ async def test_begin_step_commit_publishes_writes(engine: agenttx.Engine) -> Non
     assert r.output_json == '{"key":"a","value":1}'
     assert r.next_step_id == 2
     c = await engine.commit(b.transaction_id)
-    assert c.committed and c.steps_committed == 1
+    assert c.committed
+    assert c.steps_committed == 1
 
     reader = await engine.begin()
     got = await engine.execute_step(reader.transaction_id, 1, "kv.get", {"key": "a"})

@@ -44,7 +44,8 @@ async def test_open_transaction_resumes_after_reopen(open_engine: Any, tmp_path:
     await third.execute_step(tx, 3, "effect.stage", {"channel": "email", "idempotency_key": "e"})
     assert (await third.execute_step(tx, 4, "record.insert", FK_ARGS)).status is StepStatus.SUCCESS
     c = await third.commit(tx)
-    assert c.steps_committed == 4 and c.effects_dispatched == 1
+    assert c.steps_committed == 4
+    assert c.effects_dispatched == 1
 
 
 async def test_controller_counters_are_durable(open_engine: Any) -> None:
@@ -60,7 +61,8 @@ async def test_controller_counters_are_durable(open_engine: Any) -> None:
     tx = (await first.begin(policy=policy)).transaction_id
     await first.execute_step(tx, 1, "kv.put", {"key": "a"})
     r = await first.execute_step(tx, 2, "always.fails", {})
-    assert r.strategy is Strategy.LOCAL_BACKTRACK and r.next_step_id == 1
+    assert r.strategy is Strategy.LOCAL_BACKTRACK
+    assert r.next_step_id == 1
     await first.close()
 
     second = await open_engine(tools=[always_fails])
