@@ -148,6 +148,12 @@ def _insert_step(c: sqlite3.Connection, s: StepRow) -> None:
     )  # fmt: skip
 
 
+def _update_and_record(c: sqlite3.Connection, update: TxUpdate, step: StepRow) -> int:
+    revision = _apply_update(c, update)
+    _insert_step(c, step)
+    return revision
+
+
 class SqliteStore(Store):
     def __init__(self, path: str | Path, *, sync_writes: bool = False) -> None:
         self.path = Path(path)
@@ -291,20 +297,11 @@ class SqliteStore(Store):
         return [UndoRow(*r) for r in rows]
 
     async def start_step(self, update: TxUpdate, step: StepRow) -> int:
-        def unit(c: sqlite3.Connection) -> int:
-            revision = _apply_update(c, update)
-            _insert_step(c, step)
-            return revision
-
-        return await self._write(unit)
+        return await self._write(lambda c: _update_and_record(c, update, step))
 
     async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
-        def unit(c: sqlite3.Connection) -> int:
-            revision = _apply_update(c, update)
-            _insert_step(c, step)
-            return revision
-
-        return await self._write(unit)
+        # The same unit as start_step: the row is replaced by seq, so RUNNING becomes final.
+        return await self._write(lambda c: _update_and_record(c, update, step))
 
     async def append_undo(self, row: UndoRow) -> int:
         def unit(c: sqlite3.Connection) -> int:

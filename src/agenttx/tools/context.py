@@ -54,10 +54,10 @@ class StateView:
         return await self._scope.state_delete(key)
 
 
-class ToolContext:
-    def __init__(self, scope: StepScope) -> None:
-        self._scope = scope
-        self.state = StateView(scope)
+class _StepIdentity:
+    """Who is running: shared by the async and the blocking context."""
+
+    _scope: StepScope
 
     @property
     def transaction_id(self) -> str:
@@ -75,6 +75,12 @@ class ToolContext:
     @property
     def fs_root(self) -> Path:
         return self._scope.fs_root
+
+
+class ToolContext(_StepIdentity):
+    def __init__(self, scope: StepScope) -> None:
+        self._scope = scope
+        self.state = StateView(scope)
 
     async def register_undo(self, args: dict[str, Any], *, handler: str | None = None) -> None:
         """Record how to undo what this step is about to do. Durable before it returns: call it
@@ -114,29 +120,13 @@ class SyncStateView:
         return self._call(self._scope.state_delete(key))
 
 
-class SyncToolContext:
+class SyncToolContext(_StepIdentity):
     """The blocking context handed to a plain ``def`` tool running on a worker thread."""
 
     def __init__(self, scope: StepScope, loop: asyncio.AbstractEventLoop) -> None:
         self._scope = scope
         self._loop = loop
         self.state = SyncStateView(scope, loop)
-
-    @property
-    def transaction_id(self) -> str:
-        return self._scope.transaction_id
-
-    @property
-    def step_id(self) -> int:
-        return self._scope.step_id
-
-    @property
-    def idempotency_key(self) -> str:
-        return self._scope.idempotency_key
-
-    @property
-    def fs_root(self) -> Path:
-        return self._scope.fs_root
 
     def register_undo(self, args: dict[str, Any], *, handler: str | None = None) -> None:
         asyncio.run_coroutine_threadsafe(
