@@ -46,7 +46,8 @@ def _path(run: dict[str, Any]) -> str:
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         f"{'scenario':<15} {'r':>2} {'f':>3} │ {'calls base':>10} {'ours':>5} {'ref b/r':>8} │ "
-        f"{'tokens base':>11} {'ours':>5} {'ref b/r':>9} │ {'bad base':>8} {'ours':>4} │ path (ours)"
+        f"{'tokens base':>11} {'ours':>5} {'ref b/r':>9} │ {'bad base':>8} {'ours':>4} │ "
+        "path (ours)"
     )
     lines = [head, "─" * len(head)]
     for r in results:

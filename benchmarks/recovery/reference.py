@@ -90,7 +90,10 @@ def check_baseline_fidelity(results: list[dict[str, Any]]) -> list[dict[str, Any
         calls = CALLS[r["kind"]][r["steps"]][0]
         tokens = TOKENS[r["kind"]][0]
         ok = base["tool_calls"] == calls and base["feedback_tokens"] == tokens
-        detail = f"calls {base['tool_calls']} vs {calls}, tokens {base['feedback_tokens']} vs {tokens}"
-        checks.append({"scenario": r["id"], "target": "baseline = reference's", "ok": ok,
-                       "detail": detail})
+        detail = (
+            f"calls {base['tool_calls']} vs {calls}, tokens {base['feedback_tokens']} vs {tokens}"
+        )
+        checks.append(
+            {"scenario": r["id"], "target": "baseline = reference's", "ok": ok, "detail": detail}
+        )
     return checks

@@ -266,7 +266,9 @@ async def run_baseline(scenario: Scenario, workdir: Path) -> RunMetrics:
                 tally.feedback(error)
                 learned[0] = learned[0] or "customer_id" in error
                 if "already exists" in error:
-                    tally.event("skip_duplicate", f"step {step}: duplicate on replay, taken as done")
+                    tally.event(
+                        "skip_duplicate", f"step {step}: duplicate on replay, taken as done"
+                    )
                     outputs[step] = args
                     break
                 retries += 1
@@ -305,8 +307,12 @@ async def run_agenttx(scenario: Scenario, workdir: Path) -> RunMetrics:
         outbox_path=outbox_path,
         tools=make_bench_tools(),
         tx_idle_timeout_secs=0,
+        # No background dispatcher: commit delivers the effects itself (a failed delivery
+        # would show up below as a dispatched count that differs from the outbox file).
+        background=False,
     )
     tally = _Tally()
+    committed: agenttx.CommitResult | None = None
     strategies: list[dict[str, Any]] = []
     started = time.perf_counter()
     try:
@@ -342,7 +348,7 @@ async def run_agenttx(scenario: Scenario, workdir: Path) -> RunMetrics:
             )
             if result.status is agenttx.StepStatus.FAILED:
                 tally.event(strategy.lower(), f"step {nxt}: abort, everything compensated")
-                succeeded, outcome, committed = False, "aborted", None
+                succeeded, outcome = False, "aborted"
                 break
             if result.status is not agenttx.StepStatus.ROLLBACK_TRIGGERED:
                 raise RuntimeError(f"{scenario.id}: unexpected step status {result.status}")

@@ -364,8 +364,17 @@ def dumps_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_CORE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
 def error_text(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).rstrip()
+    """The tool's exception as the raw error the hint cleaner reads: its message and the
+    traceback from the tool's own frames on (the engine's frames say nothing about the
+    failure and would only cost the cleaner time)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_CORE_DIR):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
 
 
 def add_constraint(constraints: list[str], hint: str, cap: int) -> list[str]:

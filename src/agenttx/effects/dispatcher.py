@@ -91,9 +91,13 @@ class OutboxDispatcher:
                 continue
             self._wake.clear()
             waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
-            await asyncio.wait(waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
+            try:
+                await asyncio.wait(
+                    waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:  # also when cancelled by close(): leave no waiter task behind
+                for w in waiters:
+                    w.cancel()
 
     async def _deliver(self, row: OutboxRow) -> str | None:
         attempt = row.attempts + 1
