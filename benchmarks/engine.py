@@ -63,8 +63,17 @@ from agenttx.store.sqlite import SqliteStore
 RESULTS = Path(__file__).resolve().parent / "results" / "engine.json"
 
 DURABILITIES = (("default", False), ("sync_writes", True))
-SECTIONS = ("floor", "store", "step", "rewind", "commit", "throughput", "memory", "compare",
-            "profile")  # fmt: skip
+SECTIONS = (
+    "floor",
+    "store",
+    "step",
+    "rewind",
+    "commit",
+    "throughput",
+    "memory",
+    "compare",
+    "profile",
+)
 
 # The reference's published numbers (Ryzen 5 5600H, Rust release build), for the tables.
 REF_STEP = {"p50": 52.5, "mean": 62.9, "p99": 184.0}
@@ -155,13 +164,23 @@ def _git_state() -> str:
 
     root = Path(__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return f"{head}{' (src modified)' if dirty else ''}"  # fmt: skip
+    return f"{head}{' (src modified)' if dirty else ''}"
 
 
 def machine_info() -> dict[str, Any]:
@@ -209,7 +228,7 @@ class Out:
         try:
             from rich.console import Console
 
-            self.console: Any = Console()
+            self.console: Any = Console(width=None if sys.stdout.isatty() else 120)
         except ImportError:  # pragma: no cover
             self.console = None
 
@@ -292,17 +311,43 @@ async def bench_store(quick: bool) -> dict[str, Any]:
             store = SqliteStore(d / "store.db", sync_writes=sync)
             await store.open()
             now = time.time()
-            row = TxRow("tx_bench", "default", "bench", "ACTIVE", 1, 1, 0, "snapshot",
-                        {"step_seq": 0}, now, now, now)  # fmt: skip
+            row = TxRow(
+                "tx_bench",
+                "default",
+                "bench",
+                "ACTIVE",
+                1,
+                1,
+                0,
+                "snapshot",
+                {"step_seq": 0},
+                now,
+                now,
+                now,
+            )
             await store.create_transaction(row)
             samples: list[int] = []
             revision = 1
             clock = time.perf_counter_ns
             for i in range(n + warm):
                 k = i + 1
-                step = StepRow("tx_bench", k, k, 1, 0, "kv.put", "state", "SUCCESS", True,
-                               f'{{"key":"k{i}","value":{i}}}', f'{{"key":"k{i}","value":{i}}}',
-                               "", {"w": [[f"kv/k{i}", str(i), 0]]}, now, now)  # fmt: skip
+                step = StepRow(
+                    "tx_bench",
+                    k,
+                    k,
+                    1,
+                    0,
+                    "kv.put",
+                    "state",
+                    "SUCCESS",
+                    True,
+                    f'{{"key":"k{i}","value":{i}}}',
+                    f'{{"key":"k{i}","value":{i}}}',
+                    "",
+                    {"w": [[f"kv/k{i}", str(i), 0]]},
+                    now,
+                    now,
+                )
                 update = TxUpdate("tx_bench", revision, ("ACTIVE",), "ACTIVE", k + 1, None, now)
                 t0 = clock()
                 revision = await store.finish_step(update, step)
@@ -317,9 +362,7 @@ async def bench_store(quick: bool) -> dict[str, Any]:
 # --------------------------------------------------------------------------- step
 
 
-async def step_loop(
-    engine: agenttx.Engine, n: int, warm: int, per_tx: int = 1_000
-) -> list[int]:
+async def step_loop(engine: agenttx.Engine, n: int, warm: int, per_tx: int = 1_000) -> list[int]:
     """Timed ``kv.put`` steps; a new transaction every ``per_tx`` steps (not timed)."""
     samples: list[int] = []
     clock = time.perf_counter_ns
@@ -605,8 +648,13 @@ def dbos_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
         pre = sqlite3.connect(path)  # WAL persists in the file: same journal as AgentTx
         pre.execute("PRAGMA journal_mode=WAL")
         pre.close()
-        DBOS(config={"name": "agenttx-bench", "system_database_url": f"sqlite:///{path}",
-                     "log_level": "WARNING"})  # fmt: skip
+        DBOS(
+            config={
+                "name": "agenttx-bench",
+                "system_database_url": f"sqlite:///{path}",
+                "log_level": "WARNING",
+            }
+        )
         logging.getLogger("dbos").setLevel(logging.WARNING)
         DBOS.launch()
         try:
@@ -636,7 +684,7 @@ def langgraph_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
         return {**a, **b}
 
     # The functional form: evaluated now, not as a string under ``from __future__``.
-    State = TypedDict("State", {"kv": Annotated[dict[str, Any], merge]})  # type: ignore[misc]
+    State = TypedDict("State", {"kv": Annotated[dict[str, Any], merge]})  # noqa: UP013
 
     def node(s: int) -> Callable[[State], dict[str, Any]]:
         def put(state: State) -> dict[str, Any]:
@@ -652,7 +700,7 @@ def langgraph_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
         graph = StateGraph(State)
         prev = START
         for s in range(1, 11):
-            graph.add_node(f"put{s}", node(s))
+            graph.add_node(f"put{s}", node(s))  # type: ignore[call-overload]
             graph.add_edge(prev, f"put{s}")
             prev = f"put{s}"
         graph.add_edge(prev, END)
@@ -672,8 +720,11 @@ def langgraph_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
 
 def bench_compare(quick: bool) -> dict[str, Any]:
     runs, warm = (30, 5) if quick else (200, 20)
-    out: dict[str, Any] = {"runs": runs, "warmup": warm,
-                           "workload": "10 writes then commit, one run after the other"}  # fmt: skip
+    out: dict[str, Any] = {
+        "runs": runs,
+        "warmup": warm,
+        "workload": "10 writes then commit, one run after the other",
+    }
     for name, sync in DURABILITIES:
 
         async def ours(sync: bool = sync) -> list[int]:
@@ -702,26 +753,55 @@ def bench_compare(quick: bool) -> dict[str, Any]:
 # and "<method 'execute' of 'sqlite3.Connection' objects>", pyinstrument as "<built-in>" and
 # "Connection.execute".
 _AREAS: list[tuple[str, Callable[[str, str, bool], bool]]] = [
-    ("SQLite (C calls: execute, commit)", lambda f, fn, b: b and any(
-        x in fn for x in ("sqlite3", "Connection.", "Cursor."))),
+    (
+        "SQLite (C calls: execute, commit)",
+        lambda f, fn, b: b and any(x in fn for x in ("sqlite3", "Connection.", "Cursor.")),
+    ),
     ("waiting in epoll (fsync on the writer thread)", lambda f, fn, b: b and "poll" in fn),
     ("json encode/decode", lambda f, fn, b: "/json/" in f or (b and "json" in fn.lower())),
-    ("asyncio event loop", lambda f, fn, b: "/asyncio/" in f or "selectors" in f
-        or (b and any(x in fn for x in ("_asyncio", "socket", "Future", "Task", "Event",
-                                         "call_soon", "_contextvars")))),
+    (
+        "asyncio event loop",
+        lambda f, fn, b: (
+            "/asyncio/" in f
+            or "selectors" in f
+            or (
+                b
+                and any(
+                    x in fn
+                    for x in (
+                        "_asyncio",
+                        "socket",
+                        "Future",
+                        "Task",
+                        "Event",
+                        "call_soon",
+                        "_contextvars",
+                    )
+                )
+            )
+        ),
+    ),
     ("dependency graph (core/graph.py)", lambda f, fn, b: f.endswith("core/graph.py")),
     ("references (core/refs.py)", lambda f, fn, b: f.endswith("core/refs.py")),
     ("store + group-commit writer", lambda f, fn, b: "/agenttx/store/" in f),
-    ("engine pipeline (core/steps, base, engine)", lambda f, fn, b: any(
-        f.endswith(f"core/{m}.py") for m in ("engine", "steps", "base", "recovery", "views"))),
-    ("runtime, tool context, kv.put", lambda f, fn, b: "/core/runtime.py" in f
-        or "/agenttx/tools/" in f),
+    (
+        "engine pipeline (core/steps, base, engine)",
+        lambda f, fn, b: any(
+            f.endswith(f"core/{m}.py") for m in ("engine", "steps", "base", "recovery", "views")
+        ),
+    ),
+    (
+        "runtime, tool context, kv.put",
+        lambda f, fn, b: "/core/runtime.py" in f or "/agenttx/tools/" in f,
+    ),
     ("other agenttx (limits, states, types, controller)", lambda f, fn, b: "/agenttx/" in f),
-    ("stdlib (uuid, enum, dataclasses, typing)", lambda f, fn, b: "/lib/python3" in f
-        and "site-packages" not in f),
+    (
+        "stdlib (uuid, enum, dataclasses, typing)",
+        lambda f, fn, b: "/lib/python3" in f and "site-packages" not in f,
+    ),
     ("benchmark loop", lambda f, fn, b: "benchmarks/" in f),
     ("builtins (isinstance, dict/list ops, time …)", lambda f, fn, b: b),
-]  # fmt: skip
+]
 
 
 def _area(filename: str, func: str) -> str:
@@ -771,15 +851,15 @@ def bench_profile(quick: bool) -> dict[str, Any]:
     SQLite work and fsync run on the writer thread and show up as time waiting in epoll."""
     n = 1_000 if quick else 5_000
     out: dict[str, Any] = {"samples": n}
-    try:
-        from pyinstrument import Profiler
-    except ImportError:
-        Profiler = None  # noqa: N806
+    sampler_cls: Any = None
+    with contextlib.suppress(ImportError):
+        from pyinstrument import Profiler as sampler_cls
     for name, sync in DURABILITIES:
         res: dict[str, Any] = {}
 
-        async def run(start: Callable[[], None], stop: Callable[[], None], sync: bool = sync
-                      ) -> float:  # fmt: skip
+        async def run(
+            start: Callable[[], object], stop: Callable[[], object], sync: bool = sync
+        ) -> float:
             with scratch("prof") as d:
                 engine = await open_engine(d, sync)
                 try:
@@ -799,9 +879,15 @@ def bench_profile(quick: bool) -> dict[str, Any]:
         rows = []
         areas: dict[str, float] = {}
         for (filename, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
-            rows.append({"function": f"{_short(filename)}:{line}({func})",
-                         "calls_per_step": nc / n, "self_us_per_step": tt / n * 1e6,
-                         "cum_us_per_step": ct / n * 1e6, "self_pct": 100 * tt / total})  # fmt: skip
+            rows.append(
+                {
+                    "function": f"{_short(filename)}:{line}({func})",
+                    "calls_per_step": nc / n,
+                    "self_us_per_step": tt / n * 1e6,
+                    "cum_us_per_step": ct / n * 1e6,
+                    "self_pct": 100 * tt / total,
+                }
+            )
             a = _area(filename, func)
             areas[a] = areas.get(a, 0.0) + tt
         rows.sort(key=lambda r: r["self_us_per_step"], reverse=True)
@@ -810,8 +896,8 @@ def bench_profile(quick: bool) -> dict[str, Any]:
             "top_self": rows[:25],
             "areas": _areas_table(areas, total, n),
         }
-        if Profiler is not None:
-            sampler = Profiler(interval=0.0001, async_mode="disabled")
+        if sampler_cls is not None:
+            sampler = sampler_cls(interval=0.0001, async_mode="disabled")
             wall = asyncio.run(run(sampler.start, sampler.stop))
             root = sampler.last_session.root_frame() if sampler.last_session else None
             if root is not None:
@@ -821,10 +907,13 @@ def bench_profile(quick: bool) -> dict[str, Any]:
                     "wall_us_per_step": wall / n * 1e6,
                     "areas": _areas_table(s_areas, s_total, n),
                     "top_self": [
-                        {"function": k, "self_us_per_step": v / n * 1e6,
-                         "self_pct": 100 * v / s_total}
+                        {
+                            "function": k,
+                            "self_us_per_step": v / n * 1e6,
+                            "self_pct": 100 * v / s_total,
+                        }
                         for k, v in sorted(funcs.items(), key=lambda kv: -kv[1])[:25]
-                    ],  # fmt: skip
+                    ],
                 }
         out[name] = res
     return out
@@ -840,57 +929,114 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
         for name, _ in DURABILITIES:
             p50, f = step[name]["p50"], floor[name]["p50"]
             ratio = STEP_FLOOR_RATIO[name]
-            t.append({"target": f"kv.put step p50 ≤ {ratio}× measured floor ({name})",
-                      "bound": ratio * f, "measured": p50, "unit": "µs",
-                      "met": p50 <= ratio * f, "ratio_to_floor": p50 / f})  # fmt: skip
+            t.append(
+                {
+                    "target": f"kv.put step p50 ≤ {ratio}× measured floor ({name})",
+                    "bound": ratio * f,
+                    "measured": p50,
+                    "unit": "µs",
+                    "met": p50 <= ratio * f,
+                    "ratio_to_floor": p50 / f,
+                }
+            )
             b = BRIEF_FLOOR_US[name] * ratio
-            t.append({"target": f"kv.put step p50 ≤ {ratio}× the issue's floor "
-                      f"{BRIEF_FLOOR_US[name]:g} µs ({name})", "bound": b, "measured": p50,
-                      "unit": "µs", "met": p50 <= b})  # fmt: skip
+            t.append(
+                {
+                    "target": f"kv.put step p50 ≤ {ratio}× the issue's floor "
+                    f"{BRIEF_FLOOR_US[name]:g} µs ({name})",
+                    "bound": b,
+                    "measured": p50,
+                    "unit": "µs",
+                    "met": p50 <= b,
+                }
+            )
     if "rewind" in res:
         for name, _ in DURABILITIES:
             v = res["rewind"]["entries"][name].get("1000")
             if v:
-                t.append({"target": f"rewind of 1k entries ≤ 5 ms ({name})", "bound": 5.0,
-                          "measured": v["p50"], "unit": "ms", "met": v["p50"] <= 5.0})  # fmt: skip
+                t.append(
+                    {
+                        "target": f"rewind of 1k entries ≤ 5 ms ({name})",
+                        "bound": 5.0,
+                        "measured": v["p50"],
+                        "unit": "ms",
+                        "met": v["p50"] <= 5.0,
+                    }
+                )
     if "commit" in res:
         for name, _ in DURABILITIES:
             v = res["commit"][name].get("1000")
             if v:
-                t.append({"target": f"commit of 1k keys ≤ 5 ms ({name})", "bound": 5.0,
-                          "measured": v["p50"], "unit": "ms", "met": v["p50"] <= 5.0})  # fmt: skip
+                t.append(
+                    {
+                        "target": f"commit of 1k keys ≤ 5 ms ({name})",
+                        "bound": 5.0,
+                        "measured": v["p50"],
+                        "unit": "ms",
+                        "met": v["p50"] <= 5.0,
+                    }
+                )
     if "throughput" in res:
         v = res["throughput"]["default"]["16"]["steps_per_s"]
-        t.append({"target": "throughput at concurrency 16 ≥ 8,000 steps/s (default)",
-                  "bound": 8000.0, "measured": v, "unit": "steps/s", "met": v >= 8000})  # fmt: skip
+        t.append(
+            {
+                "target": "throughput at concurrency 16 ≥ 8,000 steps/s (default)",
+                "bound": 8000.0,
+                "measured": v,
+                "unit": "steps/s",
+                "met": v >= 8000,
+            }
+        )
     if "memory" in res:
         v = res["memory"]["heap_bytes_per_tx"] / 1024
-        t.append({"target": "memory per idle open transaction ≤ 20 KB", "bound": 20.0,
-                  "measured": v, "unit": "KiB", "met": v <= 20.0})  # fmt: skip
+        t.append(
+            {
+                "target": "memory per idle open transaction ≤ 20 KB",
+                "bound": 20.0,
+                "measured": v,
+                "unit": "KiB",
+                "met": v <= 20.0,
+            }
+        )
     return t
 
 
 def report(out: Out, res: dict[str, Any]) -> None:
     m = res.get("machine", {})
-    out.note(f"[bold]machine[/bold]: {m.get('cpu')} · {m.get('cores')} cores · Python "
-             f"{m.get('python')} · SQLite {m.get('sqlite')} · {m.get('date')} · load "
-             f"{m.get('load_average_start')} → {m.get('load_average_end')}")  # fmt: skip
+    out.note(
+        f"[bold]machine[/bold]: {m.get('cpu')} · {m.get('cores')} cores · Python "
+        f"{m.get('python')} · SQLite {m.get('sqlite')} · {m.get('date')} · load "
+        f"{m.get('load_average_start')} → {m.get('load_average_end')}"
+    )
     if "floor" in res or "store" in res or "step" in res:
         rows = []
-        for sec, label in (("floor", "raw SQLite txn (1 insert)"),
-                           ("store", "store.finish_step direct"),
-                           ("step", "engine kv.put step")):  # fmt: skip
+        for sec, label in (
+            ("floor", "raw SQLite txn (1 insert)"),
+            ("store", "store.finish_step direct"),
+            ("step", "engine kv.put step"),
+        ):
             for name, _ in DURABILITIES:
                 if sec in res:
                     s = res[sec][name]
                     rows.append([f"{label} · {name}", s["p50"], s["mean"], s["p90"], s["p99"]])
-        rows.append(["reference: engine step in-process", REF_STEP["p50"], REF_STEP["mean"],
-                     "", REF_STEP["p99"]])  # fmt: skip
+        rows.append(
+            [
+                "reference: engine step in-process",
+                REF_STEP["p50"],
+                REF_STEP["mean"],
+                "",
+                REF_STEP["p99"],
+            ]
+        )
         out.table("Per-call latency (µs)", ["", "p50", "mean", "p90", "p99"], rows)
     if "rewind" in res:
-        for series, title in (("entries", "Rewind: rollback(to_step=1) of n journal entries "
-                                          "written by one step (ms)"),
-                              ("steps", "Rewind of n one-write kv.put steps (ms)")):  # fmt: skip
+        for series, title in (
+            (
+                "entries",
+                "Rewind: rollback(to_step=1) of n journal entries written by one step (ms)",
+            ),
+            ("steps", "Rewind of n one-write kv.put steps (ms)"),
+        ):
             sizes = list(res["rewind"][series]["default"])
             rows = []
             for name, _ in DURABILITIES:
@@ -913,14 +1059,22 @@ def report(out: Out, res: dict[str, Any]) -> None:
         concs = list(tp["default"])
         rows = [[name, *(tp[name][c]["steps_per_s"] for c in concs)] for name, _ in DURABILITIES]
         rows.append(["reference", *(float(REF_THROUGHPUT[int(c)]) for c in concs)])
-        out.table(f"Throughput, {tp['transactions']} tx × {tp['steps_per_transaction']} kv.put "
-                  "+ commit (steps/s)", ["concurrency", *concs], rows)  # fmt: skip
+        out.table(
+            f"Throughput, {tp['transactions']} tx × {tp['steps_per_transaction']} kv.put "
+            "+ commit (steps/s)",
+            ["concurrency", *concs],
+            rows,
+        )
     if "memory" in res:
         mem = res["memory"]
-        out.table("Memory per idle open transaction (1 step each)", ["", "bytes"], [
-            ["Python heap (tracemalloc)", mem["heap_bytes_per_tx"]],
-            ["RSS growth", mem["rss_bytes_per_tx"]],
-        ])  # fmt: skip
+        out.table(
+            "Memory per idle open transaction (1 step each)",
+            ["", "bytes"],
+            [
+                ["Python heap (tracemalloc)", mem["heap_bytes_per_tx"]],
+                ["RSS growth", mem["rss_bytes_per_tx"]],
+            ],
+        )
     if "compare" in res:
         rows = []
         for name, _ in DURABILITIES:
@@ -930,10 +1084,20 @@ def report(out: Out, res: dict[str, Any]) -> None:
                 if v["status"] != "ok":
                     rows.append([f"{sysname} · {name}", v["status"], "", "", ""])
                     continue
-                rows.append([f"{sysname} · {name}", v["p50"], v["mean"], v["p99"],
-                             f"{v.get('ratio_p50', 1.0):.1f}×"])  # fmt: skip
-        out.table("10-step workload (10 writes + commit), ms per run",
-                  ["", "p50", "mean", "p99", "× AgentTx p50"], rows)  # fmt: skip
+                rows.append(
+                    [
+                        f"{sysname} · {name}",
+                        v["p50"],
+                        v["mean"],
+                        v["p99"],
+                        f"{v.get('ratio_p50', 1.0):.1f}×",
+                    ]
+                )
+        out.table(
+            "10-step workload (10 writes + commit), ms per run",
+            ["", "p50", "mean", "p99", "× AgentTx p50"],
+            rows,
+        )
     if "profile" in res:
         for name, _ in DURABILITIES:
             p = res["profile"][name]
@@ -941,27 +1105,47 @@ def report(out: Out, res: dict[str, Any]) -> None:
                 if prof not in p:
                     continue
                 q = p[prof]
-                out.table(f"Profile ({name}, {prof}): self time by area, µs per step "
-                          f"(wall {q['wall_us_per_step']:.0f} µs/step under the profiler)",
-                          ["area", "µs/step", "%"],
-                          [[k, v["us_per_step"], v["pct"]] for k, v in q["areas"].items()])  # fmt: skip
+                out.table(
+                    f"Profile ({name}, {prof}): self time by area, µs per step "
+                    f"(wall {q['wall_us_per_step']:.0f} µs/step under the profiler)",
+                    ["area", "µs/step", "%"],
+                    [[k, v["us_per_step"], v["pct"]] for k, v in q["areas"].items()],
+                )
             q = p["cprofile"]
-            out.table(f"Profile ({name}, cprofile): top functions by self time",
-                      ["function", "calls/step", "self µs/step", "%"],
-                      [[r["function"], r["calls_per_step"], r["self_us_per_step"],
-                        r["self_pct"]] for r in q["top_self"][:15]])  # fmt: skip
+            out.table(
+                f"Profile ({name}, cprofile): top functions by self time",
+                ["function", "calls/step", "self µs/step", "%"],
+                [
+                    [r["function"], r["calls_per_step"], r["self_us_per_step"], r["self_pct"]]
+                    for r in q["top_self"][:15]
+                ],
+            )
     if res.get("targets"):
-        out.table("Targets", ["target", "bound", "measured", "unit", "met"], [
-            [t["target"], t["bound"], t["measured"], t["unit"], "met" if t["met"] else "NOT met"]
-            for t in res["targets"]
-        ])  # fmt: skip
+        out.table(
+            "Targets",
+            ["target", "bound", "measured", "unit", "met"],
+            [
+                [
+                    t["target"],
+                    t["bound"],
+                    t["measured"],
+                    t["unit"],
+                    "met" if t["met"] else "NOT met",
+                ]
+                for t in res["targets"]
+            ],
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run (~30 s), fewer samples")
-    ap.add_argument("--only", action="append", choices=SECTIONS, help="run only this section "
-                    "(repeatable); other sections in the results file are kept")  # fmt: skip
+    ap.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        help="run only this section (repeatable); other sections in the results file are kept",
+    )
     ap.add_argument("--output", type=Path, default=RESULTS)
     ns = ap.parse_args(argv)
     selected = ns.only or list(SECTIONS)

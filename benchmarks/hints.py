@@ -47,7 +47,7 @@ TRACES: dict[str, str] = {
         + '  File "/srv/app/.venv/lib/python3.11/site-packages/psycopg/cursor.py", line 732, '
         "in execute\n"
         "    raise ex.with_traceback(None)\n"
-        "psycopg.errors.ForeignKeyViolation: insert or update on table \"invoices\" violates "
+        'psycopg.errors.ForeignKeyViolation: insert or update on table "invoices" violates '
         'foreign key constraint "invoices_customer_id_fkey"\n'
         'DETAIL:  Key (customer_id)=(c-404) is not present in table "customers".\n\n'
         "The above exception was the direct cause of the following exception:\n\n"

@@ -176,7 +176,9 @@ def _append_reversal(path: Path, entry: str, tx_id: str) -> None:
     effect="compensatable",
     description="Append an entry to the external ledger (not idempotent); undo appends a reversal.",
 )
-async def ledger_add(ctx: agenttx.ToolContext, entry: str, amount: int) -> dict[str, Any]:
+async def ledger_add(
+    ctx: agenttx.ToolContext, entry: str, amount: int, reject: bool = False
+) -> dict[str, Any]:
     ledger = ctx.fs_root.parent / LEDGER
     # The undo is durable before the outside call, as the tool contract asks.
     await ctx.register_undo({"entry": entry, "ledger": str(ledger)})
@@ -191,6 +193,8 @@ async def ledger_add(ctx: agenttx.ToolContext, entry: str, amount: int) -> dict[
             "attempt_key": ctx.idempotency_key,
         },
     )
+    if reject:  # a partial failure: the entry is written, then the call fails
+        raise RuntimeError(f"ledger rejected entry {entry} after writing it")
     return {"entry": entry, "amount": amount}
 
 
@@ -204,6 +208,13 @@ async def ledger_undo(ctx: Any, entry: str, ledger: str) -> None:
     _append_reversal(path, entry, ctx.transaction_id)
 
 
+@agenttx.tool(name="note.put", effect="state", description="A plain (threaded) user tool.")
+def note_put(ctx: agenttx.SyncToolContext, key: str, text: str) -> dict[str, Any]:
+    before = ctx.state.get(f"notes/{key}")
+    ctx.state.put(f"notes/{key}", {"tag": tag_of(key), "text": text})
+    return {"key": key, "replaced": before is not None}
+
+
 async def open_engine(d: Path, **kwargs: Any) -> agenttx.Engine:
     """The engine as the worker and the checker open it."""
     kwargs.setdefault("tx_idle_timeout_secs", 0)  # no reaper: the harness ends transactions
@@ -211,7 +222,7 @@ async def open_engine(d: Path, **kwargs: Any) -> agenttx.Engine:
         f"sqlite:///{d / DB}",
         fs_root=d / FILES,
         outbox_path=d / OUTBOX,
-        tools=[ledger_add],
+        tools=[ledger_add, note_put],
         dispatch_lease_secs=LEASE_SECS,
         dispatch_backoff_s=0.05,
         **kwargs,
@@ -231,6 +242,8 @@ def state_key(tool: str, args: dict[str, Any]) -> str | None:
         return f"kv/{args['key']}"
     if tool == "record.insert":
         return f"records/{args['table']}/{args['id']}"
+    if tool == "note.put":
+        return f"notes/{args['key']}"
     return None
 
 
@@ -262,13 +275,17 @@ class TxModel:
         out: dict[str, Any] = {}
         for tool, args in self._ordered():
             key = state_key(tool, args)
+            if key is None:
+                continue
             if tool == "kv.put":
-                out[key] = args.get("value")  # type: ignore[index]
+                out[key] = args.get("value")
             elif tool == "kv.delete":
                 if out.get(key) is not None:
-                    out[key] = None  # type: ignore[index]
+                    out[key] = None
             elif tool == "record.insert":
-                out[key] = {**args.get("fields", {}), "id": args["id"]}  # type: ignore[index]
+                out[key] = {**args.get("fields", {}), "id": args["id"]}
+            elif tool == "note.put":
+                out[key] = {"tag": tag_of(args["key"]), "text": args["text"]}
         return out
 
     def files(self) -> dict[str, str]:
@@ -466,9 +483,15 @@ def candidates(
             results.append(("outcome_unknown", unknown))
         if intent["may_fail"]:
             if db["status"] == ACTIVE and 1 <= db["next"] < k:
-                rewound = {"step_status": "ROLLBACK_TRIGGERED", "status": ACTIVE, "next": db["next"]}
+                rewound = {
+                    "step_status": "ROLLBACK_TRIGGERED",
+                    "status": ACTIVE,
+                    "next": db["next"],
+                }
                 results.append(("failed_rewound", rewound))
-            results.append(("failed_aborted", {"step_status": "FAILED", "status": "FAILED", "next": 0}))
+            results.append(
+                ("failed_aborted", {"step_status": "FAILED", "status": "FAILED", "next": 0})
+            )
     elif op == "rewind":
         results.append(("applied", {"status": ACTIVE, "next": intent["to"]}))
     elif op == "abort":
@@ -719,12 +742,13 @@ class Actor:
         """A random step for ``m``: (tool, arguments, may fail)."""
         rng, tag, u = self.rng, m.tag, self.log.uid()
         writes = m.writes()
+        args: dict[str, Any]
         own_kv = sorted(
             k for k, v in writes.items() if k.startswith("kv/") and not is_shared(k) and v
         )
         r = rng.random()
         if r < 0.06:
-            value = {"tag": tag, "u": u}
+            value: dict[str, Any] = {"tag": tag, "u": u}
             return "kv.put", {"key": f"shared/{rng.randrange(SHARED_KEYS)}", "value": value}, False
         if r < 0.16:
             fields = {"tag": tag, "n": rng.randrange(100)}
@@ -746,13 +770,18 @@ class Actor:
         if r < 0.46:
             args = {"channel": rng.choice(["email", "webhook"]), "payload": {"tag": tag, "u": u}}
             return "effect.stage", {**args, "idempotency_key": f"{tag}/{u}"}, False
-        if r < 0.60:
+        if r < 0.58:
             return "ledger.add", {"entry": f"{tag}/{u}", "amount": rng.randint(1, 100)}, False
-        if r < 0.65 and own_kv:
+        if r < 0.60:  # written, then failed: the failed attempt's own undo must reverse it
+            args = {"entry": f"{tag}/{u}", "amount": rng.randint(1, 100), "reject": True}
+            return "ledger.add", args, True
+        if r < 0.63:
+            return "note.put", {"key": f"{tag}/{u}", "text": f"note {rng.randrange(1000)}"}, False
+        if r < 0.67 and own_kv:
             return "kv.get", {"key": rng.choice(own_kv)[3:]}, False
-        if r < 0.68 and own_kv:
+        if r < 0.70 and own_kv:
             return "kv.delete", {"key": rng.choice(own_kv)[3:]}, False
-        if r < 0.73:  # a missing key: the step fails and the controller rewinds or aborts
+        if r < 0.75:  # a missing key: the step fails and the controller rewinds or aborts
             return "kv.get", {"key": f"{tag}/missing{u}"}, True
         value = {"tag": tag, "u": u, "v": rng.randrange(1000)}
         return "kv.put", {"key": f"{tag}/{u}", "value": value}, False
@@ -805,9 +834,7 @@ class PhaseTap:
         await self.inner.deliver(effect)
 
 
-async def agent_loop(
-    actor: Actor, pool: list[TxModel], agent: int, run: int, txs: int
-) -> None:
+async def agent_loop(actor: Actor, pool: list[TxModel], agent: int, run: int, txs: int) -> None:
     rng = actor.rng
     n = 0
     while txs == 0 or n < txs:
@@ -844,9 +871,7 @@ async def run_worker(d: Path, seed: int, run: int, agents: int, txs: int) -> Non
     pool = sorted((m for m in st.models.values() if m.status == ACTIVE), key=lambda m: m.tx)
     phase.set("agent")
     print("ready", flush=True)
-    actors = [
-        Actor(engine, st, log, random.Random(f"{seed}:{a}"), phase) for a in range(agents)
-    ]
+    actors = [Actor(engine, st, log, random.Random(f"{seed}:{a}"), phase) for a in range(agents)]
     await asyncio.gather(*(agent_loop(actors[a], pool, a, run, txs) for a in range(agents)))
     phase.set("close")
     await engine.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,16 @@ async def oncall_leave(ctx: agenttx.ToolContext, me: str, other: str) -> dict[st
     return {"me": False, "other": theirs}
 
 
-TOOLS = [counter_incr, state_read, state_write, oncall_leave]
+@agenttx.tool(name="state.expect", effect="read")
+async def state_expect(ctx: agenttx.ToolContext, key: str, value: Any) -> Any:
+    """Fail unless ``key`` holds ``value`` (a check an agent runs before deciding)."""
+    actual = await ctx.state.get(key)
+    if actual != value:
+        raise ValueError(f"{key} is {json.dumps(actual)}, expected {json.dumps(value)}")
+    return actual
+
+
+TOOLS = [counter_incr, state_read, state_write, oncall_leave, state_expect]
 
 
 @pytest.fixture(params=["one_engine", "two_engines"])
@@ -63,7 +72,7 @@ async def engines(
     return a, await open_engine(tools=TOOLS, background=False)
 
 
-async def read_committed_value(engine: agenttx.Engine, key: str) -> Any:
+async def fresh_read(engine: agenttx.Engine, key: str) -> Any:
     """What a brand-new transaction reads for ``key``."""
     tx = (await engine.begin()).transaction_id
     r = await engine.execute_step(tx, 1, "state.read", {"key": key})
@@ -93,7 +102,7 @@ async def write_and_commit(engine: agenttx.Engine, key: str, value: Any) -> None
 @dataclass
 class Tally:
     commits: int = 0
-    conflicts: int = 0
+    conflicts: list[agenttx.CommitConflict] = field(default_factory=list)
 
 
 async def increment_once(
@@ -112,9 +121,7 @@ async def increment_once(
         try:
             await engine.commit(tx)
         except agenttx.CommitConflict as exc:
-            assert exc.keys == [key]
-            assert exc.code == "ABORTED"
-            tally.conflicts += 1
+            tally.conflicts.append(exc)
             continue
         tally.commits += 1
         return
@@ -145,14 +152,15 @@ async def test_concurrent_increments_lose_no_update(
     await asyncio.gather(*(client(n) for n in range(workers)))
 
     assert tally.commits == workers * increments
-    assert await read_committed_value(engines[0], "counter/hits") == tally.commits
-    assert await read_committed_value(engines[1], "counter/hits") == tally.commits
+    assert await fresh_read(engines[0], "counter/hits") == tally.commits
+    assert await fresh_read(engines[1], "counter/hits") == tally.commits
     # The clients really did overlap: some of them lost the race and retried.
-    assert tally.conflicts > 0
+    assert tally.conflicts
+    assert all(c.keys == ["counter/hits"] and c.code == "ABORTED" for c in tally.conflicts)
 
 
 @pytest.mark.parametrize("isolation", LEVELS)
-async def test_read_then_write_interleaving(
+async def test_read_then_write_across_steps_loses_an_update_only_under_read_committed(
     engines: tuple[agenttx.Engine, agenttx.Engine], isolation: str
 ) -> None:
     """A and B both read the counter, A writes and commits, then B writes and commits.
@@ -173,17 +181,17 @@ async def test_read_then_write_interleaving(
     if isolation == READ_COMMITTED:
         assert (await b.commit(tb)).committed
         # Two increments committed, the counter moved by one: A's update is lost.
-        assert await read_committed_value(a, "counter/c") == 1
+        assert await fresh_read(a, "counter/c") == 1
         return
     with pytest.raises(agenttx.CommitConflict) as info:
         await b.commit(tb)
     assert info.value.keys == ["counter/c"]
     assert info.value.kind == "write"
     assert (await b.get_transaction(tb)).status is TxStatus.FAILED
-    assert await read_committed_value(a, "counter/c") == 1
+    assert await fresh_read(a, "counter/c") == 1
     # The client's retry in a new transaction sees A's commit and completes the increment.
     await increment_once(b, isolation, "counter/c", "read_then_write", Tally())
-    assert await read_committed_value(a, "counter/c") == 2
+    assert await fresh_read(a, "counter/c") == 2
 
 
 @pytest.mark.parametrize("isolation", LEVELS)
@@ -198,7 +206,7 @@ async def test_write_written_before_the_other_commit_conflicts_at_every_level(
     with pytest.raises(agenttx.CommitConflict) as info:
         await a.commit(loser)
     assert info.value.keys == ["acct/1"]
-    assert await read_committed_value(a, "acct/1") == 70
+    assert await fresh_read(a, "acct/1") == 70
 
 
 # ----------------------------------------------------------------- write skew
@@ -220,8 +228,8 @@ async def test_write_skew_between_two_on_call_doctors(
     )
     assert r1.status is r2.status is StepStatus.SUCCESS
     outcomes = await asyncio.gather(a.commit(t1), b.commit(t2), return_exceptions=True)
-    alice = await read_committed_value(a, "oncall/alice")
-    bob = await read_committed_value(a, "oncall/bob")
+    alice = await fresh_read(a, "oncall/alice")
+    bob = await fresh_read(a, "oncall/bob")
 
     if isolation != SERIALIZABLE:
         # Write skew: the write sets do not overlap, so both commit and nobody is on call.
@@ -264,13 +272,44 @@ async def test_second_doctor_decides_after_the_first_committed(
     elif isolation == SNAPSHOT:
         assert r2.status is StepStatus.SUCCESS
         await b.commit(t2)
-        assert await read_committed_value(a, "oncall/bob") is False
+        assert await fresh_read(a, "oncall/bob") is False
     else:
         assert r2.status is StepStatus.SUCCESS
         with pytest.raises(agenttx.CommitConflict) as info:
             await b.commit(t2)
         assert (info.value.kind, info.value.keys) == ("read", ["oncall/alice"])
-        assert await read_committed_value(a, "oncall/bob") is True
+        assert await fresh_read(a, "oncall/bob") is True
+
+
+@pytest.mark.parametrize("observed_by", ["failed_check", "rewound_step"])
+async def test_serializable_validates_reads_the_agent_acted_on_even_if_undone(
+    open_engine: Any, observed_by: str
+) -> None:
+    """Bob's agent first looks at Alice's flag; that attempt fails (or the agent rewinds it)
+    but tells it Alice is on call, so it takes Bob off call. Meanwhile Alice went off call.
+    Bob's decision rests on a read that is no longer current: serializable must reject it."""
+    a = b = await open_engine(tools=TOOLS)
+    await seed(a, **{"oncall/alice": True, "oncall/bob": True})
+    t1 = (await a.begin(isolation=SERIALIZABLE)).transaction_id
+    t2 = (await b.begin(isolation=SERIALIZABLE)).transaction_id
+    if observed_by == "failed_check":
+        r = await b.execute_step(t2, 1, "state.expect", {"key": "oncall/alice", "value": False})
+        assert r.status is StepStatus.ROLLBACK_TRIGGERED
+        assert "oncall/alice is true" in r.clean_hint  # what the agent now knows
+    else:
+        r = await b.execute_step(t2, 1, "state.read", {"key": "oncall/alice"})
+        assert r.output is True
+        await b.rollback(t2, to_step=1)
+    assert (await b.get_transaction(t2)).next_step_id == 1
+    await b.execute_step(t2, 1, "state.write", {"key": "oncall/bob", "value": False})
+
+    await a.execute_step(t1, 1, "oncall.leave", {"me": "alice", "other": "bob"})
+    await a.commit(t1)
+
+    with pytest.raises(agenttx.CommitConflict) as info:
+        await b.commit(t2)
+    assert (info.value.kind, info.value.keys) == ("read", ["oncall/alice"])
+    assert await fresh_read(a, "oncall/bob") is True
 
 
 # ----------------------------------------------------------------- what reads see
@@ -299,7 +338,7 @@ async def test_reads_see_the_begin_snapshot_or_the_latest_commit(
     assert again == ("newer" if isolation == READ_COMMITTED else "old")
 
     # A transaction that begins now sees every commit.
-    assert await read_committed_value(b, "doc/x") == "newer"
+    assert await fresh_read(b, "doc/x") == "newer"
 
     if isolation == SERIALIZABLE:
         # Even a read-only transaction cannot commit once what it read was overwritten.
@@ -330,8 +369,8 @@ async def test_own_writes_come_first_and_a_rewind_takes_them_back(
     assert await step(4, "state.read", key="doc/a") == "two"
     assert await step(5, "state.read", key="doc/b") == "new"
     # Nobody else sees them before the commit (no dirty reads).
-    assert await read_committed_value(b, "doc/a") == "committed"
-    assert await read_committed_value(b, "doc/b") is None
+    assert await fresh_read(b, "doc/a") == "committed"
+    assert await fresh_read(b, "doc/b") is None
 
     await a.rollback(tx, to_step=3)
     assert await step(3, "state.read", key="doc/b") is None
@@ -343,13 +382,19 @@ async def test_own_writes_come_first_and_a_rewind_takes_them_back(
     await a.rollback(tx, to_step=1)
 
     # Writes that were rewound are neither published nor validated: another transaction may
-    # commit the same key meanwhile without making this one conflict.
+    # commit the same key meanwhile without making this one conflict. Serializable is the
+    # exception: the agent READ doc/a in a (rewound) step and may have acted on it, so every
+    # read it made is validated (see docs/isolation.md).
     await write_and_commit(b, "doc/a", "theirs")
     await step(1, "state.write", key="doc/c", value="mine")
+    if isolation == "serializable":
+        with pytest.raises(agenttx.CommitConflict, match="doc/a"):
+            await a.commit(tx)
+        return
     assert (await a.commit(tx)).committed
-    assert await read_committed_value(b, "doc/a") == "theirs"
-    assert await read_committed_value(b, "doc/b") is None
-    assert await read_committed_value(b, "doc/c") == "mine"
+    assert await fresh_read(b, "doc/a") == "theirs"
+    assert await fresh_read(b, "doc/b") is None
+    assert await fresh_read(b, "doc/c") == "mine"
 
 
 # ----------------------------------------------------------------- the losing transaction
@@ -377,7 +422,10 @@ async def test_commit_conflict_fails_the_loser_compensates_and_sends_nothing(
     winner = (await b.begin()).transaction_id
     await b.execute_step(winner, 1, "state.write", {"key": "acct/42", "value": "winner"})
     await b.execute_step(
-        winner, 2, "effect.stage", {"channel": "email", "payload": {"to": "y"}, "idempotency_key": "W"}
+        winner,
+        2,
+        "effect.stage",
+        {"channel": "email", "payload": {"to": "y"}, "idempotency_key": "W"},
     )
     await b.commit(winner)
 
@@ -395,7 +443,7 @@ async def test_commit_conflict_fails_the_loser_compensates_and_sends_nothing(
     assert not any(s.live for s in tx_info.steps)
     # Its compensation ran: the file has its old bytes back.
     assert (files / "notes.txt").read_text() == "original"
-    assert await read_committed_value(a, "acct/42") == "winner"
+    assert await fresh_read(a, "acct/42") == "winner"
     with pytest.raises(agenttx.NotActive):
         await a.commit(loser)
 
@@ -468,6 +516,66 @@ async def test_a_commit_conflict_interrupted_by_a_crash_is_finished_by_recovery(
     info = await restarted.get_transaction(loser)
     assert info.status is TxStatus.FAILED
     assert (files / "notes.txt").read_text() == "original"
-    assert await read_committed_value(restarted, "acct/7") == "winner"
+    assert await fresh_read(restarted, "acct/7") == "winner"
     # The user can still tell why it failed.
     assert "conflict" in info.abort_reason
+
+
+@pytest.mark.parametrize("action", ["commit", "rollback"])
+async def test_an_engine_with_a_stale_image_of_the_transaction_recovers_after_one_conflict(
+    open_engine: Any, action: str
+) -> None:
+    """Any replica takes any call: B ran step 2 of a transaction A began, so A's cached image
+    is stale. A's next call may lose its compare-and-set once (RevisionConflict); the client
+    resends it and it goes through against the fresh state."""
+    a = await open_engine(tools=TOOLS)
+    b = await open_engine(tools=TOOLS, background=False)
+    tx = (await a.begin()).transaction_id
+    await a.execute_step(tx, 1, "state.write", {"key": "r/1", "value": 1})
+    await b.execute_step(tx, 2, "state.write", {"key": "r/2", "value": 2})
+
+    async def call() -> Any:
+        return await (a.commit(tx) if action == "commit" else a.rollback(tx))
+
+    try:
+        result = await call()
+    except agenttx.RevisionConflict:
+        result = await call()
+    if action == "commit":
+        assert result.steps_committed == 2
+        assert await fresh_read(b, "r/2") == 2
+        assert (await b.get_transaction(tx)).status is TxStatus.COMMITTED
+    else:
+        assert result.transaction_status is TxStatus.ROLLED_BACK
+        assert await fresh_read(b, "r/2") is None
+
+
+async def test_a_second_engine_opening_the_file_leaves_a_running_step_alone(
+    open_engine: Any,
+) -> None:
+    """Two engines on one file in one process (say, one per tenant): opening the second runs
+    crash recovery, which must not mistake the first engine's running step for a dead one."""
+    started, release = asyncio.Event(), asyncio.Event()
+    undone: list[str] = []
+
+    @agenttx.tool(name="slow.effect", effect="compensatable", idempotent=True)
+    async def slow_effect(ctx: agenttx.ToolContext, name: str) -> str:
+        await ctx.register_undo({"name": name})
+        started.set()
+        await release.wait()
+        return name
+
+    @slow_effect.undo
+    async def undo_slow_effect(ctx: Any, name: str) -> None:
+        undone.append(name)
+
+    a = await open_engine(tools=[*TOOLS, slow_effect])
+    tx = (await a.begin()).transaction_id
+    running = asyncio.create_task(a.execute_step(tx, 1, "slow.effect", {"name": "x"}))
+    await started.wait()
+    await open_engine(tools=[*TOOLS, slow_effect], background=False)
+    release.set()
+    r = await running
+    assert undone == []
+    assert r.status is StepStatus.SUCCESS
+    assert (await a.commit(tx)).committed

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agenttx.core.base import LIVE_OWNERS
 from agenttx.core.controller import RollbackController
 from agenttx.core.engine import Clock, CoreEngine, EngineConfig, new_owner
 from agenttx.core.hints import HintCleaner
@@ -103,6 +104,7 @@ class Engine(CoreEngine):
         )
         engine._stop = asyncio.Event()
         engine._tasks = []
+        LIVE_OWNERS.add(config.owner)
         await engine.recover()
         if background:
             engine.start_background()
@@ -139,6 +141,7 @@ class Engine(CoreEngine):
         return result
 
     async def close(self) -> None:
+        LIVE_OWNERS.discard(self.config.owner)
         self._stop.set()
         for task in self._tasks:
             task.cancel()

@@ -8,6 +8,7 @@ between is finished by ``recover``. Without compensations it is one store transa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -15,7 +16,7 @@ import socket
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from agenttx.core.views import rebuild_graph, transaction_info
 from agenttx.errors import (
     InvalidArgument,
     NotFound,
+    RevisionConflict,
 )
 from agenttx.store.contract import (
     StagedEffect,
@@ -81,6 +83,11 @@ class EngineConfig:
             raise InvalidArgument("compensation_retries must be 0..100")
         if not 1 <= self.max_constraints <= 4096:
             raise InvalidArgument("max_constraints must be 1..4096")
+
+
+# Owners ("host:pid:random") of the engines open in this process. Recovery treats a step
+# leased by this pid as abandoned only if its owner is not among them.
+LIVE_OWNERS: set[str] = set()
 
 
 def new_owner() -> str:
@@ -143,6 +150,19 @@ class EngineBase:
         )
         return transaction_info(row, steps, edges)
 
+    @contextlib.asynccontextmanager
+    async def _locked(self, tx_id: str) -> AsyncIterator[TxRuntime]:
+        """The transaction's runtime, held exclusively. If a durable update inside finds the
+        transaction moved by someone else (``RevisionConflict``: another process or replica),
+        the stale image is reloaded before the error reaches the caller, so a retry works."""
+        rt = await self._runtime(tx_id)
+        async with rt.lock:
+            try:
+                yield rt
+            except RevisionConflict:
+                await self._reload(rt)
+                raise
+
     async def _runtime(self, tx_id: str) -> TxRuntime:
         check_transaction_id(tx_id)
         rt = self._runtimes.get(tx_id)
@@ -167,9 +187,10 @@ class EngineBase:
             Isolation(row.isolation),
             ControllerState.from_dict(row.body.get("controller")),
         )
-        steps = await self.store.load_steps(tx_id, live_only=True)
+        steps = await self.store.load_steps(tx_id, live_only=False)
         for st in steps:
-            if st.status != StepStatus.SUCCESS.value:
+            rt.note_reads(st.detail.get("reads", ()))
+            if not st.live or st.status != StepStatus.SUCCESS.value:
                 continue
             rt.steps[st.step_id] = st
             rt.outputs[st.step_id] = json.loads(st.output_json) if st.output_json else None

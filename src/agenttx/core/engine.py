@@ -135,8 +135,7 @@ class CoreEngine(Maintenance):
     async def rollback(
         self, tx_id: str, to_step: int | None = None, reason: str = ""
     ) -> RollbackResult:
-        rt = await self._runtime(tx_id)
-        async with rt.lock:
+        async with self._locked(tx_id) as rt:
             status = TxStatus(rt.row.status)
             if status.terminal:
                 raise NotActive(rt.id, status.value, "roll back")
@@ -159,8 +158,7 @@ class CoreEngine(Maintenance):
             )
 
     async def commit(self, tx_id: str) -> CommitResult:
-        rt = await self._runtime(tx_id)
-        async with rt.lock:
+        async with self._locked(tx_id) as rt:
             status = TxStatus(rt.row.status)
             if status is not TxStatus.ACTIVE:
                 raise NotActive(rt.id, status.value, "commit")
@@ -171,7 +169,13 @@ class CoreEngine(Maintenance):
             steps_committed = len(rt.steps)
             now = self.clock()
             done_body = dict(rt.body, ended_at=now)
-            conflict_body = dict(rt.body, rewind={"target": 0, "final": TxStatus.FAILED.value})
+            # The reason is durable with the plan: a crash before the abort finishes still
+            # leaves a FAILED transaction that says why.
+            conflict_body = dict(
+                rt.body,
+                rewind={"target": 0, "final": TxStatus.FAILED.value},
+                abort_reason="commit conflict: another transaction committed first",
+            )
             plan = CommitPlan(
                 tenant=rt.row.tenant,
                 writes=writes,
@@ -224,7 +228,7 @@ class CoreEngine(Maintenance):
         checks = [VersionCheck(k, rt.row.snapshot, "write") for k in writes]
         if rt.isolation is Isolation.SERIALIZABLE:
             checks += [
-                VersionCheck(k, rt.row.snapshot, "read") for k in rt.read_set() if k not in writes
+                VersionCheck(k, rt.row.snapshot, "read") for k in rt.read_set if k not in writes
             ]
         return checks
 

@@ -478,6 +478,15 @@ _EXCEPTION_LINE = re.compile(
     r"|[Ee]rror(?:\[\w+\])?|ERROR|Exception|panic|[Ff]atal(?: error)?|FATAL)"
     r"(?::.*)?"
 )
+# A frame that did not look like one in place (not indented, after "Caused by:"): the fallback
+# never picks such a line. Narrower than _FRAMES, which may remove any indented "at …" line.
+_FRAME_TEXT = re.compile(
+    r"File \"[^\"\n]*\", line \d+"
+    r"|at [\w$.<>\[\]/-]+(?: \[as [\w$]+\])? ?\(?[^()\s]*:\d+(?::\d+)?\)?$"
+    r"|\.\.\. \d+ (?:more|common frames omitted)"
+    r"|\d+: +(?:0x[0-9a-fA-F]+ - )?(?:<|_|[\w$.]*::)"
+    r"|Traceback \(most recent call last\)"
+)
 _RUST_PANIC = re.compile(r"thread '[^']*' panicked at (?:'(?P<msg>.*)', \S+|\S+:)")
 _QUALIFIER = re.compile(r"(?:[a-z_$][\w$]*(?:\.|::))+(?=[A-Z])")
 _GENERIC_PREFIX = re.compile(r"(?:Uncaught |Unhandled )?(?:Error|error|ERROR|Exception): +(?=\S)")
@@ -487,6 +496,10 @@ _CAUSE_INDEX = re.compile(r"\d+: +")
 def _fallback_message(message: str) -> str:
     """The most telling line of a failure no rule recognised ("" if there is none)."""
     lines = [line.strip() for line in message.split("\n")]
+    lines = [
+        "" if _FRAME_TEXT.match(line.removeprefix("Caused by:").lstrip()) else line
+        for line in lines
+    ]
     # 1. The deepest cause: Java and anyhow print the root cause last, after "Caused by:".
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Caused by:"):
@@ -500,6 +513,8 @@ def _fallback_message(message: str) -> str:
                         continue
                     following.append(line)
                 cause = _CAUSE_INDEX.sub("", following[-1], count=1) if following else ""
+            if _FRAME_TEXT.match(cause):  # an anyhow cause line shaped like a frame
+                cause = ""
             if cause:
                 return _short_exception(cause)
             break

@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Any
 
-from agenttx.core.base import OPEN, dumps_json
+from agenttx.core.base import LIVE_OWNERS, OPEN, dumps_json
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.steps import StepPipeline
 from agenttx.core.types import (
@@ -38,8 +38,7 @@ class Maintenance(StepPipeline):
         """Settle a step whose outside call had an unknown outcome (after checking the outside
         system): ``happened`` keeps it as a successful step with ``output``; otherwise its undo
         records are discarded unrun and the step can be sent again."""
-        rt = await self._runtime(tx_id)
-        async with rt.lock:
+        async with self._locked(tx_id) as rt:
             pending = int(rt.body.get("outcome_unknown_step", 0))
             if pending == 0 or pending != step_id:
                 raise FailedPrecondition(
@@ -177,7 +176,9 @@ def _lease_dead(step: StepRow, now: float) -> bool:
         return False
     pid = int(pid_text)
     if pid == os.getpid():
-        return True  # this process restarted the engine: nothing of the old one runs
+        # This process: dead iff no engine of ours that is still open ran it (a restarted
+        # engine, not a second engine open on the same file).
+        return step.lease_owner not in LIVE_OWNERS
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

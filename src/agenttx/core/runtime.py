@@ -44,6 +44,9 @@ class TxRuntime:
     undo: list[UndoRow] = field(default_factory=list)  # not yet compensated, oldest first
     staged: list[StagedEffect] = field(default_factory=list)
     graph: DependencyGraph = field(default_factory=DependencyGraph)
+    # Committed keys read by ANY attempt (failed and rewound ones too): the agent may have
+    # acted on what it saw, so serializable validation checks them all; never shrinks.
+    read_set: dict[str, int] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -85,13 +88,9 @@ class TxRuntime:
     def final_writes(self) -> dict[str, str | None]:
         return {key: stack[-1][1] for key, stack in self.stacks.items()}
 
-    def read_set(self) -> dict[str, int]:
-        """Keys read from committed state by live steps, with the version seen."""
-        seen: dict[str, int] = {}
-        for step in self.steps.values():
-            for key, version in step.detail.get("reads", ()):
-                seen.setdefault(key, version)
-        return seen
+    def note_reads(self, reads: list[list[Any]]) -> None:
+        for key, version in reads:
+            self.read_set.setdefault(key, int(version))
 
 
 class StepRun:

@@ -41,7 +41,6 @@ from agenttx.errors import (
     FatalToolError,
     NotActive,
     OutcomeUnknownPending,
-    RevisionConflict,
     UncertainOutcome,
     WrongStep,
 )
@@ -66,15 +65,8 @@ class StepPipeline(EngineBase):
         check_transaction_id(tx_id)
         check_step_request(step_id, tool_name, raw_context)
         args_text = arguments_text(arguments)
-        rt = await self._runtime(tx_id)
-        async with rt.lock:
-            try:
-                return await self._execute_locked(rt, step_id, tool_name, args_text, raw_context)
-            except RevisionConflict:
-                # Someone else (another process or replica) moved the transaction: reload and
-                # report against the fresh state; the caller decides whether to resend.
-                await self._reload(rt)
-                raise
+        async with self._locked(tx_id) as rt:
+            return await self._execute_locked(rt, step_id, tool_name, args_text, raw_context)
 
     async def _execute_locked(
         self, rt: TxRuntime, step_id: int, tool_name: str, args_text: str, raw_context: str
@@ -205,6 +197,7 @@ class StepPipeline(EngineBase):
         detail: dict[str, Any] = {}
         if scope.reads:
             detail["reads"] = scope.committed_reads()
+            rt.note_reads(detail["reads"])
         if scope.state_reads:
             detail["state_reads"] = scope.state_reads
         if writes:
@@ -302,7 +295,15 @@ class StepPipeline(EngineBase):
         constraints = add_constraint(
             list(rt.body.get("constraints", [])), hint.text, self.config.max_constraints
         )
-        detail = {"hint": hint.text, "category": hint.category, "rule": hint.rule, "key": hint_key}
+        detail: dict[str, Any] = {
+            "hint": hint.text,
+            "category": hint.category,
+            "rule": hint.rule,
+            "key": hint_key,
+        }
+        if scope is not None and scope.reads:
+            detail["reads"] = scope.committed_reads()
+            rt.note_reads(detail["reads"])
         failed_row = self._step_row(rt, att, StepStatus.FAILED.value, live=False, detail=detail)
         body = dict(rt.body, step_seq=att.seq, constraints=constraints, controller=rt.ctl.to_dict())
         body["attempts"] = dict(body.get("attempts", {}), **{str(att.step_id): att.attempt})
