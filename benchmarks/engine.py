@@ -1137,6 +1137,148 @@ def report(out: Out, res: dict[str, Any]) -> None:
         )
 
 
+def _md_table(columns: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The results as Markdown tables (for docs/benchmarks.md)."""
+    parts: list[str] = []
+    if "step" in res:
+        rows = []
+        for sec, label in (
+            ("floor", "raw SQLite transaction, 1 insert"),
+            ("store", "`store.finish_step` direct"),
+            ("step", "engine `kv.put` step"),
+        ):
+            for name, _ in DURABILITIES:
+                if sec in res:
+                    s = res[sec][name]
+                    rows.append([f"{label} · {name}", s["p50"], s["mean"], s["p90"], s["p99"]])
+        rows.append(["reference engine step (Rust, 5600H)", 52.5, 62.9, "", 184.0])
+        parts.append(
+            "Per-call latency, µs\n\n" + _md_table(["", "p50", "mean", "p90", "p99"], rows)
+        )
+    if "rewind" in res:
+        for series, title in (
+            (
+                "entries",
+                "Rewind `rollback(to_step=1)` of n journal entries (one step wrote n keys), ms",
+            ),
+            ("steps", "Rewind of n one-write `kv.put` steps, ms"),
+        ):
+            sizes = list(res["rewind"][series]["default"])
+            rows = []
+            for name, _ in DURABILITIES:
+                r = res["rewind"][series][name]
+                rows.append([f"{name} p50", *(r[k]["p50"] for k in sizes)])
+                rows.append([f"{name} p99", *(r[k]["p99"] for k in sizes)])
+            if series == "entries":
+                rows.append(["reference p50", *(REF_REWIND.get(int(k), "") for k in sizes)])
+            parts.append(f"{title}\n\n" + _md_table(["n", *sizes], rows))
+    if "commit" in res:
+        sizes = list(res["commit"]["default"])
+        rows = []
+        for name, _ in DURABILITIES:
+            rows.append([f"{name} p50", *(res["commit"][name][k]["p50"] for k in sizes)])
+            rows.append([f"{name} p99", *(res["commit"][name][k]["p99"] for k in sizes)])
+        rows.append(["reference p50", *(REF_COMMIT.get(int(k), "") for k in sizes)])
+        parts.append("Commit of n keys, ms\n\n" + _md_table(["n", *sizes], rows))
+    if "throughput" in res:
+        tp = res["throughput"]
+        concs = list(tp["default"])
+        rows = [[name, *(tp[name][c]["steps_per_s"] for c in concs)] for name, _ in DURABILITIES]
+        rows.append(["reference", *(float(REF_THROUGHPUT[int(c)]) for c in concs)])
+        parts.append(
+            f"Throughput, {tp['transactions']} tx × {tp['steps_per_transaction']} `kv.put` + "
+            "commit, steps/s\n\n" + _md_table(["concurrency", *concs], rows)
+        )
+    if "memory" in res:
+        m = res["memory"]
+        parts.append(
+            f"Memory per idle open transaction ({m['transactions']:,} open, one step each)\n\n"
+            + _md_table(
+                ["", "bytes per transaction"],
+                [
+                    ["Python heap (tracemalloc)", m["heap_bytes_per_tx"]],
+                    ["RSS growth", m["rss_bytes_per_tx"]],
+                ],
+            )
+        )
+    if "compare" in res:
+        rows = []
+        for name, _ in DURABILITIES:
+            c = res["compare"][name]
+            for sysname in ("agenttx", "dbos", "langgraph"):
+                v = c[sysname]
+                if v["status"] != "ok":
+                    rows.append([f"{sysname} · {name}", v["status"], "", "", ""])
+                else:
+                    rows.append(
+                        [
+                            f"{sysname} · {name}",
+                            v["p50"],
+                            v["mean"],
+                            v["p99"],
+                            f"{v.get('ratio_p50', 1.0):.1f}×",
+                        ]
+                    )
+        parts.append(
+            "10-step workload (10 writes, then commit), ms per run\n\n"
+            + _md_table(["", "p50", "mean", "p99", "× AgentTx (p50)"], rows)
+        )
+    if "profile" in res:
+        for name, _ in DURABILITIES:
+            p = res["profile"][name]
+            for prof in ("pyinstrument", "cprofile"):
+                if prof in p:
+                    q = p[prof]
+                    parts.append(
+                        f"Self time by area, {name}, {prof} "
+                        f"({q['wall_us_per_step']:.0f} µs/step under the profiler)\n\n"
+                        + _md_table(
+                            ["area", "µs/step", "%"],
+                            [[k, v["us_per_step"], v["pct"]] for k, v in q["areas"].items()],
+                        )
+                    )
+            q = p["cprofile"]
+            parts.append(
+                f"Top functions by self time, {name}, cProfile\n\n"
+                + _md_table(
+                    ["function", "calls/step", "self µs/step", "%"],
+                    [
+                        [
+                            f"`{r['function']}`",
+                            r["calls_per_step"],
+                            r["self_us_per_step"],
+                            r["self_pct"],
+                        ]
+                        for r in q["top_self"][:15]
+                    ],
+                )
+            )
+    if res.get("targets"):
+        parts.append(
+            "Targets\n\n"
+            + _md_table(
+                ["target", "bound", "measured", "unit", "status"],
+                [
+                    [
+                        t["target"],
+                        t["bound"],
+                        t["measured"],
+                        t["unit"],
+                        "met" if t["met"] else "**not met**",
+                    ]
+                    for t in res["targets"]
+                ],
+            )
+        )
+    return "\n\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run (~30 s), fewer samples")
@@ -1147,7 +1289,15 @@ def main(argv: list[str] | None = None) -> int:
         help="run only this section (repeatable); other sections in the results file are kept",
     )
     ap.add_argument("--output", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--markdown",
+        action="store_true",
+        help="run nothing: print the results file as the Markdown tables of docs/benchmarks.md",
+    )
     ns = ap.parse_args(argv)
+    if ns.markdown:
+        print(markdown(json.loads(ns.output.read_text())))
+        return 0
     selected = ns.only or list(SECTIONS)
     out = Out()
 

@@ -833,8 +833,8 @@ def test_every_built_in_rule_has_a_realistic_case() -> None:
 def test_the_hint_names_the_key_and_what_to_do() -> None:
     hint = clean_hint(PSYCOPG_FK)
     assert hint.text == (
-        "Hint: customer_id 'c-404' does not exist in customers (foreign key); "
-        "use an existing customers id or create it first."
+        "Hint: customer_id 'c-404' is not in customers (foreign key); "
+        "use an existing id or create it first."
     )
 
 

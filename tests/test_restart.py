@@ -93,3 +93,25 @@ async def test_reaper_can_be_turned_off(open_engine: Any, clock: Any) -> None:
     clock.advance(10**6)
     assert await engine.reap_idle() == 0
     assert (await engine.get_transaction(tx)).status is TxStatus.ACTIVE
+
+
+async def test_old_versions_are_pruned_but_open_snapshots_keep_theirs(open_engine: Any) -> None:
+    engine = await open_engine(background=False)
+
+    async def write(value: int) -> None:
+        tx = (await engine.begin()).transaction_id
+        await engine.execute_step(tx, 1, "kv.put", {"key": "p", "value": value})
+        await engine.commit(tx)
+
+    await write(1)
+    reader = (await engine.begin()).transaction_id  # its snapshot sees value 1
+    await write(2)
+    await write(3)
+    removed = await engine.prune_versions()
+    assert removed == 0  # version 1 is what the open reader sees; 2 is newer than it
+    r = await engine.execute_step(reader, 1, "kv.get", {"key": "p"})
+    assert r.output == {"key": "p", "value": 1}
+    await engine.commit(reader)
+    assert await engine.prune_versions() == 2  # now only the newest version is needed
+    fresh = (await engine.begin()).transaction_id
+    assert (await engine.execute_step(fresh, 1, "kv.get", {"key": "p"})).output["value"] == 3

@@ -115,21 +115,27 @@ class Engine(CoreEngine):
 
     def start_background(self) -> None:
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop)))
-        if self.config.tx_idle_timeout_secs > 0:
-            self._tasks.append(asyncio.create_task(self._reaper()))
+        self._tasks.append(asyncio.create_task(self._maintenance()))
 
-    async def _reaper(self) -> None:
-        # Tick every timeout/4, clamped to 50 ms – 60 s (the reference's cadence).
-        tick = min(max(self.config.tx_idle_timeout_secs / 4, 0.05), 60.0)
+    async def _maintenance(self) -> None:
+        # The reaper ticks every timeout/4, clamped to 50 ms – 60 s (the reference's cadence);
+        # old state versions are pruned at most once a minute.
+        idle = self.config.tx_idle_timeout_secs
+        tick = min(max(idle / 4, 0.05), 60.0) if idle > 0 else 60.0
+        last_prune = 0.0
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), tick)
             if self._stop.is_set():
                 return
             try:
-                await self.reap_idle()
+                if idle > 0:
+                    await self.reap_idle()
+                if time.monotonic() - last_prune >= 60.0:
+                    last_prune = time.monotonic()
+                    await self.prune_versions()
             except Exception:
-                log.exception("idle reaper pass failed")
+                log.exception("maintenance pass failed")
 
     async def _release(self, outbox_ids: list[int]) -> tuple[int, list[str]]:
         # Try the transaction's effects once right away, so the commit reply says how many

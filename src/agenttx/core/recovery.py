@@ -164,6 +164,13 @@ class Maintenance(StepPipeline):
                 continue
         return reaped
 
+    async def prune_versions(self) -> int:
+        """Drop committed versions no open transaction can see any more; returns how many."""
+        horizon = await self.store.oldest_open_snapshot()
+        if horizon is None:
+            horizon = await self.store.current_version()
+        return await self.store.prune_versions(horizon)
+
 
 def _lease_dead(step: StepRow, now: float) -> bool:
     """True iff the process that ran ``step`` is gone: its lease expired, or it was a process

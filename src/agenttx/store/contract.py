@@ -261,6 +261,11 @@ class Store(abc.ABC):
         """The commit sequence: the version of the newest commit."""
 
     @abc.abstractmethod
+    async def oldest_open_snapshot(self) -> int | None:
+        """The smallest snapshot of a transaction that has not ended, or None if none is open:
+        versions older than what it can see are safe to prune."""
+
+    @abc.abstractmethod
     async def prune_versions(self, horizon: int) -> int:
         """Delete committed versions no snapshot ``>= horizon`` can see; returns rows removed."""
 

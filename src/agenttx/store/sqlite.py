@@ -412,6 +412,13 @@ class SqliteStore(Store):
     async def current_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE name = 'commit_seq'")[0][0])
 
+    async def oldest_open_snapshot(self) -> int | None:
+        rows = self._read(
+            "SELECT min(snapshot) FROM transactions "
+            "WHERE status NOT IN ('COMMITTED', 'ROLLED_BACK', 'FAILED')"
+        )
+        return None if rows[0][0] is None else int(rows[0][0])
+
     async def prune_versions(self, horizon: int) -> int:
         def unit(c: sqlite3.Connection) -> int:
             # Keep, per key, every version above the horizon and the newest one at or below it

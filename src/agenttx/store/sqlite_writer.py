@@ -99,37 +99,43 @@ class GroupCommitWriter:
 def _execute_batch(
     conn: sqlite3.Connection, units: list[Unit]
 ) -> list[tuple[Any, BaseException | None]]:
-    results: list[tuple[Any, BaseException | None]] = []
+    """Run the units in one database transaction; every unit gets a result or an error.
+
+    A unit's own exception rolls back only that unit (savepoint). A failure of the database
+    transaction itself (BEGIN, a savepoint, COMMIT: busy, disk full, I/O) fails every unit of
+    the batch, so no caller waits forever and none is told a rolled-back write succeeded."""
     try:
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        return [(None, exc)] * len(units)
-    if len(units) == 1:
-        # A lone unit needs no savepoint: its failure rolls back the whole transaction.
-        try:
-            results.append((units[0](conn), None))
-        except BaseException as exc:
-            conn.execute("ROLLBACK")
-            return [(None, exc)]
-    else:
+        if len(units) == 1:
+            # A lone unit needs no savepoint: its failure rolls back the whole transaction.
+            try:
+                value = units[0](conn)
+            except Exception as exc:
+                conn.execute("ROLLBACK")
+                return [(None, exc)]
+            conn.execute("COMMIT")
+            return [(value, None)]
+        results: list[tuple[Any, BaseException | None]] = []
         for unit in units:
             conn.execute("SAVEPOINT unit")
             try:
                 value = unit(conn)
-            except BaseException as exc:
+            except Exception as exc:
                 conn.execute("ROLLBACK TO unit")
                 conn.execute("RELEASE unit")
                 results.append((None, exc))
             else:
                 conn.execute("RELEASE unit")
                 results.append((value, None))
-    try:
         conn.execute("COMMIT")
+        return results
     except sqlite3.Error as exc:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the connection reports the original error below
         return [(None, exc)] * len(units)
-    return results
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
