@@ -90,11 +90,6 @@ def test_baseline_reproduces_the_reference(results: dict[str, dict[str, Any]]) -
     assert sum(r["baseline"]["bad_effects"] for r in results.values()) == BAD_EFFECTS_TOTAL[0]
 
 
-@pytest.mark.xfail(
-    reason="the foreign-key (117 B) and timeout (95 B) hints are a few bytes longer than the "
-    "reference's (<= 108 B, <= 92 B); see the Recovery scenarios section of docs/benchmarks.md",
-    strict=False,
-)
 def test_feedback_tokens_within_reference(results: dict[str, dict[str, Any]]) -> None:
     over = {
         sid: (r["agenttx"]["feedback_tokens"], TOKENS[r["kind"]][1])

@@ -27,6 +27,7 @@ from agenttx.core.limits import (
     check_transaction_id,
 )
 from agenttx.core.refs import Reference
+from agenttx.core.requests import RequestLog
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
 from agenttx.core.types import (
@@ -108,6 +109,7 @@ class Attempt:
     started_at: float
     resolved: Any = None
     references: list[Reference] = field(default_factory=list)
+    request_id: str = ""
 
 
 class EngineBase:
@@ -131,6 +133,7 @@ class EngineBase:
         self.cleaner = cleaner or HintCleaner()
         self.controller = controller or RollbackController()
         self.clock = clock
+        self.requests = RequestLog(store, config.tenant, clock)
         self._runtimes: dict[str, TxRuntime] = {}
         self._loading: dict[str, asyncio.Lock] = {}
 
@@ -230,6 +233,8 @@ class EngineBase:
                 "refs": [[r.step_id, list(r.path), list(r.arg_path)] for r in att.references],
                 **detail,
             }
+        if att.request_id:
+            detail = {**detail, "rid": att.request_id}
         return StepRow(
             tx_id=rt.id,
             seq=att.seq,

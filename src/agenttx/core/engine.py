@@ -14,6 +14,7 @@ Every public method is one step of the lifecycle in ``docs/transactions.md``. Th
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 from agenttx.core.base import OPEN, Clock, EngineConfig, new_owner
 from agenttx.core.controller import ControllerState
 from agenttx.core.limits import (
+    arguments_text,
     check_begin,
 )
 from agenttx.core.recovery import Maintenance
@@ -33,6 +35,8 @@ from agenttx.core.types import (
     Isolation,
     RollbackPolicy,
     RollbackResult,
+    StepResult,
+    StepStatus,
     TransactionInfo,
     TxStatus,
 )
@@ -42,6 +46,7 @@ from agenttx.errors import (
     InvalidArgument,
     NotActive,
     OutcomeUnknownPending,
+    WrongStep,
 )
 from agenttx.store.contract import (
     CommitPlan,
@@ -56,7 +61,122 @@ class CoreEngine(Maintenance):
     """The transaction engine over a store; ``agenttx.Engine`` adds opening, background work
     (dispatcher, reaper, recovery) and closing."""
 
+    # ------------------------------------------------------------------ public operations
+    # Each mutating call may carry a request_id: a retry with the same id and payload returns
+    # the stored reply instead of running again (``core/requests.py``).
+
     async def begin(
+        self,
+        agent_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+        policy: RollbackPolicy | Mapping[str, Any] | None = None,
+        isolation: Isolation | str = Isolation.SNAPSHOT,
+        *,
+        request_id: str = "",
+    ) -> BeginResult:
+        payload = {
+            "agent_id": agent_id,
+            "metadata": dict(metadata or {}),
+            "policy": policy.to_dict() if isinstance(policy, RollbackPolicy) else policy,
+            "isolation": str(isolation),
+        }
+        return await self.requests.run(
+            request_id,
+            "begin",
+            payload,
+            BeginResult,
+            lambda: self._begin(agent_id, metadata, policy, isolation),
+        )
+
+    async def execute_step(
+        self,
+        tx_id: str,
+        step_id: int,
+        tool_name: str,
+        arguments: Any = None,
+        raw_context: str = "",
+        *,
+        request_id: str = "",
+    ) -> StepResult:
+        args_text = arguments_text(arguments)
+        payload = [tx_id, step_id, tool_name, args_text, raw_context]
+
+        async def call() -> StepResult:
+            try:
+                return await self._execute_step(
+                    tx_id, step_id, tool_name, args_text, raw_context, request_id
+                )
+            except WrongStep:
+                # The step may have run while its reply was lost (a crash before the reply
+                # was stored): its attempt row carries the request id.
+                replay = await self._reply_from_rows(tx_id, step_id, request_id)
+                if replay is None:
+                    raise
+                return replay
+
+        return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
+
+    async def commit(self, tx_id: str, *, request_id: str = "") -> CommitResult:
+        return await self.requests.run(
+            request_id, "commit", [tx_id], CommitResult, lambda: self._commit(tx_id)
+        )
+
+    async def rollback(
+        self, tx_id: str, to_step: int | None = None, reason: str = "", *, request_id: str = ""
+    ) -> RollbackResult:
+        return await self.requests.run(
+            request_id,
+            "rollback",
+            [tx_id, to_step or 0, reason],
+            RollbackResult,
+            lambda: self._rollback(tx_id, to_step, reason),
+        )
+
+    async def _reply_from_rows(
+        self, tx_id: str, step_id: int, request_id: str
+    ) -> StepResult | None:
+        if not request_id:
+            return None
+        rows = await self.store.load_steps(tx_id, live_only=False)
+        mine = [r for r in rows if r.step_id == step_id and r.detail.get("rid") == request_id]
+        if not mine:
+            return None
+        row = mine[-1]
+        tx = await self.store.get_transaction(tx_id)
+        assert tx is not None
+        constraints = list(tx.body.get("constraints", []))
+        if row.status == StepStatus.SUCCESS.value:
+            return StepResult(
+                transaction_id=tx_id,
+                step_id=step_id,
+                status=StepStatus.SUCCESS,
+                output=json.loads(row.output_json) if row.output_json else None,
+                output_json=row.output_json,
+                next_step_id=step_id + 1,
+                constraints=constraints,
+                transaction_status=TxStatus(tx.status),
+                revision=tx.revision,
+            )
+        ended = TxStatus(tx.status).terminal
+        return StepResult(
+            transaction_id=tx_id,
+            step_id=step_id,
+            status=StepStatus.FAILED
+            if ended
+            else StepStatus(
+                "OUTCOME_UNKNOWN" if row.status == "OUTCOME_UNKNOWN" else "ROLLBACK_TRIGGERED"
+            ),
+            clean_hint=str(row.detail.get("hint", "")),
+            error_category=str(row.detail.get("category", "")),
+            next_step_id=0 if ended else tx.next_step_id,
+            constraints=constraints,
+            abort_reason=str(tx.body.get("abort_reason", "")) if ended else "",
+            transaction_status=TxStatus(tx.status),
+            revision=tx.revision,
+            hint_key=str(row.detail.get("key", "")),
+        )
+
+    async def _begin(
         self,
         agent_id: str = "",
         metadata: Mapping[str, str] | None = None,
@@ -132,7 +252,7 @@ class CoreEngine(Maintenance):
 
     # ------------------------------------------------------------------ runtime cache
 
-    async def rollback(
+    async def _rollback(
         self, tx_id: str, to_step: int | None = None, reason: str = ""
     ) -> RollbackResult:
         async with self._locked(tx_id) as rt:
@@ -157,7 +277,7 @@ class CoreEngine(Maintenance):
                 rt.id, True, 0, ran, errors, TxStatus.ROLLED_BACK, rt.row.revision
             )
 
-    async def commit(self, tx_id: str) -> CommitResult:
+    async def _commit(self, tx_id: str) -> CommitResult:
         async with self._locked(tx_id) as rt:
             status = TxStatus(rt.row.status)
             if status is not TxStatus.ACTIVE:

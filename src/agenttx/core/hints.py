@@ -85,7 +85,8 @@ class Category(enum.StrEnum):
 # The controller retries the same step for these: the failure is in the outside world and the
 # same call may well succeed a moment later, so no earlier step is at fault.
 TRANSIENT_CATEGORIES: frozenset[str] = frozenset(
-    {Category.TIMEOUT, Category.RATE_LIMITED, Category.CONNECTION, Category.SERVER_ERROR}
+    c.value
+    for c in (Category.TIMEOUT, Category.RATE_LIMITED, Category.CONNECTION, Category.SERVER_ERROR)
 )
 
 # The controller also retries the same step for these: the step's own arguments are wrong in a
@@ -93,14 +94,15 @@ TRANSIENT_CATEGORIES: frozenset[str] = frozenset(
 # (key_error, not_null, foreign_key, …) are left out on purpose: there the bad value usually came
 # from an earlier step, and the dependency jump to that step is the better move.
 ARGUMENT_CATEGORIES: frozenset[str] = frozenset(
-    {
+    c.value
+    for c in (
         Category.UNKNOWN_TOOL,
         Category.MISSING_ARGUMENT,
         Category.MISSING_FIELD,
         Category.INVALID_INTEGER,
         Category.TYPE_MISMATCH,
         Category.MALFORMED_JSON,
-    }
+    )
 )
 
 MAX_INPUT_CHARS = 64 * 1024  # longer input keeps its first quarter and its last three quarters

@@ -24,7 +24,6 @@ from agenttx.core.base import (
 from agenttx.core.controller import Failure
 from agenttx.core.limits import (
     MAX_OUTPUT_BYTES,
-    arguments_text,
     check_step_request,
     check_transaction_id,
 )
@@ -54,22 +53,30 @@ log = logging.getLogger("agenttx.engine")
 
 
 class StepPipeline(EngineBase):
-    async def execute_step(
+    async def _execute_step(
         self,
         tx_id: str,
         step_id: int,
         tool_name: str,
-        arguments: Any = None,
-        raw_context: str = "",
+        args_text: str,
+        raw_context: str,
+        request_id: str,
     ) -> StepResult:
         check_transaction_id(tx_id)
         check_step_request(step_id, tool_name, raw_context)
-        args_text = arguments_text(arguments)
         async with self._locked(tx_id) as rt:
-            return await self._execute_locked(rt, step_id, tool_name, args_text, raw_context)
+            return await self._execute_locked(
+                rt, step_id, tool_name, args_text, raw_context, request_id
+            )
 
     async def _execute_locked(
-        self, rt: TxRuntime, step_id: int, tool_name: str, args_text: str, raw_context: str
+        self,
+        rt: TxRuntime,
+        step_id: int,
+        tool_name: str,
+        args_text: str,
+        raw_context: str,
+        request_id: str,
     ) -> StepResult:
         status = TxStatus(rt.row.status)
         if status is not TxStatus.ACTIVE:
@@ -96,6 +103,7 @@ class StepPipeline(EngineBase):
             arguments_json=args_text,
             raw_context=raw_context,
             started_at=now,
+            request_id=request_id,
         )
         self.controller.on_step_started(rt.ctl, step_id)
 

@@ -128,6 +128,17 @@ class OutboxRow:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredReply:
+    """The reply to a mutating request, kept so a retry with the same ``request_id`` gets it."""
+
+    request_id: str
+    method: str
+    payload_hash: str  # sha256 of the canonical request: same id + other payload is refused
+    reply_json: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class VersionCheck:
     """Commit validation: conflict iff the latest committed version of ``key`` > ``max_version``."""
 
@@ -301,3 +312,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         """Move a dead row back to pending (an operator retried it); False if not dead."""
+
+    # -- request idempotency ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
+        """The reply stored for ``request_id``, if any."""
+
+    @abc.abstractmethod
+    async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
+        """Store a reply unless one is stored for its id already; returns the one that is
+        stored (the earlier one wins, so two racing retries agree)."""
+
+    @abc.abstractmethod
+    async def prune_requests(self, older_than: float) -> int:
+        """Forget replies stored before ``older_than``; returns how many."""

@@ -21,6 +21,7 @@ from agenttx.store.contract import (
     OutboxRow,
     StepRow,
     Store,
+    StoredReply,
     TxRow,
     TxUpdate,
     UndoRow,
@@ -65,6 +66,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS outbox_by_tx ON outbox (tx_id);
+CREATE TABLE IF NOT EXISTS requests (
+  tenant TEXT NOT NULL, request_id TEXT NOT NULL, method TEXT NOT NULL,
+  payload_hash TEXT NOT NULL, reply TEXT NOT NULL, created_at REAL NOT NULL,
+  PRIMARY KEY (tenant, request_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS requests_by_age ON requests (created_at);
 CREATE TABLE IF NOT EXISTS kv (
   tenant TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, value TEXT,
   PRIMARY KEY (tenant, key, version)
@@ -497,5 +504,40 @@ class SqliteStore(Store):
                 (now, row_id),
             )
             return cur.rowcount == 1
+
+        return await self._write(unit)
+
+    # -- request idempotency --------------------------------------------------------------------
+
+    async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
+        rows = self._read(
+            "SELECT request_id, method, payload_hash, reply, created_at FROM requests "
+            "WHERE tenant = ? AND request_id = ?",
+            (tenant, request_id),
+        )
+        return StoredReply(*rows[0]) if rows else None
+
+    async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
+        def unit(c: sqlite3.Connection) -> StoredReply:
+            c.execute(
+                "INSERT OR IGNORE INTO requests (tenant, request_id, method, payload_hash, "
+                "reply, created_at) VALUES (?,?,?,?,?,?)",
+                (
+                    tenant, reply.request_id, reply.method, reply.payload_hash,
+                    reply.reply_json, reply.created_at,
+                ),
+            )  # fmt: skip
+            row = c.execute(
+                "SELECT request_id, method, payload_hash, reply, created_at FROM requests "
+                "WHERE tenant = ? AND request_id = ?",
+                (tenant, reply.request_id),
+            ).fetchone()
+            return StoredReply(*row)
+
+        return await self._write(unit)
+
+    async def prune_requests(self, older_than: float) -> int:
+        def unit(c: sqlite3.Connection) -> int:
+            return c.execute("DELETE FROM requests WHERE created_at < ?", (older_than,)).rowcount
 
         return await self._write(unit)

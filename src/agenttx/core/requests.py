@@ -1,0 +1,124 @@
+"""Request idempotency: a mutating call retried with the same ``request_id`` and payload gets
+the stored reply instead of running again; the same id with another payload is refused.
+
+Replies (and the protocol errors a call raised) are stored after the call, keyed by tenant
+and request id. The window between a step becoming durable and its reply being stored is
+closed by the step row itself, which records the request id: a retry that finds no stored
+reply but a step attempt with its id rebuilds the reply from that row (``steps.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from agenttx import errors
+from agenttx.errors import AgentTxError, AlreadyExists, InvalidArgument
+from agenttx.store.contract import Store, StoredReply
+
+T = TypeVar("T")
+
+MAX_REQUEST_ID_BYTES = 256
+# Errors that say nothing final about the request: a retry should run it again.
+_TRANSIENT = (errors.RevisionConflict, errors.InternalError, errors.DeadlineExceeded)
+
+
+def payload_hash(method: str, payload: Any) -> str:
+    canonical = json.dumps([method, payload], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_request_id(request_id: str) -> None:
+    if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        raise InvalidArgument(f"request_id exceeds {MAX_REQUEST_ID_BYTES} bytes")
+
+
+class RequestLog:
+    def __init__(self, store: Store, tenant: str, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.clock = clock
+
+    async def run(
+        self,
+        request_id: str,
+        method: str,
+        payload: Any,
+        result_type: type[T],
+        call: Callable[[], Awaitable[T]],
+    ) -> T:
+        """Run ``call`` once per ``request_id``; replay its stored reply on a retry."""
+        if not request_id:
+            return await call()
+        check_request_id(request_id)
+        digest = payload_hash(method, payload)
+        stored = await self.store.get_request(self.tenant, request_id)
+        if stored is not None:
+            return self._replay(stored, method, digest, result_type)
+        try:
+            result = await call()
+        except _TRANSIENT:
+            raise
+        except AgentTxError as exc:
+            reply = {"error": {"type": type(exc).__name__, "message": exc.message}}
+            stored = await self._put(request_id, method, digest, reply)
+            return self._replay(stored, method, digest, result_type)
+        stored = await self._put(request_id, method, digest, {"ok": _to_json(result)})
+        return self._replay(stored, method, digest, result_type)
+
+    async def _put(
+        self, request_id: str, method: str, digest: str, reply: dict[str, Any]
+    ) -> StoredReply:
+        row = StoredReply(request_id, method, digest, json.dumps(reply), self.clock())
+        return await self.store.put_request(self.tenant, row)
+
+    @staticmethod
+    def _replay(stored: StoredReply, method: str, digest: str, result_type: type[T]) -> T:
+        if stored.method != method or stored.payload_hash != digest:
+            raise AlreadyExists(
+                f"request_id {stored.request_id!r} was already used for a different "
+                f"{stored.method} request; use a new request_id for a new request"
+            )
+        reply = json.loads(stored.reply_json)
+        if "error" in reply:
+            raise rebuild_error(reply["error"]["type"], reply["error"]["message"])
+        return from_json(result_type, reply["ok"])
+
+
+def rebuild_error(type_name: str, message: str) -> AgentTxError:
+    cls = getattr(errors, type_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, AgentTxError)):
+        cls = AgentTxError
+    exc = cls.__new__(cls)
+    AgentTxError.__init__(exc, message)  # the message is what was said the first time
+    return exc
+
+
+def _to_json(result: Any) -> Any:
+    return json.loads(json.dumps(dataclasses.asdict(result), default=_enum_value))
+
+
+def _enum_value(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"cannot store {type(value).__name__} in a reply")
+
+
+def from_json(result_type: type[T], data: dict[str, Any]) -> T:
+    """Rebuild a result dataclass, turning enum fields back into their enums."""
+    hints = typing.get_type_hints(result_type)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(result_type):  # type: ignore[arg-type]
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        hint = hints.get(f.name)
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            value = hint(value)
+        values[f.name] = value
+    return result_type(**values)
