@@ -5,7 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest demo bench clean
+.PHONY: run test lint typecheck pytest demo bench clean proto
+
+PROTO_OUT := src/agenttx/api/proto/agenttx_pb2.py
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,25 +16,31 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-run: $(STAMP)
+# Generated gRPC code is made by the build from the wire contract, never edited by hand.
+$(PROTO_OUT): proto/agenttx/v1/agenttx.proto scripts/gen_proto.py $(STAMP)
+	$(BIN)/python scripts/gen_proto.py
+
+proto: $(PROTO_OUT)
+
+run: $(STAMP) $(PROTO_OUT)
 	$(BIN)/agenttx demo
 
 demo: run
 
-lint: $(STAMP)
+lint: $(STAMP) $(PROTO_OUT)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) $(PROTO_OUT)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(PROTO_OUT)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
 
-bench: $(STAMP)
+bench: $(STAMP) $(PROTO_OUT)
 	$(BIN)/python -m benchmarks.engine
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache src/agenttx/api/proto/*_pb2*

@@ -21,7 +21,8 @@ Files in ``<dir>``:
 - ``ledger.jsonl``: the outside system of the ``ledger.add`` tool: ``entry`` lines and
   ``reversal`` lines, each naming a unique entry id; ``undo_calls.jsonl`` records every call of
   the ledger's undo handler (a re-run after a crash is legal; a second reversal is not).
-- ``outbox.jsonl``: the JSON-lines effect channel; ``files/``: the ``fs.*`` sandbox.
+- ``outbox.jsonl``: the JSON-lines effect channel; ``deliveries.jsonl``: every delivery
+  attempt made to it (a repeat after a crash is legal); ``files/``: the ``fs.*`` sandbox.
 
 Every name a transaction writes (kv keys, record ids, file paths, ledger entries, effect keys)
 starts with the transaction's tag and carries a process-unique suffix, so any value found later
@@ -52,6 +53,7 @@ PHASE = "phase"
 LEDGER = "ledger.jsonl"
 UNDO_CALLS = "undo_calls.jsonl"
 OUTBOX = "outbox.jsonl"
+DELIVERIES = "deliveries.jsonl"
 DB = "agenttx.db"
 FILES = "files"
 TENANT = "default"
@@ -822,16 +824,27 @@ class Actor:
 # ---------------------------------------------------------------------------- the worker
 
 
-class PhaseTap:
-    """Wraps the dispatcher's default channel to record deliveries in the phase file."""
+class DeliveryTap:
+    """Wraps the dispatcher's default channel: records every delivery attempt (the JSON-lines
+    channel dedupes by key, so its file alone cannot show a repeated or forbidden attempt) and
+    the phase."""
 
-    def __init__(self, inner: agenttx.Channel, phase: PhaseFile) -> None:
+    def __init__(self, inner: agenttx.Channel, d: Path, phase: PhaseFile | None) -> None:
         self.inner = inner
+        self.path = d / DELIVERIES
         self.phase = phase
 
     async def deliver(self, effect: agenttx.Effect) -> None:
-        self.phase.set("deliver")
+        if self.phase is not None:
+            self.phase.set("deliver")
+        record = {"key": effect.idempotency_key, "tx": effect.tx_id, "attempt": effect.attempt}
+        append_line(self.path, {**record, "outbox_id": effect.id})
         await self.inner.deliver(effect)
+
+
+def tap_deliveries(engine: agenttx.Engine, d: Path, phase: PhaseFile | None) -> None:
+    if engine.dispatcher.default is not None:
+        engine.dispatcher.default = DeliveryTap(engine.dispatcher.default, d, phase)
 
 
 async def agent_loop(actor: Actor, pool: list[TxModel], agent: int, run: int, txs: int) -> None:
@@ -861,8 +874,7 @@ async def run_worker(d: Path, seed: int, run: int, agents: int, txs: int) -> Non
     phase.set("open")
     print("opening", flush=True)
     engine = await open_engine(d)
-    if engine.dispatcher.default is not None:
-        engine.dispatcher.default = PhaseTap(engine.dispatcher.default, phase)
+    tap_deliveries(engine, d, phase)
     log = AckLog(d / ACKS, f"r{run}")
     log.write({"ev": "start", "pid": os.getpid(), "seed": seed})
     phase.set("reconcile")

@@ -58,9 +58,12 @@ Invariants checked after every checked kill (once recovery ran and the dispatche
        one reversal if the entry was written, none if the kill came between ``register_undo``
        and the append (the undo handler finds no entry and does nothing).
     6. Outbox: after draining, every effect staged by a live step of a COMMITTED transaction is
-       in ``outbox.jsonl`` with its idempotency key, exactly once (the JSON-lines channel
-       dedupes by key); no key appears twice; no effect of an aborted or open transaction, or
-       of a rewound step, appears; no outbox row is left pending, in delivery or dead.
+       queued exactly once (one outbox row) and in ``outbox.jsonl`` with its idempotency key,
+       exactly once (the JSON-lines channel dedupes by key); no key appears twice; no effect
+       of an aborted or open transaction, or of a rewound step, is queued, appears, or is even
+       attempted (every ``deliver`` call is recorded, since the file alone hides repeats);
+       no outbox row is left pending, in delivery or dead. Repeated attempts of a committed
+       effect after a crash are legal (at least once) and counted.
     7. Undo records of ended transactions are gone; pending ones of an open transaction belong
        to its live steps or its unknown step.
 
@@ -116,6 +119,7 @@ class Campaign:
     phases: collections.Counter[str] = field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     undo_reruns: int = 0
+    redeliveries: int = 0
     violations: list[str] = field(default_factory=list)
     totals: collections.Counter[str] = field(default_factory=collections.Counter)
 
@@ -128,6 +132,7 @@ class Campaign:
             "how interrupted calls ended (settled from the store after the restart):",
             *(f"  {n:5d}  {o}" for o, n in self.outcomes.most_common()),
             f"undo handler re-runs after a crash (absorbed by idempotency): {self.undo_reruns}",
+            f"effect delivery attempts repeated after a crash (same key): {self.redeliveries}",
             "totals: " + ", ".join(f"{k}={v}" for k, v in sorted(self.totals.items())),
             f"violations: {len(self.violations)}",
         ]
@@ -210,6 +215,7 @@ class Checker:
         self.engine = engine
         self.st = st
         self.log = log
+        self.redeliveries = 0
 
     def bad(self, text: str) -> None:
         rec = {"ev": "violation", "text": text}
@@ -382,9 +388,24 @@ class Checker:
                 self.bad(f"outbox effect {key} delivered {n} times")
         for key in want.keys() - seen.keys():
             self.bad(f"effect {key} of committed {want[key][0]} was never delivered")
-        left = await self.engine.store.list_outbox(statuses=("pending", "delivering", "dead"))
-        for row in left:
-            self.bad(f"outbox row {row.id} ({row.idempotency_key}) left {row.status}")
+        with sqlite3.connect(f"file:{self.d / cw.DB}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT id, tx_id, idempotency_key, status FROM outbox").fetchall()
+        queued: collections.Counter[str] = collections.Counter()
+        for row_id, tx, key, status in rows:
+            queued[key] += 1
+            if status != "delivered":
+                self.bad(f"outbox row {row_id} ({key}) left {status} after draining")
+            if want.get(key, ("",))[0] != tx:
+                self.bad(f"outbox row {row_id} ({key} of {tx}) is no committed live effect")
+        for key in want:
+            if queued[key] != 1:
+                self.bad(f"effect {key} of committed {want[key][0]} queued {queued[key]} times")
+        attempts: collections.Counter[str] = collections.Counter()
+        for rec in cw.read_jsonl(self.d / cw.DELIVERIES):
+            attempts[rec["key"]] += 1
+            if rec["key"] not in want:
+                self.bad(f"delivery attempted for {rec['key']} of {rec['tx']}: not committed")
+        self.redeliveries = sum(n - 1 for n in attempts.values())
 
     def check_undo_rows(self) -> None:
         """Invariant 7."""
@@ -430,8 +451,10 @@ class Checker:
                 await actor.abort(m)
 
 
-async def check_restart(d: Path, name: str, rng: random.Random, *, final: bool) -> int:
+async def check_restart(d: Path, name: str, rng: random.Random, *, final: bool) -> tuple[int, int]:
+    """Returns (undo handler re-runs, effect re-deliveries) seen so far in ``d``."""
     engine = await cw.open_engine(d, background=False, clock=lambda: time.time() + CLOCK_SKEW_S)
+    cw.tap_deliveries(engine, d, None)
     log = cw.AckLog(d / cw.ACKS, name)
     try:
         st = cw.replay(d / cw.ACKS)
@@ -445,7 +468,7 @@ async def check_restart(d: Path, name: str, rng: random.Random, *, final: bool) 
         if final:
             for t in await cw.list_all(engine, [TxStatus.ACTIVE.value]):
                 checker.bad(f"{t.transaction_id} is still open after the final round")
-        return reruns
+        return reruns, checker.redeliveries
     finally:
         log.close()
         await engine.close()
@@ -463,7 +486,7 @@ def run_chain(root: Path, chain: int, kills: int, seed: int) -> Campaign:
             continue  # the next worker's Engine.open recovers this crash
         camp.checks += 1
         asyncio.run(check_restart(d, f"c{i}", random.Random(rng.random()), final=False))
-    camp.undo_reruns = asyncio.run(
+    camp.undo_reruns, camp.redeliveries = asyncio.run(
         check_restart(d, "final", random.Random(rng.random()), final=True)
     )
     st = cw.replay(d / cw.ACKS)
@@ -499,6 +522,7 @@ def run_campaign(root: Path, *, chains: int, kills_per_chain: int, seed: int) ->
         camp.phases.update(part.phases)
         camp.outcomes.update(part.outcomes)
         camp.undo_reruns += part.undo_reruns
+        camp.redeliveries += part.redeliveries
         camp.violations.extend(part.violations)
         camp.totals.update(part.totals)
     print(camp.report(time.monotonic() - started))

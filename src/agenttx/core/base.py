@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttx.core.controller import ControllerState, Decision, RollbackController
+from agenttx.core.events import EventBus, event_for
 from agenttx.core.hints import HintCleaner
 from agenttx.core.limits import (
     check_transaction_id,
@@ -134,6 +135,7 @@ class EngineBase:
         self.controller = controller or RollbackController()
         self.clock = clock
         self.requests = RequestLog(store, config.tenant, clock)
+        self.events = EventBus()
         self._runtimes: dict[str, TxRuntime] = {}
         self._loading: dict[str, asyncio.Lock] = {}
 
@@ -253,8 +255,7 @@ class EngineBase:
             finished_at=self.clock(),
         )
 
-    @staticmethod
-    def _applied(rt: TxRuntime, update: TxUpdate, revision: int) -> None:
+    def _applied(self, rt: TxRuntime, update: TxUpdate, revision: int) -> None:
         """Mirror a durable update in the cached row."""
         row = rt.row
         row.revision = revision
@@ -265,6 +266,9 @@ class EngineBase:
             row.last_activity_at = update.now
         if update.body is not None:
             row.body = update.body
+        self.events.publish(
+            event_for(rt.id, revision, TxStatus(update.status), update.next_step_id, update.now)
+        )
 
     def _update(
         self,

@@ -14,18 +14,21 @@ Every public method is one step of the lifecycle in ``docs/transactions.md``. Th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from agenttx.core.base import OPEN, Clock, EngineConfig, new_owner
 from agenttx.core.controller import ControllerState
+from agenttx.core.events import TxEvent, event_for
 from agenttx.core.limits import (
     arguments_text,
     check_begin,
+    check_transaction_id,
 )
 from agenttx.core.recovery import Maintenance
 from agenttx.core.runtime import TxRuntime
@@ -45,6 +48,7 @@ from agenttx.errors import (
     CommitConflict,
     InvalidArgument,
     NotActive,
+    NotFound,
     OutcomeUnknownPending,
     WrongStep,
 )
@@ -131,6 +135,39 @@ class CoreEngine(Maintenance):
             RollbackResult,
             lambda: self._rollback(tx_id, to_step, reason),
         )
+
+    async def watch(self, tx_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
+        """The transaction's state changes, newest revision first if it is past
+        ``after_revision``, then one event per durable change, until it ends."""
+        check_transaction_id(tx_id)
+        events = self.events.subscribe(tx_id)
+        try:
+            # Subscribe first, then read: a change between the two is not missed.
+            first = asyncio.ensure_future(anext(events))
+            row = await self.store.get_transaction(tx_id)
+            if row is None:
+                first.cancel()
+                raise NotFound(f"transaction `{tx_id}` not found")
+            last = after_revision
+            if row.revision > last:
+                last = row.revision
+                yield event_for(
+                    row.id, row.revision, TxStatus(row.status), row.next_step_id, row.updated_at
+                )
+            if TxStatus(row.status).terminal:
+                first.cancel()
+                return
+            pending: asyncio.Future[TxEvent] = first
+            while True:
+                event = await pending
+                if event.revision > last:
+                    last = event.revision
+                    yield event
+                    if event.status.terminal:
+                        return
+                pending = asyncio.ensure_future(anext(events))
+        finally:
+            await events.aclose()
 
     async def _reply_from_rows(
         self, tx_id: str, step_id: int, request_id: str

@@ -1,0 +1,67 @@
+"""In-process events: one per durable change of a transaction, for ``WatchTransaction``.
+
+Subscribers get a bounded queue each; a subscriber that falls behind by more than the bound
+loses the oldest events but never the latest state (events carry the full status and
+revision, so the newest one says where the transaction is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from agenttx.core.types import TxStatus
+
+_KIND = {
+    TxStatus.ACTIVE: "state",
+    TxStatus.EXECUTING: "step",
+    TxStatus.ROLLING_BACK: "rewind",
+    TxStatus.COMMITTING: "commit",
+    TxStatus.COMMITTED: "commit",
+    TxStatus.ROLLED_BACK: "abort",
+    TxStatus.FAILED: "abort",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TxEvent:
+    transaction_id: str
+    revision: int
+    status: TxStatus
+    next_step_id: int
+    kind: str  # state, step, rewind, commit, abort
+    at: float
+
+
+def event_for(tx_id: str, revision: int, status: TxStatus, next_step: int, at: float) -> TxEvent:
+    return TxEvent(tx_id, revision, status, next_step, _KIND[status], at)
+
+
+class EventBus:
+    def __init__(self, queue_size: int = 256) -> None:
+        self._subs: dict[str, set[asyncio.Queue[TxEvent]]] = defaultdict(set)
+        self._queue_size = queue_size
+
+    def publish(self, event: TxEvent) -> None:
+        for q in self._subs.get(event.transaction_id, ()):
+            if q.full():
+                q.get_nowait()  # drop the oldest: the newest carries the current state
+            q.put_nowait(event)
+
+    async def subscribe(self, tx_id: str) -> AsyncGenerator[TxEvent, None]:
+        q: asyncio.Queue[TxEvent] = asyncio.Queue(self._queue_size)
+        self._subs[tx_id].add(q)
+        try:
+            while True:
+                yield await q.get()
+        finally:
+            subs = self._subs.get(tx_id)
+            if subs is not None:
+                subs.discard(q)
+                if not subs:
+                    del self._subs[tx_id]
+
+    def subscribers(self, tx_id: str) -> int:
+        return len(self._subs.get(tx_id, ()))
