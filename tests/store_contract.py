@@ -837,3 +837,7 @@ class StoreContract:
             assert await commit_writes(reopened, "tx_w2", {"k": '"w"'}) == 2
         finally:
             await reopened.close()
+
+
+class OutboxCountsAndSnapshots:
+    """Mixed into ``StoreContract`` subclasses by ``test_store_sqlite.py``."""

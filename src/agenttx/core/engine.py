@@ -28,6 +28,7 @@ from agenttx.core.events import TxEvent, event_for
 from agenttx.core.limits import (
     arguments_text,
     check_begin,
+    check_labels,
     check_transaction_id,
 )
 from agenttx.core.recovery import Maintenance
@@ -41,6 +42,7 @@ from agenttx.core.types import (
     StepResult,
     StepStatus,
     TransactionInfo,
+    TransactionPage,
     TxStatus,
 )
 from agenttx.core.views import transaction_info
@@ -76,6 +78,7 @@ class CoreEngine(Maintenance):
         policy: RollbackPolicy | Mapping[str, Any] | None = None,
         isolation: Isolation | str = Isolation.SNAPSHOT,
         *,
+        labels: Sequence[str] = (),
         request_id: str = "",
     ) -> BeginResult:
         payload = {
@@ -83,13 +86,14 @@ class CoreEngine(Maintenance):
             "metadata": dict(metadata or {}),
             "policy": policy.to_dict() if isinstance(policy, RollbackPolicy) else policy,
             "isolation": str(isolation),
+            "labels": list(labels),
         }
         return await self.requests.run(
             request_id,
             "begin",
             payload,
             BeginResult,
-            lambda: self._begin(agent_id, metadata, policy, isolation),
+            lambda: self._begin(agent_id, metadata, policy, isolation, labels),
         )
 
     async def execute_step(
@@ -219,9 +223,11 @@ class CoreEngine(Maintenance):
         metadata: Mapping[str, str] | None = None,
         policy: RollbackPolicy | Mapping[str, Any] | None = None,
         isolation: Isolation | str = Isolation.SNAPSHOT,
+        labels: Sequence[str] = (),
     ) -> BeginResult:
         meta = dict(metadata or {})
         check_begin(agent_id, meta)
+        check_labels(labels)
         pol = self._policy(policy)
         try:
             iso = Isolation(isolation)
@@ -242,6 +248,7 @@ class CoreEngine(Maintenance):
             "abort_reason": "",
             "compensation_errors": [],
             "outcome_unknown_step": 0,
+            "labels": list(labels),
         }
         row = TxRow(
             id=f"tx_{uuid.uuid4().hex}",
@@ -283,6 +290,41 @@ class CoreEngine(Maintenance):
             statuses=statuses, agent_id=agent_id, limit=limit, after_id=after_id
         )
         return [transaction_info(r, [], []) for r in rows]
+
+    async def list_transactions_page(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        agent_id: str | None = None,
+        label: str | None = None,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> TransactionPage:
+        """One page of transactions, oldest id first; ``page_token`` continues a listing."""
+        if not 1 <= page_size <= 500:
+            raise InvalidArgument("page_size must be 1..500")
+        unknown = [s for s in statuses if s not in TxStatus.__members__]
+        if unknown:
+            raise InvalidArgument(
+                f"unknown status {unknown[0]!r}; use one of {', '.join(TxStatus.__members__)}"
+            )
+        found: list[TransactionInfo] = []
+        after = page_token
+        while len(found) < page_size:
+            rows = await self.store.list_transactions(
+                statuses=statuses, agent_id=agent_id, limit=page_size, after_id=after
+            )
+            if not rows:
+                return TransactionPage(found, "")
+            for row in rows:
+                after = row.id
+                if label is None or label in row.body.get("labels", ()):
+                    found.append(transaction_info(row, [], []))
+                    if len(found) == page_size:
+                        break
+            if len(rows) < page_size and len(found) < page_size:
+                return TransactionPage(found, "")
+        return TransactionPage(found, after)
 
     def list_tools(self) -> list[dict[str, Any]]:
         return [t.describe() for t in self.registry]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from agenttx.core.types import TxStatus
@@ -43,8 +43,16 @@ class EventBus:
     def __init__(self, queue_size: int = 256) -> None:
         self._subs: dict[str, set[asyncio.Queue[TxEvent]]] = defaultdict(set)
         self._queue_size = queue_size
+        self._listeners: list[Callable[[TxEvent], None]] = []
+
+    def add_listener(self, listener: Callable[[TxEvent], None]) -> None:
+        """Called synchronously with every event of every transaction (metrics, logs); it
+        must be quick and must not raise."""
+        self._listeners.append(listener)
 
     def publish(self, event: TxEvent) -> None:
+        for listener in self._listeners:
+            listener(event)
         for q in self._subs.get(event.transaction_id, ()):
             if q.full():
                 q.get_nowait()  # drop the oldest: the newest carries the current state

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from agenttx.errors import InvalidArgument
@@ -35,6 +36,18 @@ def check_begin(agent_id: str, metadata: dict[str, str]) -> None:
             raise InvalidArgument(
                 f"metadata entry {k[:40]!r} exceeds {MAX_METADATA_VALUE_BYTES} bytes"
             )
+
+
+MAX_LABELS = 32
+MAX_LABEL_BYTES = 128
+
+
+def check_labels(labels: Sequence[str]) -> None:
+    if len(labels) > MAX_LABELS:
+        raise InvalidArgument(f"labels exceed {MAX_LABELS} entries")
+    for label in labels:
+        if not isinstance(label, str) or not 1 <= len(label.encode()) <= MAX_LABEL_BYTES:
+            raise InvalidArgument(f"each label must be 1-{MAX_LABEL_BYTES} bytes of text")
 
 
 def check_step_request(step_id: int, tool_name: str, raw_context: str) -> None:

@@ -232,3 +232,10 @@ class TransactionInfo:
     updated_at: float
     steps: list[StepView] = field(default_factory=list)
     edges: list[tuple[int, int, str]] = field(default_factory=list)  # (from, to, key)
+    labels: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionPage:
+    transactions: list[TransactionInfo]
+    next_page_token: str  # empty when this is the last page

@@ -89,4 +89,5 @@ def transaction_info(
             for s in steps
         ],
         edges=edges,
+        labels=list(row.body.get("labels", [])),
     )

@@ -310,6 +310,10 @@ class Store(abc.ABC):
         """Outbox rows, oldest first."""
 
     @abc.abstractmethod
+    async def outbox_counts(self) -> dict[str, int]:
+        """Rows per status (pending, delivering, delivered, dead); absent statuses are 0."""
+
+    @abc.abstractmethod
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         """Move a dead row back to pending (an operator retried it); False if not dead."""
 

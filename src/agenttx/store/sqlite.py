@@ -496,6 +496,12 @@ class SqliteStore(Store):
         sql = f"SELECT {_OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
         return [_outbox(r) for r in self._read(sql, [*params, limit])]
 
+    async def outbox_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(("pending", "delivering", "delivered", "dead"), 0)
+        for status, n in self._read("SELECT status, count(*) FROM outbox GROUP BY status"):
+            counts[status] = int(n)
+        return counts
+
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         def unit(c: sqlite3.Connection) -> bool:
             cur = c.execute(

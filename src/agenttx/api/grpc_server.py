@@ -1,0 +1,351 @@
+"""gRPC adapter: ``agenttx.v1.AgentTxService`` over ``agenttx.Engine``.
+
+Thin on purpose: translate the request, call the engine, translate the reply. Status codes
+follow the reference: OK for steps that failed and were rolled back (a failure is data in the
+reply), INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION (the message names the expected step),
+ABORTED (commit conflict), ALREADY_EXISTS (a request_id reused with another payload),
+INTERNAL. Health (``grpc.health.v1``) and server reflection are served beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from agenttx.api.proto import agenttx_pb2 as pb
+from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.core.types import (
+    CommitResult,
+    RollbackResult,
+    StepResult,
+    TransactionInfo,
+)
+from agenttx.embedded import Engine
+from agenttx.errors import AgentTxError
+
+log = logging.getLogger("agenttx.grpc")
+
+SERVICE_NAME = "agenttx.v1.AgentTxService"
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the reference's cap; arguments are capped at 1 MiB
+
+T = TypeVar("T")
+
+_CODES = {
+    "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
+    "NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "FAILED_PRECONDITION": grpc.StatusCode.FAILED_PRECONDITION,
+    "ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "ABORTED": grpc.StatusCode.ABORTED,
+    "DEADLINE_EXCEEDED": grpc.StatusCode.DEADLINE_EXCEEDED,
+    "INTERNAL": grpc.StatusCode.INTERNAL,
+}
+
+
+def status_code(exc: AgentTxError) -> grpc.StatusCode:
+    return _CODES.get(exc.code, grpc.StatusCode.INTERNAL)
+
+
+async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]) -> T:
+    """Run ``call``; turn AgentTx errors into their status codes and anything else into
+    INTERNAL (logged with its traceback, never sent to the client)."""
+    try:
+        return await call()
+    except AgentTxError as exc:
+        await context.abort(status_code(exc), exc.message)
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        log.exception("internal error")
+        await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
+    raise AssertionError("unreachable: context.abort raises")
+
+
+def step_reply(r: StepResult) -> pb.ExecuteStepResponse:
+    return pb.ExecuteStepResponse(
+        status=f"STEP_STATUS_{r.status.value}",
+        output_json=r.output_json,
+        clean_hint=r.clean_hint,
+        strategy=f"ROLLBACK_STRATEGY_{r.strategy.value}",
+        rollback_to_step=r.rollback_to_step,
+        next_step_id=r.next_step_id,
+        constraints=r.constraints,
+        context_reset=r.context_reset,
+        error_category=r.error_category,
+        rollback_latency_ms=r.rollback_latency_ms,
+        abort_reason=r.abort_reason,
+        compensation_errors=r.compensation_errors,
+        transaction_status=r.transaction_status.value,
+        revision=r.revision,
+        hint_key=r.hint_key,
+    )
+
+
+def commit_reply(c: CommitResult) -> pb.CommitTransactionResponse:
+    return pb.CommitTransactionResponse(
+        committed=c.committed,
+        steps_committed=c.steps_committed,
+        effects_dispatched=c.effects_dispatched,
+        dispatch_errors=c.dispatch_errors,
+        transaction_status=c.transaction_status.value,
+        revision=c.revision,
+        effects_queued=c.effects_queued,
+    )
+
+
+def rollback_reply(b: RollbackResult) -> pb.RollbackTransactionResponse:
+    return pb.RollbackTransactionResponse(
+        rolled_back=b.rolled_back,
+        next_step_id=b.next_step_id,
+        compensations_run=b.compensations_run,
+        compensation_errors=b.compensation_errors,
+        transaction_status=b.transaction_status.value,
+        revision=b.revision,
+    )
+
+
+def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
+    return pb.GetTransactionResponse(
+        transaction_id=t.transaction_id,
+        status=t.status.value,
+        next_step_id=t.next_step_id,
+        constraints=t.constraints,
+        global_resets=t.global_resets,
+        context=[
+            pb.ContextEntry(step_id=c.step_id, tool_name=c.tool_name, raw_context=c.raw_context)
+            for c in t.context
+        ],
+        agent_id=t.agent_id,
+        revision=t.revision,
+        metadata=t.metadata,
+        isolation=t.isolation.value,
+        epoch=t.epoch,
+        requires_human=t.requires_human,
+        abort_reason=t.abort_reason,
+        compensation_errors=t.compensation_errors,
+        outcome_unknown_step=t.outcome_unknown_step,
+        edges=[pb.DependencyEdge(from_step=a, to_step=b, key=k) for a, b, k in t.edges],
+        steps=[
+            pb.StepRecord(
+                step_id=s.step_id,
+                attempt=s.attempt,
+                tool_name=s.tool_name,
+                status=s.status,
+                live=s.live,
+                arguments_json=_json(s.arguments),
+                output_json=_json(s.output),
+                clean_hint=s.clean_hint,
+                error_category=s.error_category,
+                epoch=s.epoch,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+            )
+            for s in t.steps
+        ],
+        created_at=t.created_at,
+        updated_at=t.updated_at,
+        policy=pb.RollbackPolicy(
+            max_local_depth=t.policy.max_local_depth,
+            max_global_resets=t.policy.max_global_resets,
+            replay_budget_factor=t.policy.replay_budget_factor,
+        ),
+    )
+
+
+def _json(value: Any) -> str:
+    return "" if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
+    if not request.HasField("policy"):
+        return None
+    p = request.policy
+    return {
+        "max_local_depth": p.max_local_depth if p.HasField("max_local_depth") else None,
+        "max_global_resets": p.max_global_resets if p.HasField("max_global_resets") else None,
+        "replay_budget_factor": (
+            p.replay_budget_factor if p.HasField("replay_budget_factor") else None
+        ),
+    }
+
+
+class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def BeginTransaction(
+        self, request: pb.BeginTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BeginTransactionResponse:
+        async def call() -> pb.BeginTransactionResponse:
+            r = await self.engine.begin(
+                agent_id=request.agent_id,
+                metadata=dict(request.metadata),
+                policy=_policy(request),
+                isolation=request.isolation or "snapshot",
+                labels=list(request.labels),
+                request_id=request.request_id,
+            )
+            return pb.BeginTransactionResponse(
+                transaction_id=r.transaction_id,
+                next_step_id=r.next_step_id,
+                transaction_status=r.transaction_status.value,
+                revision=r.revision,
+            )
+
+        return await _guard(context, call)
+
+    async def ExecuteStep(
+        self, request: pb.ExecuteStepRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExecuteStepResponse:
+        async def call() -> pb.ExecuteStepResponse:
+            r = await self.engine.execute_step(
+                request.transaction_id,
+                request.step_id,
+                request.tool_name,
+                request.arguments_json,
+                request.raw_context,
+                request_id=request.request_id,
+            )
+            return step_reply(r)
+
+        return await _guard(context, call)
+
+    async def CommitTransaction(
+        self, request: pb.CommitTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommitTransactionResponse:
+        async def call() -> pb.CommitTransactionResponse:
+            c = await self.engine.commit(request.transaction_id, request_id=request.request_id)
+            return commit_reply(c)
+
+        return await _guard(context, call)
+
+    async def RollbackTransaction(
+        self, request: pb.RollbackTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RollbackTransactionResponse:
+        async def call() -> pb.RollbackTransactionResponse:
+            to_step = request.to_step if request.HasField("to_step") else None
+            b = await self.engine.rollback(
+                request.transaction_id, to_step, request.reason, request_id=request.request_id
+            )
+            return rollback_reply(b)
+
+        return await _guard(context, call)
+
+    async def GetTransaction(
+        self, request: pb.GetTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTransactionResponse:
+        async def call() -> pb.GetTransactionResponse:
+            return transaction_reply(await self.engine.get_transaction(request.transaction_id))
+
+        return await _guard(context, call)
+
+    async def ListTransactions(
+        self, request: pb.ListTransactionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTransactionsResponse:
+        async def call() -> pb.ListTransactionsResponse:
+            page = await self.engine.list_transactions_page(
+                statuses=list(request.statuses),
+                agent_id=request.agent_id or None,
+                label=request.label or None,
+                page_size=request.page_size or 50,
+                page_token=request.page_token,
+            )
+            return pb.ListTransactionsResponse(
+                transactions=[
+                    pb.TransactionSummary(
+                        transaction_id=t.transaction_id,
+                        status=t.status.value,
+                        agent_id=t.agent_id,
+                        next_step_id=t.next_step_id,
+                        revision=t.revision,
+                        labels=t.labels,
+                        created_at=t.created_at,
+                        updated_at=t.updated_at,
+                        abort_reason=t.abort_reason,
+                    )
+                    for t in page.transactions
+                ],
+                next_page_token=page.next_page_token,
+            )
+
+        return await _guard(context, call)
+
+    async def ListTools(
+        self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListToolsResponse:
+        async def call() -> pb.ListToolsResponse:
+            tools = [
+                pb.ToolInfo(
+                    name=d["name"],
+                    description=d["description"],
+                    effect=d["effect"],
+                    input_schema_json=json.dumps(d["input_schema"]),
+                    output_schema_json=json.dumps(d.get("output_schema") or {}),
+                    examples_json=json.dumps(d["examples"]),
+                    timeout_ms=int(d["timeout_s"] * 1000),
+                    idempotent=d["idempotent"],
+                    compensation=d["compensation"],
+                    dry_run=d["dry_run"],
+                )
+                for d in self.engine.list_tools()
+            ]
+            return pb.ListToolsResponse(tools=tools)
+
+        return await _guard(context, call)
+
+    async def WatchTransaction(
+        self, request: pb.WatchTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TransactionEvent]:
+        try:
+            async for e in self.engine.watch(request.transaction_id, request.after_revision):
+                yield pb.TransactionEvent(
+                    transaction_id=e.transaction_id,
+                    revision=e.revision,
+                    status=e.status.value,
+                    next_step_id=e.next_step_id,
+                    kind=e.kind,
+                    at=e.at,
+                )
+        except AgentTxError as exc:
+            await context.abort(status_code(exc), exc.message)
+
+
+def build_server(engine: Engine, *, options: list[tuple[str, Any]] | None = None) -> Any:
+    """A ``grpc.aio`` server with the AgentTx service, health and reflection (not started)."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            *(options or []),
+        ]
+    )
+    pb_grpc.add_AgentTxServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        AgentTxServicer(engine), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    server.agenttx_health = health_servicer
+    reflection.enable_server_reflection(
+        (
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    return server
+
+
+async def mark_serving(server: Any, serving: bool = True) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", SERVICE_NAME):
+        await server.agenttx_health.set(name, status)
