@@ -837,7 +837,3 @@ class StoreContract:
             assert await commit_writes(reopened, "tx_w2", {"k": '"w"'}) == 2
         finally:
             await reopened.close()
-
-
-class OutboxCountsAndSnapshots:
-    """Mixed into ``StoreContract`` subclasses by ``test_store_sqlite.py``."""
