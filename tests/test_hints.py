@@ -1371,8 +1371,6 @@ def test_a_cleaner_is_shared_safely_between_threads() -> None:
 
 
 def test_the_controller_retries_exactly_these_categories() -> None:
-    # The controller keeps its own copy so it depends on no hint code; the two must agree.
     from agenttx.core import controller
 
-    assert controller.TRANSIENT_CATEGORIES == TRANSIENT_CATEGORIES
-    assert controller.ARGUMENT_CATEGORIES == ARGUMENT_CATEGORIES
+    assert controller.DEFAULT_RETRY_CATEGORIES == TRANSIENT_CATEGORIES | ARGUMENT_CATEGORIES

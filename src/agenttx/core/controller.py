@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agenttx.core.hints import ARGUMENT_CATEGORIES, TRANSIENT_CATEGORIES
 from agenttx.core.types import RollbackPolicy, Strategy
 
 __all__ = [
@@ -62,24 +63,10 @@ __all__ = [
     "RollbackController",
 ]
 
-# Hint categories where running the same step again can succeed without re-running any earlier
-# step: the outside system was briefly unavailable. Kept here (not imported from the hint rules)
-# so the controller depends on nothing but plain types; they are parameters of the controller.
-TRANSIENT_CATEGORIES: Final = frozenset({"timeout", "rate_limited", "connection", "server_error"})
-
-# Hint categories where the request itself was malformed: the agent fixes the arguments and sends
-# the same step again; the state before the step is not at fault.
-ARGUMENT_CATEGORIES: Final = frozenset(
-    {
-        "missing_argument",
-        "type_mismatch",
-        "invalid_integer",
-        "missing_field",
-        "malformed_json",
-        "unknown_tool",
-    }
-)
-
+# The same step is retried for transient failures (the outside system was briefly unavailable)
+# and argument errors (the agent re-sends the step with other arguments): no earlier step is
+# at fault. One copy of the category sets, owned by the hint rules that produce them; the
+# controller takes them as a parameter.
 DEFAULT_RETRY_CATEGORIES: Final = TRANSIENT_CATEGORIES | ARGUMENT_CATEGORIES
 
 # Why the controller escalated past the local strategies; the reference's wording, which ends up
