@@ -75,6 +75,7 @@ class EngineConfig:
     default_policy: RollbackPolicy = field(default_factory=RollbackPolicy)
     tenant: str = "default"
     owner: str = ""  # this process, for step leases: "host:pid:random"
+    lock_timeout_s: float = 60.0  # how long a call waits for a transaction busy elsewhere
 
     def __post_init__(self) -> None:
         if not 0 < self.step_timeout_s <= 86_400:
@@ -161,7 +162,12 @@ class EngineBase:
         transaction moved by someone else (``RevisionConflict``: another process or replica),
         the stale image is reloaded before the error reaches the caller, so a retry works."""
         rt = await self._runtime(tx_id)
-        async with rt.lock:
+        async with rt.lock, self.store.transaction_lock(tx_id, self.config.lock_timeout_s):
+            if self.store.shared:
+                # Another replica may have moved it since this image was cached.
+                current = await self.store.get_transaction(tx_id)
+                if current is not None and current.revision != rt.row.revision:
+                    rt = await self._reload(rt)
             try:
                 yield rt
             except RevisionConflict:

@@ -15,7 +15,9 @@ value when it began.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,6 +179,15 @@ class Store(abc.ABC):
     """Durable operations. All are coroutines; each is atomic unless stated otherwise."""
 
     url: str
+    # True iff other processes (replicas) serve the same transactions concurrently, so an
+    # in-memory image must be checked against the store before it is trusted.
+    shared: bool = False
+
+    def transaction_lock(self, tx_id: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
+        """Hold ``tx_id`` against other processes for the duration of one call; raises
+        ``DeadlineExceeded`` after ``timeout_s``. Waiting must not poll: the database wakes
+        the waiter. The default holds nothing (one process per store)."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     async def open(self) -> None:

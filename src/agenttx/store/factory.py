@@ -9,7 +9,8 @@ from agenttx.store.contract import Store
 
 
 def open_store(url: str, *, sync_writes: bool = False) -> Store:
-    """A store for ``url`` (not yet opened): ``sqlite:///relative/or/absolute/path.db``."""
+    """A store for ``url`` (not yet opened): ``sqlite:///relative/or/absolute/path.db`` or
+    ``postgresql://user@host:5432/db?pool_size=10``."""
     if url.startswith("sqlite:///"):
         from agenttx.store.sqlite import SqliteStore
 
@@ -17,7 +18,12 @@ def open_store(url: str, *, sync_writes: bool = False) -> Store:
         if not path:
             raise InvalidArgument("sqlite URL needs a file path: sqlite:///path/to/agenttx.db")
         return SqliteStore(Path(path), sync_writes=sync_writes)
+    if url.startswith(("postgresql://", "postgres://")):
+        from agenttx.store.postgres import PostgresStore
+
+        return PostgresStore(url)
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise InvalidArgument(
-        f"unsupported store URL scheme {scheme!r}; use sqlite:///path/to/agenttx.db"
+        f"unsupported store URL scheme {scheme!r}; use sqlite:///path/to/agenttx.db or "
+        "postgresql://user@host:5432/dbname"
     )

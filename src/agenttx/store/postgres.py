@@ -1,0 +1,642 @@
+"""PostgreSQL store: several ``agenttx serve`` replicas on one database.
+
+- **Connections**: an async psycopg 3 pool; each contract method is one database transaction.
+- **Migrations**: applied on open, versioned in ``agenttx_schema``, under a transaction-level
+  advisory lock, so replicas starting together never race.
+- **Transactions across replicas**: every change is a compare-and-set on ``revision``; a call
+  holds a session advisory lock on its transaction (``transaction_lock``) so a call for the
+  same transaction on another replica waits inside PostgreSQL — woken by the lock manager when
+  the first call ends or its replica dies (the session ends), never by polling — or gives up
+  after ``lock_timeout`` with ``DeadlineExceeded``.
+- **Commit**: the written keys' head rows are locked (``FOR UPDATE``, in key order so two
+  committers cannot deadlock), versions are checked, then the commit counter row is advanced
+  and the writes published. The counter row lock is held from that update to the end of the
+  commit, so versions become visible in order: a snapshot (the counter's value when a
+  transaction began) never sees a smaller version appear later. A bare SEQUENCE would hand out
+  numbers without that ordering, which is why the counter is a row.
+- **Outbox**: claimed with ``FOR UPDATE SKIP LOCKED`` and a lease; a commit that queued effects
+  sends ``NOTIFY agenttx_outbox`` so idle dispatchers on every replica wake at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg_pool import AsyncConnectionPool
+
+from agenttx.errors import DeadlineExceeded, InternalError, RevisionConflict
+from agenttx.store.contract import (
+    CommitOutcome,
+    CommitPlan,
+    OutboxRow,
+    StepRow,
+    Store,
+    StoredReply,
+    TxRow,
+    TxUpdate,
+    UndoRow,
+    VersionCheck,
+)
+
+SCHEMA_VERSION = 1
+_MIGRATION_LOCK = 0x61677478  # "agtx": the advisory lock key of the migration step
+NOTIFY_CHANNEL = "agenttx_outbox"
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS agenttx_schema (version INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL)""",
+    """INSERT INTO meta VALUES ('commit_seq', 0) ON CONFLICT DO NOTHING""",
+    """CREATE TABLE IF NOT EXISTS transactions (
+      id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
+      revision BIGINT NOT NULL, next_step_id INTEGER NOT NULL, snapshot BIGINT NOT NULL,
+      isolation TEXT NOT NULL, body TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+      updated_at DOUBLE PRECISION NOT NULL, last_activity_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS transactions_status
+      ON transactions (status, last_activity_at)""",
+    """CREATE TABLE IF NOT EXISTS steps (
+      tx_id TEXT NOT NULL, seq INTEGER NOT NULL, step_id INTEGER NOT NULL,
+      attempt INTEGER NOT NULL, epoch INTEGER NOT NULL, tool TEXT NOT NULL,
+      effect TEXT NOT NULL, status TEXT NOT NULL, live BOOLEAN NOT NULL, arguments TEXT NOT NULL,
+      output TEXT NOT NULL, raw_context TEXT NOT NULL, detail TEXT NOT NULL,
+      started_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION NOT NULL,
+      lease_owner TEXT NOT NULL, lease_until DOUBLE PRECISION NOT NULL,
+      PRIMARY KEY (tx_id, seq))""",
+    """CREATE INDEX IF NOT EXISTS steps_by_step ON steps (tx_id, step_id)""",
+    """CREATE TABLE IF NOT EXISTS undo (
+      id BIGSERIAL PRIMARY KEY, tx_id TEXT NOT NULL, step_id INTEGER NOT NULL,
+      handler TEXT NOT NULL, args TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+      status TEXT NOT NULL, attempts INTEGER NOT NULL, last_error TEXT NOT NULL,
+      created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS undo_by_step ON undo (tx_id, step_id)""",
+    """CREATE TABLE IF NOT EXISTS outbox (
+      id BIGSERIAL PRIMARY KEY, tenant TEXT NOT NULL, tx_id TEXT NOT NULL,
+      step_id INTEGER NOT NULL, channel TEXT NOT NULL, payload TEXT NOT NULL,
+      idempotency_key TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+      next_attempt_at DOUBLE PRECISION NOT NULL, last_error TEXT NOT NULL,
+      created_at DOUBLE PRECISION NOT NULL, delivered_at DOUBLE PRECISION NOT NULL,
+      lease_until DOUBLE PRECISION NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, next_attempt_at)""",
+    """CREATE INDEX IF NOT EXISTS outbox_by_tx ON outbox (tx_id)""",
+    """CREATE TABLE IF NOT EXISTS requests (
+      tenant TEXT NOT NULL, request_id TEXT NOT NULL, method TEXT NOT NULL,
+      payload_hash TEXT NOT NULL, reply TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+      PRIMARY KEY (tenant, request_id))""",
+    """CREATE INDEX IF NOT EXISTS requests_by_age ON requests (created_at)""",
+    """CREATE TABLE IF NOT EXISTS kv (
+      tenant TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
+      PRIMARY KEY (tenant, key, version))""",
+    # One row per key with its newest version: what commits lock and compare.
+    """CREATE TABLE IF NOT EXISTS kv_head (
+      tenant TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL,
+      PRIMARY KEY (tenant, key))""",
+]
+
+_TX_COLS = (
+    "id, tenant, agent_id, status, revision, next_step_id, snapshot, isolation, body, "
+    "created_at, updated_at, last_activity_at"
+)
+_STEP_COLS = (
+    "tx_id, seq, step_id, attempt, epoch, tool, effect, status, live, arguments, output, "
+    "raw_context, detail, started_at, finished_at, lease_owner, lease_until"
+)
+_OUTBOX_COLS = (
+    "id, tenant, tx_id, step_id, channel, payload, idempotency_key, status, attempts, "
+    "next_attempt_at, last_error, created_at, delivered_at"
+)
+_UNDO_COLS = (
+    "id, tx_id, step_id, handler, args, idempotency_key, status, attempts, last_error, created_at"
+)
+_TERMINAL = ("COMMITTED", "ROLLED_BACK", "FAILED")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tx(r: Sequence[Any]) -> TxRow:
+    return TxRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), *r[9:12])
+
+
+def _step(r: Sequence[Any]) -> StepRow:
+    return StepRow(
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11],
+        json.loads(r[12]), r[13], r[14], r[15], r[16],
+    )  # fmt: skip
+
+
+def _lock_key(tx_id: str) -> int:
+    """A stable signed 64-bit advisory lock key for a transaction id."""
+    return int.from_bytes(hashlib.sha256(tx_id.encode()).digest()[:8], "big", signed=True)
+
+
+async def _apply_update(c: AsyncConnection[Any], u: TxUpdate) -> int:
+    """CAS the transaction row on the caller's connection; returns the new revision."""
+    sets = "status = %s, revision = %s, next_step_id = %s, updated_at = %s"
+    params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
+    if u.body is not None:
+        sets += ", body = %s"
+        params.append(_dumps(u.body))
+    if u.touch_activity:
+        sets += ", last_activity_at = %s"
+        params.append(u.now)
+    cur = await c.execute(
+        f"UPDATE transactions SET {sets} WHERE id = %s AND revision = %s AND status = ANY(%s)",
+        [*params, u.tx_id, u.expected_revision, list(u.from_statuses)],
+    )
+    if cur.rowcount != 1:
+        now = await (
+            await c.execute("SELECT revision, status FROM transactions WHERE id = %s", (u.tx_id,))
+        ).fetchone()
+        if now is None:
+            raise RevisionConflict(f"transaction {u.tx_id} no longer exists")
+        raise RevisionConflict(
+            f"transaction {u.tx_id} changed concurrently (revision {now[0]}, status {now[1]}; "
+            f"expected revision {u.expected_revision} in {'/'.join(u.from_statuses)})"
+        )
+    return u.expected_revision + 1
+
+
+async def _insert_step(c: AsyncConnection[Any], s: StepRow) -> None:
+    await c.execute(
+        f"INSERT INTO steps ({_STEP_COLS}) VALUES "
+        "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+        "ON CONFLICT (tx_id, seq) DO UPDATE SET status = EXCLUDED.status, live = EXCLUDED.live, "
+        "arguments = EXCLUDED.arguments, output = EXCLUDED.output, detail = EXCLUDED.detail, "
+        "finished_at = EXCLUDED.finished_at, lease_owner = EXCLUDED.lease_owner, "
+        "lease_until = EXCLUDED.lease_until",
+        (
+            s.tx_id, s.seq, s.step_id, s.attempt, s.epoch, s.tool, s.effect, s.status, s.live,
+            s.arguments_json, s.output_json, s.raw_context, _dumps(s.detail), s.started_at,
+            s.finished_at, s.lease_owner, s.lease_until,
+        ),
+    )  # fmt: skip
+
+
+class PostgresStore(Store):
+    shared = True
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        self.pool_size = int(query.pop("pool_size", [str(pool_size)])[0])
+        rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+        self.dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
+        self.url = url
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        try:
+            self._pool = AsyncConnectionPool(
+                self.dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                open=False,
+                kwargs={"autocommit": True},
+            )
+            await self._pool.open(wait=True, timeout=30)
+            async with self._pool.connection() as c, c.transaction():
+                # Two replicas starting at once: the second waits here, then finds it done.
+                await c.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await c.execute(_SCHEMA[0])
+                row = await (await c.execute("SELECT max(version) FROM agenttx_schema")).fetchone()
+                version = row[0] if row and row[0] is not None else 0
+                if version > SCHEMA_VERSION:
+                    raise InternalError(
+                        f"store schema version {version} is newer than this AgentTx "
+                        f"({SCHEMA_VERSION})"
+                    )
+                if version < SCHEMA_VERSION:
+                    for statement in _SCHEMA[1:]:
+                        await c.execute(statement)
+                    await c.execute("DELETE FROM agenttx_schema")
+                    await c.execute("INSERT INTO agenttx_schema VALUES (%s)", (SCHEMA_VERSION,))
+        except psycopg.Error as exc:
+            raise InternalError(f"cannot open PostgreSQL store {self._safe_url()}: {exc}") from exc
+
+    def _safe_url(self) -> str:
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{parts.username or ''}@{host}{port}{parts.path}"
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """One database transaction on a pooled connection."""
+        if self._pool is None:
+            raise InternalError("store is closed")
+        try:
+            async with self._pool.connection() as c, c.transaction():
+                yield c
+        except psycopg.Error as exc:
+            raise InternalError(f"PostgreSQL error: {exc}") from exc
+
+    async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self._tx() as c:
+            return await (await c.execute(query, params)).fetchall()
+
+    def transaction_lock(self, tx_id: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
+        return self._advisory(tx_id, timeout_s)
+
+    @contextlib.asynccontextmanager
+    async def _advisory(self, tx_id: str, timeout_s: float) -> AsyncIterator[None]:
+        if self._pool is None:
+            raise InternalError("store is closed")
+        key = _lock_key(tx_id)
+        async with self._pool.connection() as c:
+            try:
+                # lock_timeout bounds the wait; the lock manager wakes us when it is free.
+                await c.execute(
+                    sql.SQL("SET lock_timeout = {}").format(
+                        sql.Literal(f"{int(timeout_s * 1000)}ms")
+                    )
+                )
+                await c.execute("SELECT pg_advisory_lock(%s)", (key,))
+            except psycopg.errors.LockNotAvailable:
+                raise DeadlineExceeded(
+                    f"transaction {tx_id} is busy with another call (on another replica) for "
+                    f"more than {timeout_s:g} s; retry later"
+                ) from None
+            except psycopg.Error as exc:
+                raise InternalError(f"PostgreSQL error: {exc}") from exc
+            try:
+                yield
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    await c.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    await c.execute("SET lock_timeout = 0")
+
+    # -- transactions -------------------------------------------------------------------------
+
+    async def create_transaction(self, row: TxRow) -> TxRow:
+        async with self._tx() as c:
+            snap = await (
+                await c.execute("SELECT value FROM meta WHERE name = 'commit_seq'")
+            ).fetchone()
+            row.snapshot = int(snap[0]) if snap else 0
+            await c.execute(
+                f"INSERT INTO transactions ({_TX_COLS}) VALUES "
+                "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (
+                    row.id, row.tenant, row.agent_id, row.status, row.revision,
+                    row.next_step_id, row.snapshot, row.isolation, _dumps(row.body),
+                    row.created_at, row.updated_at, row.last_activity_at,
+                ),
+            )  # fmt: skip
+        return row
+
+    async def get_transaction(self, tx_id: str) -> TxRow | None:
+        rows = await self._fetch(f"SELECT {_TX_COLS} FROM transactions WHERE id = %s", (tx_id,))
+        return _tx(rows[0]) if rows else None
+
+    async def list_transactions(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        agent_id: str | None = None,
+        tenant: str | None = None,
+        idle_before: float | None = None,
+        limit: int = 100,
+        after_id: str = "",
+    ) -> list[TxRow]:
+        where: list[str] = ["id > %s"]
+        params: list[Any] = [after_id]
+        if statuses:
+            where.append("status = ANY(%s)")
+            params.append(list(statuses))
+        if agent_id is not None:
+            where.append("agent_id = %s")
+            params.append(agent_id)
+        if tenant is not None:
+            where.append("tenant = %s")
+            params.append(tenant)
+        if idle_before is not None:
+            where.append("last_activity_at < %s")
+            params.append(idle_before)
+        query = (
+            f"SELECT {_TX_COLS} FROM transactions WHERE {' AND '.join(where)} ORDER BY id LIMIT %s"
+        )
+        return [_tx(r) for r in await self._fetch(query, [*params, limit])]
+
+    async def update_transaction(self, update: TxUpdate) -> int:
+        async with self._tx() as c:
+            return await _apply_update(c, update)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
+        live = " AND live" if live_only else ""
+        rows = await self._fetch(
+            f"SELECT {_STEP_COLS} FROM steps WHERE tx_id = %s{live} ORDER BY seq", (tx_id,)
+        )
+        return [_step(r) for r in rows]
+
+    async def load_undo(self, tx_id: str) -> list[UndoRow]:
+        rows = await self._fetch(
+            f"SELECT {_UNDO_COLS} FROM undo WHERE tx_id = %s ORDER BY id", (tx_id,)
+        )
+        return [UndoRow(*r) for r in rows]
+
+    async def start_step(self, update: TxUpdate, step: StepRow) -> int:
+        return await self.finish_step(update, step)
+
+    async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
+        async with self._tx() as c:
+            revision = await _apply_update(c, update)
+            await _insert_step(c, step)
+            return revision
+
+    async def append_undo(self, row: UndoRow) -> int:
+        async with self._tx() as c:
+            cur = await c.execute(
+                "INSERT INTO undo (tx_id, step_id, handler, args, idempotency_key, status, "
+                "attempts, last_error, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+                "RETURNING id",
+                (
+                    row.tx_id, row.step_id, row.handler, row.args_json, row.idempotency_key,
+                    row.status, row.attempts, row.last_error, row.created_at,
+                ),
+            )  # fmt: skip
+            got = await cur.fetchone()
+            assert got is not None
+            return int(got[0])
+
+    async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
+        async with self._tx() as c:
+            await c.execute(
+                "UPDATE undo SET status = %s, attempts = %s, last_error = %s WHERE id = %s",
+                (status, attempts, error, undo_id),
+            )
+
+    async def finish_rewind(
+        self, update: TxUpdate, target_step: int, failed_step: StepRow | None = None
+    ) -> int:
+        tx_id, target = update.tx_id, max(target_step, 0)
+        async with self._tx() as c:
+            revision = await _apply_update(c, update)
+            if failed_step is not None:
+                await _insert_step(c, failed_step)
+            await c.execute(
+                "UPDATE steps SET live = FALSE WHERE tx_id = %s AND step_id >= %s AND live",
+                (tx_id, target),
+            )
+            await c.execute(
+                "DELETE FROM undo WHERE tx_id = %s AND step_id >= %s AND status = 'done'",
+                (tx_id, target),
+            )
+            return revision
+
+    async def commit(self, plan: CommitPlan) -> CommitOutcome:
+        tx_id, tenant = plan.on_success.tx_id, plan.tenant
+        async with self._tx() as c:
+            keys = sorted({check.key for check in plan.checks} | set(plan.writes))
+            if keys:
+                # Lock the head rows of every checked or written key, in key order (no
+                # deadlock between two committers); a key never written gets a head at 0.
+                await c.execute(
+                    "INSERT INTO kv_head (tenant, key, version) "
+                    "SELECT %s, k, 0 FROM unnest(%s::text[]) AS k ON CONFLICT DO NOTHING",
+                    (tenant, list(plan.writes)),
+                )
+                rows = await (
+                    await c.execute(
+                        "SELECT key, version FROM kv_head WHERE tenant = %s AND key = ANY(%s) "
+                        "ORDER BY key FOR UPDATE",
+                        (tenant, keys),
+                    )
+                ).fetchall()
+                latest = {k: int(v) for k, v in rows}
+            else:
+                latest = {}
+            conflicts: list[VersionCheck] = [
+                check for check in plan.checks if latest.get(check.key, 0) > check.max_version
+            ]
+            if conflicts:
+                revision = await _apply_update(c, plan.on_conflict)
+                return CommitOutcome(False, 0, revision, conflicts, [])
+            revision = await _apply_update(c, plan.on_success)
+            version = 0
+            if plan.writes:
+                # The serialisation point: held until this transaction ends (module docstring).
+                got = await (
+                    await c.execute(
+                        "UPDATE meta SET value = value + 1 WHERE name = 'commit_seq' "
+                        "RETURNING value"
+                    )
+                ).fetchone()
+                assert got is not None
+                version = int(got[0])
+                items = list(plan.writes.items())
+                async with c.cursor() as cur:
+                    await cur.executemany(
+                        "INSERT INTO kv (tenant, key, version, value) VALUES (%s,%s,%s,%s)",
+                        [(tenant, k, version, v) for k, v in items],
+                    )
+                await c.execute(
+                    "UPDATE kv_head SET version = %s WHERE tenant = %s AND key = ANY(%s)",
+                    (version, tenant, [k for k, _ in items]),
+                )
+            now = plan.on_success.now
+            ids: list[int] = []
+            for e in plan.effects:
+                got = await (
+                    await c.execute(
+                        "INSERT INTO outbox (tenant, tx_id, step_id, channel, payload, "
+                        "idempotency_key, status, attempts, next_attempt_at, last_error, "
+                        "created_at, delivered_at, lease_until) "
+                        "VALUES (%s,%s,%s,%s,%s,%s,'pending',0,%s,'',%s,0,0) RETURNING id",
+                        (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
+                         now, now),
+                    )
+                ).fetchone()  # fmt: skip
+                assert got is not None
+                ids.append(int(got[0]))
+            if ids:
+                await c.execute(f"NOTIFY {NOTIFY_CHANNEL}")  # delivered at COMMIT
+            await c.execute("DELETE FROM undo WHERE tx_id = %s", (tx_id,))
+            return CommitOutcome(True, version, revision, [], ids)
+
+    # -- managed state ------------------------------------------------------------------------
+
+    async def read_state(
+        self, tenant: str, key: str, at_version: int | None
+    ) -> tuple[str | None, int]:
+        if at_version is None:
+            rows = await self._fetch(
+                "SELECT value, version FROM kv WHERE tenant = %s AND key = %s "
+                "ORDER BY version DESC LIMIT 1",
+                (tenant, key),
+            )
+        else:
+            rows = await self._fetch(
+                "SELECT value, version FROM kv WHERE tenant = %s AND key = %s "
+                "AND version <= %s ORDER BY version DESC LIMIT 1",
+                (tenant, key, at_version),
+            )
+        if not rows:
+            return None, 0
+        return rows[0][0], int(rows[0][1])
+
+    async def current_version(self) -> int:
+        rows = await self._fetch("SELECT value FROM meta WHERE name = 'commit_seq'")
+        return int(rows[0][0])
+
+    async def oldest_open_snapshot(self) -> int | None:
+        rows = await self._fetch(
+            "SELECT min(snapshot) FROM transactions WHERE status <> ALL(%s)", (list(_TERMINAL),)
+        )
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    async def prune_versions(self, horizon: int) -> int:
+        async with self._tx() as c:
+            cur = await c.execute(
+                "DELETE FROM kv USING (SELECT tenant, key, max(version) AS keep FROM kv "
+                "WHERE version <= %s GROUP BY tenant, key) AS k "
+                "WHERE kv.tenant = k.tenant AND kv.key = k.key AND kv.version < k.keep",
+                (horizon,),
+            )
+            return cur.rowcount
+
+    # -- outbox -------------------------------------------------------------------------------
+
+    async def claim_outbox(
+        self, *, now: float, lease_secs: float, limit: int, ids: Sequence[int] = ()
+    ) -> list[OutboxRow]:
+        due = (
+            "((status = 'pending' AND next_attempt_at <= %s) "
+            "OR (status = 'delivering' AND lease_until <= %s))"
+        )
+        params: list[Any] = [now, now]
+        if ids:
+            due += " AND id = ANY(%s)"
+            params.append(list(ids))
+        async with self._tx() as c:
+            rows = await (
+                await c.execute(
+                    f"UPDATE outbox SET status = 'delivering', lease_until = %s WHERE id IN "
+                    f"(SELECT id FROM outbox WHERE {due} ORDER BY id LIMIT %s "
+                    f"FOR UPDATE SKIP LOCKED) RETURNING {_OUTBOX_COLS}",
+                    [now + lease_secs, *params, limit],
+                )
+            ).fetchall()
+        return sorted((OutboxRow(*r) for r in rows), key=lambda r: r.id)
+
+    async def settle_outbox(
+        self,
+        row_id: int,
+        *,
+        status: str,
+        attempts: int,
+        next_attempt_at: float,
+        error: str,
+        now: float,
+    ) -> None:
+        delivered = now if status == "delivered" else 0.0
+        async with self._tx() as c:
+            await c.execute(
+                "UPDATE outbox SET status = %s, attempts = %s, next_attempt_at = %s, "
+                "last_error = %s, delivered_at = %s, lease_until = 0 WHERE id = %s",
+                (status, attempts, next_attempt_at, error, delivered, row_id),
+            )
+
+    async def list_outbox(
+        self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
+    ) -> list[OutboxRow]:
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if statuses:
+            where.append("status = ANY(%s)")
+            params.append(list(statuses))
+        if tx_id is not None:
+            where.append("tx_id = %s")
+            params.append(tx_id)
+        rows = await self._fetch(
+            f"SELECT {_OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT %s",
+            [*params, limit],
+        )
+        return [OutboxRow(*r) for r in rows]
+
+    async def outbox_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(("pending", "delivering", "delivered", "dead"), 0)
+        for status, n in await self._fetch("SELECT status, count(*) FROM outbox GROUP BY status"):
+            counts[status] = int(n)
+        return counts
+
+    async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
+        async with self._tx() as c:
+            cur = await c.execute(
+                "UPDATE outbox SET status = 'pending', next_attempt_at = %s, attempts = 0 "
+                "WHERE id = %s AND status = 'dead'",
+                (now, row_id),
+            )
+            return cur.rowcount == 1
+
+    async def wait_for_outbox(self, timeout_s: float) -> bool:
+        """Block until a commit anywhere queues effects (``NOTIFY``) or the timeout; True if
+        notified. Used by dispatchers to wake at once on every replica."""
+        if self._pool is None:
+            raise InternalError("store is closed")
+        async with self._pool.connection() as c:
+            await c.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            try:
+                gen = c.notifies(timeout=timeout_s, stop_after=1)
+                async for _ in gen:
+                    return True
+                return False
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    await c.execute(f"UNLISTEN {NOTIFY_CHANNEL}")
+
+    # -- request idempotency --------------------------------------------------------------------
+
+    async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
+        rows = await self._fetch(
+            "SELECT request_id, method, payload_hash, reply, created_at FROM requests "
+            "WHERE tenant = %s AND request_id = %s",
+            (tenant, request_id),
+        )
+        return StoredReply(*rows[0]) if rows else None
+
+    async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
+        async with self._tx() as c:
+            await c.execute(
+                "INSERT INTO requests (tenant, request_id, method, payload_hash, reply, "
+                "created_at) VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+                (
+                    tenant, reply.request_id, reply.method, reply.payload_hash,
+                    reply.reply_json, reply.created_at,
+                ),
+            )  # fmt: skip
+            row = await (
+                await c.execute(
+                    "SELECT request_id, method, payload_hash, reply, created_at FROM requests "
+                    "WHERE tenant = %s AND request_id = %s",
+                    (tenant, reply.request_id),
+                )
+            ).fetchone()
+            assert row is not None
+            return StoredReply(*row)
+
+    async def prune_requests(self, older_than: float) -> int:
+        async with self._tx() as c:
+            cur = await c.execute("DELETE FROM requests WHERE created_at < %s", (older_than,))
+            return cur.rowcount
+
+
+__all__ = ["PostgresStore"]
