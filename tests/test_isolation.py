@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 import agenttx
 from agenttx import StepStatus, TxStatus
+from pg import create_database, drop_database, require_postgres, url_for
 
 SNAPSHOT, SERIALIZABLE, READ_COMMITTED = "snapshot", "serializable", "read_committed"
 LEVELS = [SNAPSHOT, SERIALIZABLE, READ_COMMITTED]
@@ -61,15 +63,38 @@ async def state_expect(ctx: agenttx.ToolContext, key: str, value: Any) -> Any:
 TOOLS = [counter_incr, state_read, state_write, oncall_leave, state_expect]
 
 
-@pytest.fixture(params=["one_engine", "two_engines"])
+@pytest.fixture(
+    params=[
+        "one_engine",
+        "two_engines",
+        pytest.param("postgres_one_engine", marks=pytest.mark.postgres),
+        pytest.param("postgres_two_replicas", marks=pytest.mark.postgres),
+    ]
+)
 async def engines(
     request: pytest.FixtureRequest, open_engine: Any
-) -> tuple[agenttx.Engine, agenttx.Engine]:
-    """Two handles for the histories: the same engine twice, or two engines on one file."""
-    a = await open_engine(tools=TOOLS)
-    if request.param == "one_engine":
-        return a, a
-    return a, await open_engine(tools=TOOLS, background=False)
+) -> AsyncIterator[tuple[agenttx.Engine, agenttx.Engine]]:
+    """Two handles for the histories: the same engine twice, or two engines on one store —
+    one SQLite file, or one PostgreSQL database (two replicas)."""
+    database = ""
+    kwargs: dict[str, Any] = {}
+    if request.param.startswith("postgres"):
+        require_postgres()
+        database = create_database()
+        kwargs["url"] = url_for(database)
+    a = await open_engine(tools=TOOLS, **kwargs)
+    b = (
+        a
+        if request.param.endswith("one_engine")
+        else await open_engine(tools=TOOLS, background=False, **kwargs)
+    )
+    try:
+        yield a, b
+    finally:
+        if database:
+            await a.close()
+            await b.close()
+            drop_database(database)
 
 
 async def fresh_read(engine: agenttx.Engine, key: str) -> Any:

@@ -10,6 +10,7 @@ after ``max_attempts`` the row is ``dead`` and stays listed until an operator re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -81,6 +82,28 @@ class OutboxDispatcher:
         return len(rows)
 
     async def run(self, stop: asyncio.Event) -> None:
+        listener = asyncio.create_task(self._listen(stop)) if self.store.shared else None
+        try:
+            await self._loop(stop)
+        finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await listener
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        """Commits on other replicas notify the store; wake this dispatcher at once."""
+        while not stop.is_set():
+            try:
+                if await self.store.wait_for_outbox(30.0):
+                    self.wake()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("outbox listener failed; retrying")
+                await asyncio.sleep(1.0)
+
+    async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 busy = await self.run_once()

@@ -15,6 +15,7 @@ value when it began.
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
@@ -319,6 +320,12 @@ class Store(abc.ABC):
         self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
     ) -> list[OutboxRow]:
         """Outbox rows, oldest first."""
+
+    async def wait_for_outbox(self, timeout_s: float) -> bool:
+        """Wait until another process queues effects, or ``timeout_s``; True if woken.
+        Stores shared by replicas wake their dispatchers this way; the default only waits."""
+        await asyncio.sleep(timeout_s)
+        return False
 
     @abc.abstractmethod
     async def outbox_counts(self) -> dict[str, int]:
