@@ -32,6 +32,7 @@ from agenttx.tools.registry import ToolRegistry, load_tools
 log = logging.getLogger("agenttx")
 
 DEFAULT_URL = "sqlite:///agenttx-data/agenttx.db"
+RECOVER_EVERY_S = 5.0  # how often a running engine looks for work a dead process left behind
 
 
 class Engine(CoreEngine):
@@ -121,8 +122,9 @@ class Engine(CoreEngine):
         # The reaper ticks every timeout/4, clamped to 50 ms – 60 s (the reference's cadence);
         # old state versions are pruned at most once a minute.
         idle = self.config.tx_idle_timeout_secs
-        tick = min(max(idle / 4, 0.05), 60.0) if idle > 0 else 60.0
+        tick = min(max(idle / 4, 0.05), RECOVER_EVERY_S) if idle > 0 else RECOVER_EVERY_S
         last_prune = 0.0
+        last_recover = time.monotonic()
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), tick)
@@ -131,6 +133,10 @@ class Engine(CoreEngine):
             try:
                 if idle > 0:
                     await self.reap_idle()
+                if time.monotonic() - last_recover >= RECOVER_EVERY_S:
+                    # Another process or replica may have died mid-step or mid-rewind.
+                    last_recover = time.monotonic()
+                    await self.recover()
                 if time.monotonic() - last_prune >= 60.0:
                     last_prune = time.monotonic()
                     await self.prune_versions()

@@ -157,12 +157,15 @@ class EngineBase:
         return transaction_info(row, steps, edges)
 
     @contextlib.asynccontextmanager
-    async def _locked(self, tx_id: str) -> AsyncIterator[TxRuntime]:
+    async def _locked(
+        self, tx_id: str, lock_timeout_s: float | None = None
+    ) -> AsyncIterator[TxRuntime]:
         """The transaction's runtime, held exclusively. If a durable update inside finds the
         transaction moved by someone else (``RevisionConflict``: another process or replica),
         the stale image is reloaded before the error reaches the caller, so a retry works."""
         rt = await self._runtime(tx_id)
-        async with rt.lock, self.store.transaction_lock(tx_id, self.config.lock_timeout_s):
+        timeout = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        async with rt.lock, self.store.transaction_lock(tx_id, timeout):
             if self.store.shared:
                 # Another replica may have moved it since this image was cached.
                 current = await self.store.get_transaction(tx_id)

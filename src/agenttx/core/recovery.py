@@ -18,6 +18,7 @@ from agenttx.core.types import (
 )
 from agenttx.core.views import step_references
 from agenttx.errors import (
+    DeadlineExceeded,
     FailedPrecondition,
     NotActive,
     NotFound,
@@ -100,22 +101,34 @@ class Maintenance(StepPipeline):
         rt = self._runtimes.get(row.id)
         if rt is not None and rt.lock.locked():
             return ""  # live in this process
-        rt = await self._runtime(row.id)
-        async with rt.lock:
-            rt = await self._reload(rt)
-            status = TxStatus(rt.row.status)
-            if status is TxStatus.ROLLING_BACK:
-                plan = rt.body.get("rewind") or {"target": 0, "final": TxStatus.FAILED.value}
-                body = dict(rt.body)
-                await self._rewind(rt, int(plan["target"]), TxStatus(plan["final"]), body, None)
-                return "rewinds"
-            if status is TxStatus.EXECUTING:
-                steps = await self.store.load_steps(rt.id, live_only=False)
-                running = next((s for s in reversed(steps) if s.status == "RUNNING"), None)
-                if running is not None and not _lease_dead(running, self.clock()):
-                    return ""
-                await self._recover_step(rt, running)
-                return "interrupted_steps"
+        try:
+            # Holding the transaction's lock proves no live call (here or on another replica)
+            # is working on it; a replica that is still busy with it makes us skip it.
+            async with self._locked(row.id, lock_timeout_s=0.5) as rt:
+                return await self._recover_locked(await self._reload(rt))
+        except DeadlineExceeded:
+            return ""
+
+    async def _recover_locked(self, rt: TxRuntime) -> str:
+        status = TxStatus(rt.row.status)
+        if status is TxStatus.ROLLING_BACK:
+            plan = rt.body.get("rewind") or {"target": 0, "final": TxStatus.FAILED.value}
+            body = dict(rt.body)
+            await self._rewind(rt, int(plan["target"]), TxStatus(plan["final"]), body, None)
+            return "rewinds"
+        if status is TxStatus.EXECUTING:
+            steps = await self.store.load_steps(rt.id, live_only=False)
+            running = next((s for s in reversed(steps) if s.status == "RUNNING"), None)
+            # A shared store's lock (held by the caller) already proves the owner is gone; one
+            # process per store relies on the step's lease and owner pid.
+            if (
+                running is not None
+                and not self.store.shared
+                and not _lease_dead(running, self.clock())
+            ):
+                return ""
+            await self._recover_step(rt, running)
+            return "interrupted_steps"
         return ""
 
     async def _recover_step(self, rt: TxRuntime, running: StepRow | None) -> None:
