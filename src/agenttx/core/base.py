@@ -346,6 +346,7 @@ class EngineBase:
                 body["compensation_errors"] = [*body.get("compensation_errors", []), *errors]
         if target <= 1 or int(body.get("outcome_unknown_step", 0)) >= target:
             body["outcome_unknown_step"] = 0
+        body = {k: v for k, v in body.items() if k != "rewind"}  # the plan is done
         update = self._update(rt, final, next_step, body, from_statuses, touch=True)
         self._applied(rt, update, await self.store.finish_rewind(update, target, failed_row))
         rt.drop_from(target)

@@ -191,6 +191,7 @@ class PostgresStore(Store):
         self.dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
         self.url = url
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._listener: AsyncConnection[Any] | None = None  # LISTEN connection, see below
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -230,6 +231,7 @@ class PostgresStore(Store):
         return f"{parts.scheme}://{parts.username or ''}@{host}{port}{parts.path}"
 
     async def close(self) -> None:
+        await self._close_listener()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -589,19 +591,26 @@ class PostgresStore(Store):
 
     async def wait_for_outbox(self, timeout_s: float) -> bool:
         """Block until a commit anywhere queues effects (``NOTIFY``) or the timeout; True if
-        notified. Used by dispatchers to wake at once on every replica."""
+        notified. Uses its own connection (not the pool's), so closing the store ends a wait
+        at once."""
         if self._pool is None:
             raise InternalError("store is closed")
-        async with self._pool.connection() as c:
-            await c.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            try:
-                gen = c.notifies(timeout=timeout_s, stop_after=1)
-                async for _ in gen:
-                    return True
-                return False
-            finally:
-                with contextlib.suppress(psycopg.Error):
-                    await c.execute(f"UNLISTEN {NOTIFY_CHANNEL}")
+        try:
+            if self._listener is None or self._listener.closed:
+                self._listener = await AsyncConnection.connect(self.dsn, autocommit=True)
+                await self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            async for _ in self._listener.notifies(timeout=timeout_s, stop_after=1):
+                return True
+            return False
+        except psycopg.Error as exc:
+            await self._close_listener()
+            raise InternalError(f"PostgreSQL LISTEN failed: {exc}") from exc
+
+    async def _close_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                await listener.close()
 
     # -- request idempotency --------------------------------------------------------------------
 

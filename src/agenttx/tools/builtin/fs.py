@@ -96,6 +96,8 @@ async def restore_file(ctx: Any, path: str, prior_hex: str | None) -> None:
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, bytes.fromhex(prior_hex))
+    # A crash between writing the temporary file and renaming it leaves the temporary behind.
+    target.with_name(target.name + TMP_SUFFIX).unlink(missing_ok=True)
 
 
 @tool(
