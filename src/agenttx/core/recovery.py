@@ -135,7 +135,9 @@ class Maintenance(StepPipeline):
         step_id = running.step_id if running else rt.row.next_step_id
         tool = self.registry.get(running.tool) if running else None
         text = "the step was interrupted by a restart before it finished"
-        if running is not None and tool is not None and not tool.idempotent:
+        # An unknown tool (registered on the replica that died, not here) may not be
+        # idempotent either: only a tool known to be idempotent is simply undone and resent.
+        if running is not None and (tool is None or not tool.idempotent):
             running.status = StepStatus.OUTCOME_UNKNOWN.value
             running.detail = {"hint": f"Hint: {text}; check whether it happened.", "error": text}
             running.finished_at = self.clock()
@@ -143,7 +145,7 @@ class Maintenance(StepPipeline):
             update = self._update(rt, TxStatus.ACTIVE, step_id, body, (TxStatus.EXECUTING.value,))
             self._applied(rt, update, await self.store.finish_step(update, running))
             return
-        # Idempotent (or unknown) tool: undo whatever it did and let the agent send it again.
+        # An idempotent tool: undo whatever it did and let the agent send it again.
         if running is not None:
             running.status = StepStatus.FAILED.value
             running.detail = {"hint": f"Hint: {text}; send the same step again.", "error": text}

@@ -1,0 +1,239 @@
+"""Several engines (replicas) on one PostgreSQL database: any replica takes any call; a call
+for a transaction busy on another replica waits (woken by PostgreSQL, no polling) or times
+out clearly; a replica that died mid-step is recovered by another; effects are claimed once;
+the reaper runs everywhere without aborting twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import agenttx
+from agenttx import StepStatus, TxStatus
+from agenttx.effects import Effect
+from pg import create_database, drop_database, require_postgres, url_for
+
+pytestmark = pytest.mark.postgres
+
+
+class Gate:
+    """A fresh asyncio.Event per test (an Event belongs to the loop it first waited on)."""
+
+    event: asyncio.Event
+
+    def reset(self) -> None:
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        self.event.set()
+
+
+gate = Gate()
+
+
+@agenttx.tool(name="slow.state", effect="state")
+async def slow_state(ctx: agenttx.ToolContext, key: str) -> str:
+    await gate.event.wait()
+    await ctx.state.put(key, "done")
+    return key
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    require_postgres()
+    name = create_database()
+    try:
+        yield url_for(name)
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+async def replicas(database: str, tmp_path: Path) -> AsyncIterator[list[agenttx.Engine]]:
+    engines = [
+        await agenttx.Engine.open(
+            database,
+            tools=[slow_state],
+            fs_root=tmp_path / "files",
+            outbox_path=tmp_path / f"outbox-{i}.jsonl",
+            background=False,
+        )
+        for i in range(3)
+    ]
+    gate.reset()
+    try:
+        yield engines
+    finally:
+        gate.set()
+        for e in engines:
+            await e.close()
+
+
+async def test_any_replica_takes_any_call(replicas: list[agenttx.Engine]) -> None:
+    a, b, c = replicas
+    tx = (await a.begin()).transaction_id
+    await b.execute_step(tx, 1, "kv.put", {"key": "x", "value": 1})
+    await c.execute_step(tx, 2, "kv.put", {"key": "y", "value": 2})
+    r = await a.execute_step(tx, 3, "kv.get", {"key": "x"})  # a's cached image was stale
+    assert r.output == {"key": "x", "value": 1}
+    await b.rollback(tx, to_step=3)
+    await c.execute_step(tx, 3, "kv.get", {"key": "y"})
+    assert (await a.commit(tx)).steps_committed == 3
+    info = await b.get_transaction(tx)
+    assert info.status is TxStatus.COMMITTED
+
+
+async def test_a_call_busy_on_another_replica_waits_then_proceeds(
+    replicas: list[agenttx.Engine],
+) -> None:
+    a, b, _ = replicas
+    tx = (await a.begin()).transaction_id
+    first = asyncio.create_task(a.execute_step(tx, 1, "slow.state", {"key": "k"}))
+    await asyncio.sleep(0.3)  # a holds the transaction inside its step
+    second = asyncio.create_task(b.execute_step(tx, 2, "kv.put", {"key": "z"}))
+    await asyncio.sleep(0.3)
+    assert not second.done()  # waiting inside PostgreSQL for a's call to end
+    gate.set()
+    assert (await first).status is StepStatus.SUCCESS
+    assert (await asyncio.wait_for(second, 10)).status is StepStatus.SUCCESS
+
+
+async def test_waiting_too_long_is_a_clear_error(
+    database: str, replicas: list[agenttx.Engine], tmp_path: Path
+) -> None:
+    a = replicas[0]
+    impatient = await agenttx.Engine.open(
+        database, fs_root=tmp_path / "f2", background=False, tools=[slow_state]
+    )
+    object.__setattr__(impatient.config, "lock_timeout_s", 0.3)
+    try:
+        tx = (await a.begin()).transaction_id
+        task = asyncio.create_task(a.execute_step(tx, 1, "slow.state", {"key": "k"}))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        with pytest.raises(agenttx.DeadlineExceeded, match="busy with another call"):
+            await impatient.execute_step(tx, 1, "kv.put", {"key": "k"})
+        assert time.monotonic() - started < 5
+        gate.set()
+        await task
+    finally:
+        await impatient.close()
+
+
+async def test_outbox_rows_are_claimed_by_one_replica_each(
+    replicas: list[agenttx.Engine],
+) -> None:
+    seen: list[str] = []
+
+    class Sink:
+        async def deliver(self, effect: Effect) -> None:
+            seen.append(effect.idempotency_key)
+
+    for e in replicas:
+        e.dispatcher.channels["email"] = Sink()
+    writer = replicas[0]
+    # Queue effects without delivering at commit: the core commit (no inline release).
+    for i in range(30):
+        tx = (await writer.begin()).transaction_id
+        await writer.execute_step(
+            tx, 1, "effect.stage", {"channel": "email", "idempotency_key": f"e{i}"}
+        )
+        await agenttx.core.engine.CoreEngine._commit(writer, tx)
+    aborted = (await writer.begin()).transaction_id
+    await writer.execute_step(
+        aborted, 1, "effect.stage", {"channel": "email", "idempotency_key": "x"}
+    )
+    await writer.rollback(aborted)
+    await asyncio.gather(*(e.dispatcher.run_once(limit=7) for e in replicas for _ in range(3)))
+    for e in replicas:
+        await e.dispatcher.run_once()
+    assert sorted(seen) == sorted(f"e{i}" for i in range(30))  # each once, none aborted
+
+
+async def test_reaper_on_every_replica_aborts_once(database: str, tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    engines = [
+        await agenttx.Engine.open(
+            database,
+            fs_root=tmp_path / "files",
+            background=False,
+            tx_idle_timeout_secs=60,
+            clock=lambda: clock[0],
+        )
+        for _ in range(3)
+    ]
+    try:
+        tx = (await engines[0].begin()).transaction_id
+        await engines[0].execute_step(tx, 1, "fs.write", {"path": "r.txt", "contents": "x"})
+        clock[0] += 120
+        reaped = await asyncio.gather(*(e.reap_idle() for e in engines))
+        assert sum(reaped) == 1
+        info = await engines[1].get_transaction(tx)
+        assert info.status is TxStatus.ROLLED_BACK
+        assert not (tmp_path / "files" / "r.txt").exists()
+    finally:
+        for e in engines:
+            await e.close()
+
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, sys
+    import agenttx
+
+    @agenttx.tool(name="pay.send", effect="irreversible")
+    async def send(ctx, amount: int) -> dict:
+        print("IN_TOOL", flush=True)
+        await asyncio.sleep(60)
+        return {"sent": amount}
+
+    async def main(url, tx):
+        engine = await agenttx.Engine.open(url, tools=[send], fs_root=sys.argv[3])
+        await engine.execute_step(tx, 1, "pay.send", {"amount": 5})
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+async def test_a_dead_replicas_outside_step_becomes_outcome_unknown(
+    database: str, tmp_path: Path
+) -> None:
+    survivor = await agenttx.Engine.open(database, fs_root=tmp_path / "files", background=False)
+    try:
+        tx = (await survivor.begin()).transaction_id
+        script = tmp_path / "worker.py"
+        script.write_text(WORKER)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        proc = subprocess.Popen(  # noqa: ASYNC220 - a child to SIGKILL, read on a thread
+            [sys.executable, str(script), database, tx, str(tmp_path / "files")],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert proc.stdout is not None
+        line = await asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline)
+        assert line.strip() == b"IN_TOOL"
+        assert (await survivor.get_transaction(tx)).status is TxStatus.EXECUTING
+        # While the other replica lives, its step is left alone.
+        assert (await survivor.recover())["interrupted_steps"] == 0
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # Its session died with it, and with the session its lock: recovery takes over at once.
+        for _ in range(50):
+            if (await survivor.recover())["interrupted_steps"]:
+                break
+            await asyncio.sleep(0.1)
+        info = await survivor.get_transaction(tx)
+        assert info.status is TxStatus.ACTIVE
+        assert info.outcome_unknown_step == 1
+    finally:
+        await survivor.close()
