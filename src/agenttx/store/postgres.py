@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -44,6 +43,21 @@ from agenttx.store.contract import (
     TxUpdate,
     UndoRow,
     VersionCheck,
+)
+from agenttx.store.sql import (
+    OUTBOX_COLS,
+    STEP_COLS,
+    TERMINAL_STATUSES,
+    TX_COLS,
+    UNDO_COLS,
+    dumps,
+    outbox_counts,
+    outbox_filters,
+    outbox_row,
+    step_row,
+    step_values,
+    transaction_filters,
+    tx_row,
 )
 
 SCHEMA_VERSION = 1
@@ -99,38 +113,6 @@ _SCHEMA = [
       PRIMARY KEY (tenant, key))""",
 ]
 
-_TX_COLS = (
-    "id, tenant, agent_id, status, revision, next_step_id, snapshot, isolation, body, "
-    "created_at, updated_at, last_activity_at"
-)
-_STEP_COLS = (
-    "tx_id, seq, step_id, attempt, epoch, tool, effect, status, live, arguments, output, "
-    "raw_context, detail, started_at, finished_at, lease_owner, lease_until"
-)
-_OUTBOX_COLS = (
-    "id, tenant, tx_id, step_id, channel, payload, idempotency_key, status, attempts, "
-    "next_attempt_at, last_error, created_at, delivered_at"
-)
-_UNDO_COLS = (
-    "id, tx_id, step_id, handler, args, idempotency_key, status, attempts, last_error, created_at"
-)
-_TERMINAL = ("COMMITTED", "ROLLED_BACK", "FAILED")
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _tx(r: Sequence[Any]) -> TxRow:
-    return TxRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), *r[9:12])
-
-
-def _step(r: Sequence[Any]) -> StepRow:
-    return StepRow(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11],
-        json.loads(r[12]), r[13], r[14], r[15], r[16],
-    )  # fmt: skip
-
 
 def _lock_key(tx_id: str) -> int:
     """A stable signed 64-bit advisory lock key for a transaction id."""
@@ -143,7 +125,7 @@ async def _apply_update(c: AsyncConnection[Any], u: TxUpdate) -> int:
     params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
     if u.body is not None:
         sets += ", body = %s"
-        params.append(_dumps(u.body))
+        params.append(dumps(u.body))
     if u.touch_activity:
         sets += ", last_activity_at = %s"
         params.append(u.now)
@@ -165,19 +147,15 @@ async def _apply_update(c: AsyncConnection[Any], u: TxUpdate) -> int:
 
 
 async def _insert_step(c: AsyncConnection[Any], s: StepRow) -> None:
+    # The same seq replaces the attempt (RUNNING becomes its final row).
     await c.execute(
-        f"INSERT INTO steps ({_STEP_COLS}) VALUES "
-        "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+        f"INSERT INTO steps ({STEP_COLS}) VALUES ({','.join(['%s'] * 17)}) "
         "ON CONFLICT (tx_id, seq) DO UPDATE SET status = EXCLUDED.status, live = EXCLUDED.live, "
         "arguments = EXCLUDED.arguments, output = EXCLUDED.output, detail = EXCLUDED.detail, "
         "finished_at = EXCLUDED.finished_at, lease_owner = EXCLUDED.lease_owner, "
         "lease_until = EXCLUDED.lease_until",
-        (
-            s.tx_id, s.seq, s.step_id, s.attempt, s.epoch, s.tool, s.effect, s.status, s.live,
-            s.arguments_json, s.output_json, s.raw_context, _dumps(s.detail), s.started_at,
-            s.finished_at, s.lease_owner, s.lease_until,
-        ),
-    )  # fmt: skip
+        step_values(s),
+    )
 
 
 class PostgresStore(Store):
@@ -239,7 +217,7 @@ class PostgresStore(Store):
     # -- plumbing -----------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection[Any]]:
+    async def tx_row(self) -> AsyncIterator[AsyncConnection[Any]]:
         """One database transaction on a pooled connection."""
         if self._pool is None:
             raise InternalError("store is closed")
@@ -250,7 +228,7 @@ class PostgresStore(Store):
             raise InternalError(f"PostgreSQL error: {exc}") from exc
 
     async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             return await (await c.execute(query, params)).fetchall()
 
     def transaction_lock(self, tx_id: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
@@ -287,25 +265,25 @@ class PostgresStore(Store):
     # -- transactions -------------------------------------------------------------------------
 
     async def create_transaction(self, row: TxRow) -> TxRow:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             snap = await (
                 await c.execute("SELECT value FROM meta WHERE name = 'commit_seq'")
             ).fetchone()
             row.snapshot = int(snap[0]) if snap else 0
             await c.execute(
-                f"INSERT INTO transactions ({_TX_COLS}) VALUES "
+                f"INSERT INTO transactions ({TX_COLS}) VALUES "
                 "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (
                     row.id, row.tenant, row.agent_id, row.status, row.revision,
-                    row.next_step_id, row.snapshot, row.isolation, _dumps(row.body),
+                    row.next_step_id, row.snapshot, row.isolation, dumps(row.body),
                     row.created_at, row.updated_at, row.last_activity_at,
                 ),
             )  # fmt: skip
         return row
 
     async def get_transaction(self, tx_id: str) -> TxRow | None:
-        rows = await self._fetch(f"SELECT {_TX_COLS} FROM transactions WHERE id = %s", (tx_id,))
-        return _tx(rows[0]) if rows else None
+        rows = await self._fetch(f"SELECT {TX_COLS} FROM transactions WHERE id = %s", (tx_id,))
+        return tx_row(rows[0]) if rows else None
 
     async def list_transactions(
         self,
@@ -317,27 +295,19 @@ class PostgresStore(Store):
         limit: int = 100,
         after_id: str = "",
     ) -> list[TxRow]:
-        where: list[str] = ["id > %s"]
-        params: list[Any] = [after_id]
-        if statuses:
-            where.append("status = ANY(%s)")
-            params.append(list(statuses))
-        if agent_id is not None:
-            where.append("agent_id = %s")
-            params.append(agent_id)
-        if tenant is not None:
-            where.append("tenant = %s")
-            params.append(tenant)
-        if idle_before is not None:
-            where.append("last_activity_at < %s")
-            params.append(idle_before)
-        query = (
-            f"SELECT {_TX_COLS} FROM transactions WHERE {' AND '.join(where)} ORDER BY id LIMIT %s"
+        where, params = transaction_filters(
+            "%s",
+            statuses=statuses,
+            agent_id=agent_id,
+            tenant=tenant,
+            idle_before=idle_before,
+            after_id=after_id,
         )
-        return [_tx(r) for r in await self._fetch(query, [*params, limit])]
+        query = f"SELECT {TX_COLS} FROM transactions WHERE {where} ORDER BY id LIMIT %s"
+        return [tx_row(r) for r in await self._fetch(query, [*params, limit])]
 
     async def update_transaction(self, update: TxUpdate) -> int:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             return await _apply_update(c, update)
 
     # -- steps --------------------------------------------------------------------------------
@@ -345,13 +315,13 @@ class PostgresStore(Store):
     async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
         live = " AND live" if live_only else ""
         rows = await self._fetch(
-            f"SELECT {_STEP_COLS} FROM steps WHERE tx_id = %s{live} ORDER BY seq", (tx_id,)
+            f"SELECT {STEP_COLS} FROM steps WHERE tx_id = %s{live} ORDER BY seq", (tx_id,)
         )
-        return [_step(r) for r in rows]
+        return [step_row(r) for r in rows]
 
     async def load_undo(self, tx_id: str) -> list[UndoRow]:
         rows = await self._fetch(
-            f"SELECT {_UNDO_COLS} FROM undo WHERE tx_id = %s ORDER BY id", (tx_id,)
+            f"SELECT {UNDO_COLS} FROM undo WHERE tx_id = %s ORDER BY id", (tx_id,)
         )
         return [UndoRow(*r) for r in rows]
 
@@ -359,13 +329,13 @@ class PostgresStore(Store):
         return await self.finish_step(update, step)
 
     async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             revision = await _apply_update(c, update)
             await _insert_step(c, step)
             return revision
 
     async def append_undo(self, row: UndoRow) -> int:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             cur = await c.execute(
                 "INSERT INTO undo (tx_id, step_id, handler, args, idempotency_key, status, "
                 "attempts, last_error, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) "
@@ -380,7 +350,7 @@ class PostgresStore(Store):
             return int(got[0])
 
     async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             await c.execute(
                 "UPDATE undo SET status = %s, attempts = %s, last_error = %s WHERE id = %s",
                 (status, attempts, error, undo_id),
@@ -390,7 +360,7 @@ class PostgresStore(Store):
         self, update: TxUpdate, target_step: int, failed_step: StepRow | None = None
     ) -> int:
         tx_id, target = update.tx_id, max(target_step, 0)
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             revision = await _apply_update(c, update)
             if failed_step is not None:
                 await _insert_step(c, failed_step)
@@ -406,7 +376,7 @@ class PostgresStore(Store):
 
     async def commit(self, plan: CommitPlan) -> CommitOutcome:
         tx_id, tenant = plan.on_success.tx_id, plan.tenant
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             keys = sorted({check.key for check in plan.checks} | set(plan.writes))
             if keys:
                 # Lock the head rows of every checked or written key, in key order (no
@@ -501,12 +471,13 @@ class PostgresStore(Store):
 
     async def oldest_open_snapshot(self) -> int | None:
         rows = await self._fetch(
-            "SELECT min(snapshot) FROM transactions WHERE status <> ALL(%s)", (list(_TERMINAL),)
+            "SELECT min(snapshot) FROM transactions WHERE status <> ALL(%s)",
+            (list(TERMINAL_STATUSES),),
         )
         return None if rows[0][0] is None else int(rows[0][0])
 
     async def prune_versions(self, horizon: int) -> int:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             cur = await c.execute(
                 "DELETE FROM kv USING (SELECT tenant, key, max(version) AS keep FROM kv "
                 "WHERE version <= %s GROUP BY tenant, key) AS k "
@@ -528,12 +499,12 @@ class PostgresStore(Store):
         if ids:
             due += " AND id = ANY(%s)"
             params.append(list(ids))
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             rows = await (
                 await c.execute(
                     f"UPDATE outbox SET status = 'delivering', lease_until = %s WHERE id IN "
                     f"(SELECT id FROM outbox WHERE {due} ORDER BY id LIMIT %s "
-                    f"FOR UPDATE SKIP LOCKED) RETURNING {_OUTBOX_COLS}",
+                    f"FOR UPDATE SKIP LOCKED) RETURNING {OUTBOX_COLS}",
                     [now + lease_secs, *params, limit],
                 )
             ).fetchall()
@@ -550,7 +521,7 @@ class PostgresStore(Store):
         now: float,
     ) -> None:
         delivered = now if status == "delivered" else 0.0
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             await c.execute(
                 "UPDATE outbox SET status = %s, attempts = %s, next_attempt_at = %s, "
                 "last_error = %s, delivered_at = %s, lease_until = 0 WHERE id = %s",
@@ -560,28 +531,17 @@ class PostgresStore(Store):
     async def list_outbox(
         self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
     ) -> list[OutboxRow]:
-        where: list[str] = ["TRUE"]
-        params: list[Any] = []
-        if statuses:
-            where.append("status = ANY(%s)")
-            params.append(list(statuses))
-        if tx_id is not None:
-            where.append("tx_id = %s")
-            params.append(tx_id)
-        rows = await self._fetch(
-            f"SELECT {_OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT %s",
-            [*params, limit],
-        )
-        return [OutboxRow(*r) for r in rows]
+        where, params = outbox_filters("%s", statuses=statuses, tx_id=tx_id)
+        query = f"SELECT {OUTBOX_COLS} FROM outbox WHERE {where} ORDER BY id LIMIT %s"
+        return [outbox_row(r) for r in await self._fetch(query, [*params, limit])]
 
     async def outbox_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(("pending", "delivering", "delivered", "dead"), 0)
-        for status, n in await self._fetch("SELECT status, count(*) FROM outbox GROUP BY status"):
-            counts[status] = int(n)
-        return counts
+        return outbox_counts(
+            await self._fetch("SELECT status, count(*) FROM outbox GROUP BY status")
+        )
 
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             cur = await c.execute(
                 "UPDATE outbox SET status = 'pending', next_attempt_at = %s, attempts = 0 "
                 "WHERE id = %s AND status = 'dead'",
@@ -623,7 +583,7 @@ class PostgresStore(Store):
         return StoredReply(*rows[0]) if rows else None
 
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             await c.execute(
                 "INSERT INTO requests (tenant, request_id, method, payload_hash, reply, "
                 "created_at) VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
@@ -643,7 +603,7 @@ class PostgresStore(Store):
             return StoredReply(*row)
 
     async def prune_requests(self, older_than: float) -> int:
-        async with self._tx() as c:
+        async with self.tx_row() as c:
             cur = await c.execute("DELETE FROM requests WHERE created_at < %s", (older_than,))
             return cur.rowcount
 

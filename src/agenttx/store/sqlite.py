@@ -8,7 +8,6 @@ processes may open the same file: ``BEGIN IMMEDIATE`` plus ``busy_timeout`` seri
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +25,19 @@ from agenttx.store.contract import (
     TxUpdate,
     UndoRow,
     VersionCheck,
+)
+from agenttx.store.sql import (
+    OUTBOX_COLS,
+    STEP_COLS,
+    TX_COLS,
+    dumps,
+    outbox_counts,
+    outbox_filters,
+    outbox_row,
+    step_row,
+    step_values,
+    transaction_filters,
+    tx_row,
 )
 from agenttx.store.sqlite_writer import GroupCommitWriter
 
@@ -78,39 +90,6 @@ CREATE TABLE IF NOT EXISTS kv (
 ) WITHOUT ROWID;
 """
 
-_TX_COLS = (
-    "id, tenant, agent_id, status, revision, next_step_id, snapshot, isolation, body, "
-    "created_at, updated_at, last_activity_at"
-)
-_STEP_COLS = (
-    "tx_id, seq, step_id, attempt, epoch, tool, effect, status, live, arguments, output, "
-    "raw_context, detail, started_at, finished_at, lease_owner, lease_until"
-)
-_OUTBOX_COLS = (
-    "id, tenant, tx_id, step_id, channel, payload, idempotency_key, status, attempts, "
-    "next_attempt_at, "
-    "last_error, created_at, delivered_at"
-)
-
-
-def _tx(r: Sequence[Any]) -> TxRow:
-    return TxRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), *r[9:12])
-
-
-def _step(r: Sequence[Any]) -> StepRow:
-    return StepRow(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11],
-        json.loads(r[12]), r[13], r[14], r[15], r[16],
-    )  # fmt: skip
-
-
-def _outbox(r: Sequence[Any]) -> OutboxRow:
-    return OutboxRow(*r)
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
 
 def _apply_update(c: sqlite3.Connection, u: TxUpdate) -> int:
     """CAS the transaction row on the caller's connection; returns the new revision."""
@@ -118,7 +97,7 @@ def _apply_update(c: sqlite3.Connection, u: TxUpdate) -> int:
     params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
     if u.body is not None:
         sets += ", body = ?"
-        params.append(_dumps(u.body))
+        params.append(dumps(u.body))
     if u.touch_activity:
         sets += ", last_activity_at = ?"
         params.append(u.now)
@@ -145,14 +124,9 @@ def _apply_update(c: sqlite3.Connection, u: TxUpdate) -> int:
 
 def _insert_step(c: sqlite3.Connection, s: StepRow) -> None:
     c.execute(
-        f"INSERT OR REPLACE INTO steps ({_STEP_COLS}) VALUES "
-        "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            s.tx_id, s.seq, s.step_id, s.attempt, s.epoch, s.tool, s.effect, s.status,
-            int(s.live), s.arguments_json, s.output_json, s.raw_context, _dumps(s.detail),
-            s.started_at, s.finished_at, s.lease_owner, s.lease_until,
-        ),
-    )  # fmt: skip
+        f"INSERT OR REPLACE INTO steps ({STEP_COLS}) VALUES ({','.join('?' * 17)})",
+        step_values(s),
+    )
 
 
 def _update_and_record(c: sqlite3.Connection, update: TxUpdate, step: StepRow) -> int:
@@ -240,10 +214,10 @@ class SqliteStore(Store):
         def unit(c: sqlite3.Connection) -> TxRow:
             snap = c.execute("SELECT value FROM meta WHERE name = 'commit_seq'").fetchone()[0]
             c.execute(
-                f"INSERT INTO transactions ({_TX_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO transactions ({TX_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     row.id, row.tenant, row.agent_id, row.status, row.revision,
-                    row.next_step_id, snap, row.isolation, _dumps(row.body), row.created_at,
+                    row.next_step_id, snap, row.isolation, dumps(row.body), row.created_at,
                     row.updated_at, row.last_activity_at,
                 ),
             )  # fmt: skip
@@ -253,8 +227,8 @@ class SqliteStore(Store):
         return await self._write(unit)
 
     async def get_transaction(self, tx_id: str) -> TxRow | None:
-        rows = self._read(f"SELECT {_TX_COLS} FROM transactions WHERE id = ?", (tx_id,))
-        return _tx(rows[0]) if rows else None
+        rows = self._read(f"SELECT {TX_COLS} FROM transactions WHERE id = ?", (tx_id,))
+        return tx_row(rows[0]) if rows else None
 
     async def list_transactions(
         self,
@@ -266,22 +240,16 @@ class SqliteStore(Store):
         limit: int = 100,
         after_id: str = "",
     ) -> list[TxRow]:
-        where: list[str] = ["id > ?"]
-        params: list[Any] = [after_id]
-        if statuses:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
-            params.extend(statuses)
-        if agent_id is not None:
-            where.append("agent_id = ?")
-            params.append(agent_id)
-        if tenant is not None:
-            where.append("tenant = ?")
-            params.append(tenant)
-        if idle_before is not None:
-            where.append("last_activity_at < ?")
-            params.append(idle_before)
-        sql = f"SELECT {_TX_COLS} FROM transactions WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
-        return [_tx(r) for r in self._read(sql, [*params, limit])]
+        where, params = transaction_filters(
+            "?",
+            statuses=statuses,
+            agent_id=agent_id,
+            tenant=tenant,
+            idle_before=idle_before,
+            after_id=after_id,
+        )
+        query = f"SELECT {TX_COLS} FROM transactions WHERE {where} ORDER BY id LIMIT ?"
+        return [tx_row(r) for r in self._read(query, [*params, limit])]
 
     async def update_transaction(self, update: TxUpdate) -> int:
         return await self._write(lambda c: _apply_update(c, update))
@@ -291,9 +259,9 @@ class SqliteStore(Store):
     async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
         live = " AND live = 1" if live_only else ""
         rows = self._read(
-            f"SELECT {_STEP_COLS} FROM steps WHERE tx_id = ?{live} ORDER BY seq", (tx_id,)
+            f"SELECT {STEP_COLS} FROM steps WHERE tx_id = ?{live} ORDER BY seq", (tx_id,)
         )
-        return [_step(r) for r in rows]
+        return [step_row(r) for r in rows]
 
     async def load_undo(self, tx_id: str) -> list[UndoRow]:
         rows = self._read(
@@ -456,10 +424,10 @@ class SqliteStore(Store):
             rows = c.execute(
                 f"UPDATE outbox SET status = 'delivering', lease_until = ? WHERE id IN "
                 f"(SELECT id FROM outbox WHERE {due} ORDER BY id LIMIT ?) "
-                f"RETURNING {_OUTBOX_COLS}",
+                f"RETURNING {OUTBOX_COLS}",
                 [now + lease_secs, *params, limit],
             ).fetchall()
-            return sorted((_outbox(r) for r in rows), key=lambda r: r.id)
+            return sorted((outbox_row(r) for r in rows), key=lambda r: r.id)
 
         return await self._write(unit)
 
@@ -485,22 +453,12 @@ class SqliteStore(Store):
     async def list_outbox(
         self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
     ) -> list[OutboxRow]:
-        where: list[str] = ["1 = 1"]
-        params: list[Any] = []
-        if statuses:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
-            params.extend(statuses)
-        if tx_id is not None:
-            where.append("tx_id = ?")
-            params.append(tx_id)
-        sql = f"SELECT {_OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
-        return [_outbox(r) for r in self._read(sql, [*params, limit])]
+        where, params = outbox_filters("?", statuses=statuses, tx_id=tx_id)
+        query = f"SELECT {OUTBOX_COLS} FROM outbox WHERE {where} ORDER BY id LIMIT ?"
+        return [outbox_row(r) for r in self._read(query, [*params, limit])]
 
     async def outbox_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(("pending", "delivering", "delivered", "dead"), 0)
-        for status, n in self._read("SELECT status, count(*) FROM outbox GROUP BY status"):
-            counts[status] = int(n)
-        return counts
+        return outbox_counts(self._read("SELECT status, count(*) FROM outbox GROUP BY status"))
 
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         def unit(c: sqlite3.Connection) -> bool:
