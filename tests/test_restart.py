@@ -115,3 +115,15 @@ async def test_old_versions_are_pruned_but_open_snapshots_keep_theirs(open_engin
     assert await engine.prune_versions() == 2  # now only the newest version is needed
     fresh = (await engine.begin()).transaction_id
     assert (await engine.execute_step(fresh, 1, "kv.get", {"key": "p"})).output["value"] == 3
+
+
+async def test_state_edges_of_the_graph_survive_a_restart(open_engine: Any) -> None:
+    first = await open_engine()
+    tx = (await first.begin()).transaction_id
+    await first.execute_step(tx, 1, "kv.put", {"key": "shared", "value": "v"})
+    await first.execute_step(tx, 2, "kv.get", {"key": "shared"})
+    before = (await first.get_transaction(tx)).edges
+    assert (1, 2, "kv/shared") in before
+    await first.close()
+    after = (await (await open_engine()).get_transaction(tx)).edges
+    assert after == before

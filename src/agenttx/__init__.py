@@ -12,6 +12,15 @@ Layering (imports only point down this list):
 Users import from ``agenttx`` only; every other module is private.
 """
 
+from agenttx.client import (
+    AgentTxClient,
+    AsyncAgentTxClient,
+    OutcomeUnknown,
+    RetryPolicy,
+    RollbackTriggered,
+    ServerUnavailable,
+    TransactionAborted,
+)
 from agenttx.core.controller import RollbackController
 from agenttx.core.hints import Hint, HintCleaner, clean_hint
 from agenttx.core.types import (
@@ -55,8 +64,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aborted",
+    "AgentTxClient",
     "AgentTxError",
     "AlreadyExists",
+    "AsyncAgentTxClient",
     "BeginResult",
     "Channel",
     "CommitConflict",
@@ -76,12 +87,16 @@ __all__ = [
     "JsonlChannel",
     "NotActive",
     "NotFound",
+    "OutcomeUnknown",
     "OutcomeUnknownPending",
     "PermanentDeliveryError",
+    "RetryPolicy",
     "RevisionConflict",
     "RollbackController",
     "RollbackPolicy",
     "RollbackResult",
+    "RollbackTriggered",
+    "ServerUnavailable",
     "StepResult",
     "StepStatus",
     "StepView",
@@ -89,6 +104,7 @@ __all__ = [
     "SyncToolContext",
     "Tool",
     "ToolContext",
+    "TransactionAborted",
     "TransactionInfo",
     "TxStatus",
     "UncertainOutcome",

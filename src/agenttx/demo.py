@@ -1,9 +1,12 @@
-"""``agenttx demo``: a scripted agent taken through one transaction, printed step by step.
+"""``agenttx demo``: a scripted agent taken through one transaction over gRPC, step by step.
 
 The plan has a planted mistake (a customer id that does not exist). The step that uses it
 fails, AgentTx traces the bad value to the step that produced it, rewinds there (undoing the
 draft file written in between), the agent corrects itself from the hint, and the commit
 releases the staged email exactly once.
+
+The agent speaks only the wire protocol: to a server given with ``--server``, or to one
+started in-process on a free loopback port over a fresh data directory.
 """
 
 from __future__ import annotations
@@ -13,16 +16,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import grpc
 from rich.console import Console
 from rich.table import Table
 
-from agenttx.embedded import Engine
+from agenttx.api.proto import agenttx_pb2 as pb
+from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+
+LAST_STEP = 6
 
 
-def _plan(step: int, learned: bool) -> tuple[str, dict[str, Any]]:
-    customer = "c-1" if learned else "c-404"
+def _plan(step: int, learned: bool, run: str = "") -> tuple[str, dict[str, Any]]:
+    """Step ``step`` of the plan; ``run`` keeps ids of repeated runs on one store apart."""
+    good = f"c-1{run}"
+    customer = good if learned else "c-404"
     plan: dict[int, tuple[str, dict[str, Any]]] = {
-        1: ("record.insert", {"table": "customers", "id": "c-1", "fields": {"name": "Acme"}}),
+        1: ("record.insert", {"table": "customers", "id": good, "fields": {"name": "Acme"}}),
         2: ("kv.put", {"key": "session/customer", "value": customer}),
         3: ("fs.write", {"path": "drafts/${steps.2.value}.json", "contents": '{"status":"draft"}'}),
         4: ("kv.put", {"key": "invoice/amount", "value": 1200}),
@@ -30,7 +39,7 @@ def _plan(step: int, learned: bool) -> tuple[str, dict[str, Any]]:
             "record.insert",
             {
                 "table": "invoices",
-                "id": "inv-1",
+                "id": f"inv-1{run}",
                 "fields": {"customer_id": "${steps.2.value}", "amount": "${steps.4.value}"},
                 "references": {"customer_id": "customers"},
             },
@@ -39,50 +48,87 @@ def _plan(step: int, learned: bool) -> tuple[str, dict[str, Any]]:
             "effect.stage",
             {
                 "channel": "email",
-                "payload": {"to": "billing@acme.example", "invoice": "inv-1"},
-                "idempotency_key": "invoice-inv-1",
+                "payload": {"to": "billing@acme.example", "invoice": f"inv-1{run}"},
+                "idempotency_key": f"invoice-inv-1{run}",
             },
         ),
     }
     return plan[step]
 
 
-async def run_demo(directory: Path | None = None, console: Console | None = None) -> bool:
-    console = console or Console()
-    workdir = directory or Path(tempfile.mkdtemp(prefix="agenttx-demo-"))
-    engine = await Engine.open(f"sqlite:///{workdir / 'agenttx.db'}")
-    try:
-        tx = (await engine.begin(agent_id="demo-agent")).transaction_id
-        console.print(f"[bold]begin[/] {tx}  (store: {workdir / 'agenttx.db'})")
+def _name(enum: Any, value: int, prefix: str) -> str:
+    return str(enum.Name(value)).removeprefix(prefix)
+
+
+async def run_plan(address: str, console: Console, *, shared: bool = False) -> bool:
+    """Run the scripted agent against the AgentTx server at ``address``; True iff the
+    transaction committed. ``shared``: the store may hold earlier runs, so ids get a
+    suffix of this transaction's id."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
+        begun = await stub.BeginTransaction(
+            pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"])
+        )
+        tx = begun.transaction_id
+        run = f"-{tx[-6:]}" if shared else ""
+        console.print(f"[bold]begin[/] {tx}  (server: {address})")
         table = Table("step", "tool", "status", "what AgentTx said")
         learned, step = False, 1
-        while step <= 6:
-            tool_name, args = _plan(step, learned)
-            r = await engine.execute_step(
-                tx, step, tool_name, args, raw_context=f"plan step {step}"
+        while 0 < step <= LAST_STEP:
+            tool_name, args = _plan(step, learned, run)
+            r = await stub.ExecuteStep(
+                pb.ExecuteStepRequest(
+                    transaction_id=tx,
+                    step_id=step,
+                    tool_name=tool_name,
+                    arguments_json=json.dumps(args),
+                    raw_context=f"plan step {step}",
+                )
             )
-            if r.status.value == "SUCCESS":
-                table.add_row(str(step), tool_name, "[green]SUCCESS[/]", json.dumps(r.output)[:60])
+            status = _name(pb.StepStatus, r.status, "STEP_STATUS_")
+            if status == "SUCCESS":
+                table.add_row(str(step), tool_name, "[green]SUCCESS[/]", r.output_json[:60])
             else:
                 learned = learned or "customer_id" in r.clean_hint
-                said = f"{r.clean_hint}\n→ {r.strategy.value}: resume at step {r.next_step_id}"
-                table.add_row(str(step), tool_name, f"[red]{r.status.value}[/]", said)
+                strategy = _name(pb.RollbackStrategy, r.strategy, "ROLLBACK_STRATEGY_")
+                said = f"{r.clean_hint}\n→ {strategy}: resume at step {r.next_step_id}"
+                table.add_row(str(step), tool_name, f"[red]{status}[/]", said)
                 if r.next_step_id == 0:
                     console.print(table)
                     return False
             step = r.next_step_id
         console.print(table)
-        c = await engine.commit(tx)
+        c = await stub.CommitTransaction(pb.CommitTransactionRequest(transaction_id=tx))
         console.print(
             f"[bold]commit[/] committed={c.committed} steps={c.steps_committed} "
             f"effects released={c.effects_dispatched}"
         )
-        files = sorted(
-            str(p.relative_to(workdir / "files")) for p in (workdir / "files").rglob("*")
-        )
-        console.print(f"files in the sandbox: {files}")
-        outbox = (workdir / "outbox.jsonl").read_text().strip().splitlines()
-        console.print(f"outbox ({len(outbox)} line): {outbox[0] if outbox else ''}")
-        return c.committed
+        return bool(c.committed)
+
+
+async def run_demo(
+    directory: Path | None = None, console: Console | None = None, server: str | None = None
+) -> bool:
+    """The demo against ``server``, or against an in-process server over ``directory``
+    (default: a new temporary directory), whose sandbox and outbox it shows afterwards."""
+    console = console or Console()
+    if server is not None:
+        return await run_plan(server, console, shared=True)
+
+    from agenttx.server import ServeConfig, start
+
+    workdir = directory or Path(tempfile.mkdtemp(prefix="agenttx-demo-"))
+    config = ServeConfig(listen_addr="127.0.0.1:0", data_dir=workdir, metrics_addr=None)
+    running = await start(config)
+    try:
+        console.print(f"[dim]in-process server on {running.address}, store {config.store_url}[/]")
+        ok = await run_plan(running.address, console)
     finally:
-        await engine.close()
+        await running.stop(grace=1.0)
+    files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))
+    console.print(f"files in the sandbox: {files}")
+    outbox = (
+        config.outbox_file.read_text().strip().splitlines() if config.outbox_file.exists() else []
+    )
+    console.print(f"outbox ({len(outbox)} line): {outbox[0] if outbox else ''}")
+    return ok

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -315,14 +315,21 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
             await context.abort(status_code(exc), exc.message)
 
 
-def build_server(engine: Engine, *, options: list[tuple[str, Any]] | None = None) -> Any:
-    """A ``grpc.aio`` server with the AgentTx service, health and reflection (not started)."""
+def build_server(
+    engine: Engine,
+    *,
+    options: list[tuple[str, Any]] | None = None,
+    interceptors: Sequence[Any] = (),
+) -> Any:
+    """A ``grpc.aio`` server with the AgentTx service, health and reflection (not started);
+    ``interceptors`` are ``grpc.aio.ServerInterceptor`` s (metrics, call logs)."""
     server = grpc.aio.server(
+        interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             *(options or []),
-        ]
+        ],
     )
     pb_grpc.add_AgentTxServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AgentTxServicer(engine), server

@@ -39,12 +39,13 @@ from agenttx.core.types import (
     TransactionInfo,
     TxStatus,
 )
-from agenttx.core.views import rebuild_graph, transaction_info
+from agenttx.core.views import graph_step, rebuild_graph, transaction_info
 from agenttx.errors import (
     InvalidArgument,
     NotFound,
     RevisionConflict,
 )
+from agenttx.jsontext import compact
 from agenttx.store.contract import (
     StagedEffect,
     StepRow,
@@ -220,7 +221,8 @@ class EngineBase:
             if seq > int(row.body.get("step_seq", 0)):
                 row.body["step_seq"] = seq
         rt.undo = [u for u in await self.store.load_undo(tx_id) if u.status != "done"]
-        rt.graph = rebuild_graph(list(rt.steps.values()))
+        for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
+            rt.add_to_graph(*graph_step(st))
         return rt
 
     async def _reload(self, rt: TxRuntime) -> TxRuntime:
@@ -401,7 +403,7 @@ class UndoContext:
 
 
 def dumps_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return compact(value)
 
 
 _CORE_DIR = os.path.dirname(os.path.abspath(__file__))

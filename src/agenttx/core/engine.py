@@ -108,11 +108,14 @@ class CoreEngine(Maintenance):
     ) -> StepResult:
         args_text = arguments_text(arguments)
         payload = [tx_id, step_id, tool_name, args_text, raw_context]
+        # A dict is used as given (no parse of the text just made from it); a string is parsed
+        # inside the step, where bad JSON is a step failure with a hint.
+        parsed = arguments if isinstance(arguments, dict) else None
 
         async def call() -> StepResult:
             try:
                 return await self._execute_step(
-                    tx_id, step_id, tool_name, args_text, raw_context, request_id
+                    tx_id, step_id, tool_name, args_text, raw_context, request_id, parsed
                 )
             except WrongStep:
                 # The step may have run while its reply was lost (a crash before the reply

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from agenttx.errors import InvalidArgument
+from agenttx.jsontext import compact
 
 MAX_AGENT_ID_BYTES = 256
 MAX_METADATA_ENTRIES = 64
@@ -67,7 +67,7 @@ def arguments_text(arguments: Any) -> str:
         text = arguments.decode() if isinstance(arguments, bytes) else arguments
     else:
         try:
-            text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+            text = compact(arguments)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"arguments are not JSON-serialisable: {exc}") from None
     if len(text.encode()) > MAX_ARGUMENTS_BYTES:

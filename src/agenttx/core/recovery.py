@@ -57,7 +57,7 @@ class Maintenance(StepPipeline):
                 self._applied(rt, update, await self.store.finish_step(update, last))
                 rt.steps[step_id] = last
                 rt.outputs[step_id] = output
-                rt.graph.add_step(
+                rt.add_to_graph(
                     step_id,
                     json.loads(last.arguments_json) if last.arguments_json else None,
                     output,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,18 @@ from typing import Any
 from agenttx.core.controller import ControllerState
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.limits import MAX_STATE_VALUE_BYTES, check_state_key
+from agenttx.core.refs import Reference
 from agenttx.core.types import Isolation, RollbackPolicy
 from agenttx.errors import InvalidArgument
+from agenttx.jsontext import compact
 from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, UndoRow
 
 # One write of a step: (key, value_json or None for a delete, base_version). base_version is
 # the committed version of the key when the transaction first wrote it (read-committed
 # validation compares against it).
 Write = tuple[str, str | None, int]
+# The arguments of DependencyGraph.add_step for one step, queued until the graph is needed.
+GraphStep = tuple[int, Any, Any, Sequence[Reference], Sequence[str], Sequence[str]]
 
 
 @dataclass(eq=False)
@@ -43,11 +48,34 @@ class TxRuntime:
     base_versions: dict[str, int] = field(default_factory=dict)  # version when first written
     undo: list[UndoRow] = field(default_factory=list)  # not yet compensated, oldest first
     staged: list[StagedEffect] = field(default_factory=list)
-    graph: DependencyGraph = field(default_factory=DependencyGraph)
+    # The dependency graph is built lazily: steps queue here and join the graph only when
+    # someone looks (a failure's root-cause search, get_transaction); most transactions never
+    # fail, so the hot path does not pay for it.
+    _graph: DependencyGraph = field(default_factory=DependencyGraph)
+    _graph_pending: list[GraphStep] = field(default_factory=list)
     # Committed keys read by ANY attempt (failed and rewound ones too): the agent may have
     # acted on what it saw, so serializable validation checks them all; never shrinks.
     read_set: dict[str, int] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def graph(self) -> DependencyGraph:
+        if self._graph_pending:
+            pending, self._graph_pending = self._graph_pending, []
+            for step in pending:
+                self._graph.add_step(*step)
+        return self._graph
+
+    def add_to_graph(
+        self,
+        step_id: int,
+        inputs: Any,
+        output: Any,
+        references: Sequence[Reference] = (),
+        state_reads: Sequence[str] = (),
+        state_writes: Sequence[str] = (),
+    ) -> None:
+        self._graph_pending.append((step_id, inputs, output, references, state_reads, state_writes))
 
     @property
     def id(self) -> str:
@@ -83,7 +111,8 @@ class TxRuntime:
             self.outputs.pop(step_id, None)
         self.undo = [u for u in self.undo if u.step_id < target or u.status == "failed"]
         self.staged = [e for e in self.staged if e.step_id < target]
-        self.graph.drop_from(max(target, 1))
+        self._graph_pending = [g for g in self._graph_pending if g[0] < target]
+        self._graph.drop_from(max(target, 1))
 
     def final_writes(self) -> dict[str, str | None]:
         return {key: stack[-1][1] for key, stack in self.stacks.items()}
@@ -147,7 +176,7 @@ class StepRun:
     def state_put(self, key: str, value: Any) -> None:
         check_state_key(key)
         try:
-            raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            raw = compact(value)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"state value for {key!r} is not JSON: {exc}") from None
         if len(raw) > MAX_STATE_VALUE_BYTES:
@@ -163,7 +192,7 @@ class StepRun:
     async def register_undo(self, handler: str | None, args: dict[str, Any]) -> None:
         name = handler or f"{self.tool_name}#undo"
         try:
-            args_json = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+            args_json = compact(args)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"undo arguments are not JSON: {exc}") from None
         row = UndoRow(
@@ -187,7 +216,7 @@ class StepRun:
             raise InvalidArgument("effect channel must be a non-empty string")
         key = idempotency_key or f"{self.idempotency_key}:effect:{len(self.staged) + 1}"
         try:
-            payload_json = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+            payload_json = compact(payload)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"effect payload is not JSON: {exc}") from None
         self.staged.append(StagedEffect(self.step_id, channel, payload_json, key))

@@ -61,12 +61,13 @@ class StepPipeline(EngineBase):
         args_text: str,
         raw_context: str,
         request_id: str,
+        parsed: dict[str, Any] | None = None,
     ) -> StepResult:
         check_transaction_id(tx_id)
         check_step_request(step_id, tool_name, raw_context)
         async with self._locked(tx_id) as rt:
             return await self._execute_locked(
-                rt, step_id, tool_name, args_text, raw_context, request_id
+                rt, step_id, tool_name, args_text, raw_context, request_id, parsed
             )
 
     async def _execute_locked(
@@ -77,6 +78,7 @@ class StepPipeline(EngineBase):
         args_text: str,
         raw_context: str,
         request_id: str,
+        parsed: dict[str, Any] | None,
     ) -> StepResult:
         status = TxStatus(rt.row.status)
         if status is not TxStatus.ACTIVE:
@@ -109,7 +111,10 @@ class StepPipeline(EngineBase):
 
         # Parse → look up the tool → resolve references → validate, each a step failure.
         try:
-            args: Any = json.loads(args_text) if args_text.strip() else {}
+            if parsed is not None:
+                args: Any = parsed
+            else:
+                args = json.loads(args_text) if args_text.strip() else {}
         except json.JSONDecodeError as exc:
             return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
         if tool is None:
@@ -123,7 +128,10 @@ class StepPipeline(EngineBase):
             att.references = find_references(args)
             root = exc.step_id if 0 < exc.step_id < step_id else None
             return await self._fail(rt, att, exc.message, key=exc.key, root=root)
-        att.arguments_json = dumps_json(att.resolved)
+        # Without references the resolved arguments are the sent ones: reuse their text.
+        att.arguments_json = (
+            dumps_json(att.resolved) if att.references or not args_text.strip() else args_text
+        )
         try:
             call_args = tool.validate(att.resolved) if tool.input_model is not None else None
         except ArgumentError as exc:
@@ -238,7 +246,7 @@ class StepPipeline(EngineBase):
         rt.outputs[att.step_id] = output
         rt.apply_writes(att.step_id, writes)
         rt.staged.extend(scope.staged)
-        rt.graph.add_step(
+        rt.add_to_graph(
             att.step_id,
             att.resolved,
             output,

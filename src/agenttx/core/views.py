@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.refs import Reference
+from agenttx.core.runtime import GraphStep
 from agenttx.core.types import (
     ContextEntry,
     Isolation,
@@ -30,21 +31,24 @@ def step_references(step: StepRow) -> list[Reference]:
     return [Reference(int(r[0]), tuple(r[1]), tuple(r[2])) for r in step.detail.get("refs", ())]
 
 
+def graph_step(s: StepRow) -> GraphStep:
+    """The ``add_step`` arguments a live successful step row stands for."""
+    return (
+        s.step_id,
+        json.loads(s.arguments_json) if s.arguments_json else None,
+        json.loads(s.output_json) if s.output_json else None,
+        step_references(s),
+        s.detail.get("state_reads", ()),
+        [w[0] for w in s.detail.get("w", ())],
+    )
+
+
 def rebuild_graph(steps: Iterable[StepRow]) -> DependencyGraph:
     """The graph exactly as the live steps built it (the graph is a pure function of them)."""
     graph = DependencyGraph()
     for s in sorted(steps, key=lambda s: s.step_id):
-        if s.status != StepStatus.SUCCESS.value or not s.live:
-            continue
-        refs = step_references(s)
-        graph.add_step(
-            s.step_id,
-            json.loads(s.arguments_json) if s.arguments_json else None,
-            json.loads(s.output_json) if s.output_json else None,
-            refs,
-            state_reads=s.detail.get("state_reads", ()),
-            state_writes=s.detail.get("writes", ()),
-        )
+        if s.status == StepStatus.SUCCESS.value and s.live:
+            graph.add_step(*graph_step(s))
     return graph
 
 

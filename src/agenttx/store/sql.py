@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agenttx.jsontext import compact
 from agenttx.store.contract import OutboxRow, StepRow, TxRow, UndoRow
 
 TX_COLS = (
@@ -33,7 +34,7 @@ OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return compact(obj)
 
 
 def tx_row(r: Sequence[Any]) -> TxRow:

@@ -10,7 +10,6 @@ up by name, so an undo recorded before a crash still runs after a restart.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agenttx.core.types import EffectClass
 from agenttx.errors import InvalidArgument
+from agenttx.jsontext import compact
 
 Compensation = Literal["not_required", "supported", "best_effort", "rollback_not_supported"]
 DryRunFidelity = Literal["schema_only", "validated", "read_only_preview", "full_simulation"]
@@ -196,4 +196,4 @@ def _is_context_type(annotation: Any) -> bool:
 
 def to_json(value: Any) -> str:
     """Compact JSON the way outputs are stored; raises TypeError for non-JSON values."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return compact(value)

@@ -1,0 +1,314 @@
+"""``AsyncAgentTxClient``: the asyncio twin of ``AgentTxClient``, and ``AsyncTransaction``.
+
+Same methods, same arguments, same results and errors; every call is awaited. A ``grpc.aio``
+channel belongs to the event loop it was made on: create the client inside that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agenttx.api.proto import agenttx_pb2 as pb
+from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.client import _wire as wire
+from agenttx.client._cursor import TransactionCursor
+from agenttx.client._wire import (
+    DEFAULT_TARGET,
+    SERVICE_NAME,
+    PolicyArg,
+    RetryPolicy,
+    ToolInfo,
+    TransactionEvent,
+    TransactionListPage,
+    TransactionSummary,
+)
+from agenttx.core.types import (
+    BeginResult,
+    CommitResult,
+    RollbackResult,
+    StepResult,
+    TransactionInfo,
+    TxStatus,
+)
+from agenttx.errors import AgentTxError
+
+
+class AsyncAgentTxClient:
+    """An asyncio client of ``agenttx.v1.AgentTxService`` (see ``AgentTxClient``)."""
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        credentials: Any = None,
+        options: Sequence[tuple[str, Any]] = (),
+        interceptors: Sequence[Any] = (),
+        metadata: Sequence[tuple[str, str]] = (),
+        channel: Any = None,
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.metadata = tuple(metadata)
+        self._owns_channel = channel is None
+        if channel is None:
+            opts = [*self.retry.channel_options(), *options]
+            channel = (
+                grpc.aio.secure_channel(
+                    target, credentials, options=opts, interceptors=list(interceptors) or None
+                )
+                if credentials is not None
+                else grpc.aio.insecure_channel(
+                    target, options=opts, interceptors=list(interceptors) or None
+                )
+            )
+        self._channel = channel
+        self._stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._health = health_pb2_grpc.HealthStub(channel)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> AsyncAgentTxClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ the reference's RPCs
+
+    async def begin(
+        self,
+        agent_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+        policy: PolicyArg = None,
+        *,
+        isolation: str = "",
+        labels: Sequence[str] = (),
+        request_id: str | None = None,
+    ) -> BeginResult:
+        req = wire.begin_request(agent_id, metadata, policy, isolation, labels, request_id)
+        return wire.begin_result(await self._call("BeginTransaction", req))
+
+    async def execute_step(
+        self,
+        transaction_id: str,
+        step_id: int,
+        tool_name: str,
+        arguments: Any = None,
+        raw_context: str = "",
+        *,
+        request_id: str | None = None,
+    ) -> StepResult:
+        req = wire.step_request(
+            transaction_id, step_id, tool_name, arguments, raw_context, request_id
+        )
+        return wire.step_result(await self._call("ExecuteStep", req), req)
+
+    async def commit(self, transaction_id: str, *, request_id: str | None = None) -> CommitResult:
+        req = wire.commit_request(transaction_id, request_id)
+        return wire.commit_result(await self._call("CommitTransaction", req), transaction_id)
+
+    async def rollback(
+        self,
+        transaction_id: str,
+        to_step: int | None = None,
+        reason: str = "",
+        *,
+        request_id: str | None = None,
+    ) -> RollbackResult:
+        req = wire.rollback_request(transaction_id, to_step, reason, request_id)
+        return wire.rollback_result(await self._call("RollbackTransaction", req), transaction_id)
+
+    async def get_transaction(self, transaction_id: str) -> TransactionInfo:
+        req = pb.GetTransactionRequest(transaction_id=transaction_id)
+        return wire.transaction_info(await self._call("GetTransaction", req))
+
+    # ------------------------------------------------------------------ ours
+
+    async def list_transactions(
+        self,
+        *,
+        statuses: Sequence[str | TxStatus] = (),
+        agent_id: str = "",
+        label: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> TransactionListPage:
+        req = wire.list_request(statuses, agent_id, label, page_size, page_token)
+        return wire.list_page(await self._call("ListTransactions", req))
+
+    async def iter_transactions(
+        self,
+        *,
+        statuses: Sequence[str | TxStatus] = (),
+        agent_id: str = "",
+        label: str = "",
+        page_size: int = 0,
+    ) -> AsyncIterator[TransactionSummary]:
+        token = ""
+        while True:
+            page = await self.list_transactions(
+                statuses=statuses,
+                agent_id=agent_id,
+                label=label,
+                page_size=page_size,
+                page_token=token,
+            )
+            for t in page.transactions:
+                yield t
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_tools(self) -> list[ToolInfo]:
+        return wire.tools(await self._call("ListTools", pb.ListToolsRequest()))
+
+    async def watch(
+        self, transaction_id: str, after_revision: int = 0
+    ) -> AsyncIterator[TransactionEvent]:
+        last = after_revision
+        failures = 0
+        while True:
+            req = pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=last)
+            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self.metadata or None)
+            try:
+                async for message in stream:
+                    failures = 0
+                    e = wire.event(message)
+                    last = max(last, e.revision)
+                    yield e
+                return
+            except grpc.RpcError as exc:
+                status = wire.status_of(exc)
+                failures += 1
+                if status[0] not in self.retry.retry_on or failures >= self.retry.max_attempts:
+                    raise wire.failure(status, failures, self.target) from exc
+                await asyncio.sleep(self.retry.backoff(failures))
+            finally:
+                stream.cancel()
+
+    async def health(self, service: str = SERVICE_NAME) -> str:
+        req = health_pb2.HealthCheckRequest(service=service)
+        reply = await self._call_on(self._health.Check, req)
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+    # ------------------------------------------------------------------ the helper
+
+    def transaction(
+        self,
+        agent_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+        policy: PolicyArg = None,
+        *,
+        isolation: str = "",
+        labels: Sequence[str] = (),
+    ) -> AsyncTransaction:
+        """``async with client.transaction(...) as tx:`` — see ``AgentTxClient.transaction``."""
+        return AsyncTransaction(self, agent_id, metadata, policy, isolation, labels)
+
+    # ------------------------------------------------------------------ calls
+
+    async def _call(self, method: str, request: Any) -> Any:
+        return await self._call_on(getattr(self._stub, method), request)
+
+    async def _call_on(self, rpc: Any, request: Any) -> Any:
+        # The request object is built once, so every attempt carries the same request_id.
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await rpc(request, timeout=self.timeout, metadata=self.metadata or None)
+            except grpc.RpcError as exc:
+                status = wire.status_of(exc)
+                if status[0] not in self.retry.retry_on or attempt >= self.retry.max_attempts:
+                    raise wire.failure(status, attempt, self.target) from exc
+            await asyncio.sleep(self.retry.backoff(attempt))
+
+
+class AsyncTransaction(TransactionCursor):
+    """The asyncio twin of ``Transaction``."""
+
+    def __init__(
+        self,
+        client: AsyncAgentTxClient,
+        agent_id: str,
+        metadata: Mapping[str, str] | None,
+        policy: PolicyArg,
+        isolation: str,
+        labels: Sequence[str],
+    ) -> None:
+        super().__init__(agent_id, metadata, policy, isolation, labels)
+        self.client = client
+
+    async def begin(self) -> BeginResult:
+        rid = self._begin_request_id()
+        try:
+            return self._begun(await self.client.begin(**self._begin_args, request_id=rid))
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+
+    async def step(self, tool: str, args: Any = None, raw_context: str = "") -> Any:
+        arguments = wire.arguments_json(args)
+        step_id = self.next_step_id
+        rid = self._open_request_id(("step", step_id, tool, arguments, raw_context), "step")
+        try:
+            r = await self.client.execute_step(
+                self.transaction_id, step_id, tool, arguments, raw_context, request_id=rid
+            )
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+        return self._stepped(r)
+
+    async def commit(self) -> CommitResult:
+        rid = self._open_request_id(("commit",), "commit")
+        try:
+            return self._committed(await self.client.commit(self.transaction_id, request_id=rid))
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+
+    async def rollback(self, to_step: int | None = None, reason: str = "") -> RollbackResult:
+        rid = self._open_request_id(("rollback", to_step, reason), "roll back")
+        try:
+            r = await self.client.rollback(self.transaction_id, to_step, reason, request_id=rid)
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+        return self._rolled_back(r)
+
+    async def info(self) -> TransactionInfo:
+        return await self.client.get_transaction(self.transaction_id)
+
+    async def __aenter__(self) -> AsyncTransaction:
+        await self.begin()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.ended or self.status is None:
+            return
+        if exc is None:
+            await self.commit()
+            return
+        try:
+            await self.rollback(reason=self._exit_reason(exc))
+        except AgentTxError as abort_error:
+            exc.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")

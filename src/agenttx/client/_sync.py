@@ -1,0 +1,331 @@
+"""``AgentTxClient``: the blocking client, and its transaction helper ``Transaction``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agenttx.api.proto import agenttx_pb2 as pb
+from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.client import _wire as wire
+from agenttx.client._cursor import TransactionCursor
+from agenttx.client._wire import (
+    DEFAULT_TARGET,
+    SERVICE_NAME,
+    PolicyArg,
+    RetryPolicy,
+    ToolInfo,
+    TransactionEvent,
+    TransactionListPage,
+    TransactionSummary,
+)
+from agenttx.core.types import (
+    BeginResult,
+    CommitResult,
+    RollbackResult,
+    StepResult,
+    TransactionInfo,
+    TxStatus,
+)
+from agenttx.errors import AgentTxError
+
+
+class AgentTxClient:
+    """A blocking client of ``agenttx.v1.AgentTxService``; thread-safe, one channel.
+
+    ``AgentTxClient("host:port")`` opens an insecure channel; give ``credentials``
+    (``grpc.ssl_channel_credentials(...)``) for TLS, or a ready ``channel``. ``timeout`` is the
+    deadline of each call in seconds (None: none); ``metadata`` is sent with every call.
+    UNAVAILABLE is retried per ``retry`` with the same request_id; when every attempt fails
+    the call raises ``ServerUnavailable``. Other failures raise the matching ``AgentTxError``.
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        credentials: Any = None,
+        options: Sequence[tuple[str, Any]] = (),
+        interceptors: Sequence[Any] = (),
+        metadata: Sequence[tuple[str, str]] = (),
+        channel: Any = None,
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.metadata = tuple(metadata)
+        self._owns_channel = channel is None
+        if channel is None:
+            opts = [*self.retry.channel_options(), *options]
+            channel = (
+                grpc.secure_channel(target, credentials, options=opts)
+                if credentials is not None
+                else grpc.insecure_channel(target, options=opts)
+            )
+        self._channel = channel
+        if interceptors:
+            channel = grpc.intercept_channel(channel, *interceptors)
+        self._stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._health = health_pb2_grpc.HealthStub(channel)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        if self._owns_channel:
+            self._channel.close()
+
+    def __enter__(self) -> AgentTxClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the reference's RPCs
+
+    def begin(
+        self,
+        agent_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+        policy: PolicyArg = None,
+        *,
+        isolation: str = "",
+        labels: Sequence[str] = (),
+        request_id: str | None = None,
+    ) -> BeginResult:
+        """Begin a transaction. ``policy`` overrides the server's rollback policy: a
+        ``RollbackPolicy`` or a dict of some of its fields."""
+        req = wire.begin_request(agent_id, metadata, policy, isolation, labels, request_id)
+        return wire.begin_result(self._call("BeginTransaction", req))
+
+    def execute_step(
+        self,
+        transaction_id: str,
+        step_id: int,
+        tool_name: str,
+        arguments: Any = None,
+        raw_context: str = "",
+        *,
+        request_id: str | None = None,
+    ) -> StepResult:
+        """Run one step. A tool failure is data in the result (ROLLBACK_TRIGGERED, FAILED,
+        OUTCOME_UNKNOWN), never an exception; ``arguments`` is a JSON-able value or JSON text."""
+        req = wire.step_request(
+            transaction_id, step_id, tool_name, arguments, raw_context, request_id
+        )
+        return wire.step_result(self._call("ExecuteStep", req), req)
+
+    def commit(self, transaction_id: str, *, request_id: str | None = None) -> CommitResult:
+        req = wire.commit_request(transaction_id, request_id)
+        return wire.commit_result(self._call("CommitTransaction", req), transaction_id)
+
+    def rollback(
+        self,
+        transaction_id: str,
+        to_step: int | None = None,
+        reason: str = "",
+        *,
+        request_id: str | None = None,
+    ) -> RollbackResult:
+        """Rewind to ``to_step`` and stay open, or (``to_step`` None or 0) abort."""
+        req = wire.rollback_request(transaction_id, to_step, reason, request_id)
+        return wire.rollback_result(self._call("RollbackTransaction", req), transaction_id)
+
+    def get_transaction(self, transaction_id: str) -> TransactionInfo:
+        req = pb.GetTransactionRequest(transaction_id=transaction_id)
+        return wire.transaction_info(self._call("GetTransaction", req))
+
+    # ------------------------------------------------------------------ ours
+
+    def list_transactions(
+        self,
+        *,
+        statuses: Sequence[str | TxStatus] = (),
+        agent_id: str = "",
+        label: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> TransactionListPage:
+        """One page, oldest id first; pass ``next_page_token`` back for the next one."""
+        req = wire.list_request(statuses, agent_id, label, page_size, page_token)
+        return wire.list_page(self._call("ListTransactions", req))
+
+    def iter_transactions(
+        self,
+        *,
+        statuses: Sequence[str | TxStatus] = (),
+        agent_id: str = "",
+        label: str = "",
+        page_size: int = 0,
+    ) -> Iterator[TransactionSummary]:
+        """Every matching transaction, fetching pages as it goes."""
+        token = ""
+        while True:
+            page = self.list_transactions(
+                statuses=statuses,
+                agent_id=agent_id,
+                label=label,
+                page_size=page_size,
+                page_token=token,
+            )
+            yield from page.transactions
+            token = page.next_page_token
+            if not token:
+                return
+
+    def list_tools(self) -> list[ToolInfo]:
+        return wire.tools(self._call("ListTools", pb.ListToolsRequest()))
+
+    def watch(self, transaction_id: str, after_revision: int = 0) -> Iterator[TransactionEvent]:
+        """The transaction's changes, one event per revision, until it ends. If the server
+        becomes unreachable the stream resumes after the last event seen (bounded by
+        ``retry``). Closing the iterator early cancels the stream."""
+        last = after_revision
+        failures = 0
+        while True:
+            req = pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=last)
+            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self.metadata or None)
+            try:
+                for message in stream:
+                    failures = 0
+                    e = wire.event(message)
+                    last = max(last, e.revision)
+                    yield e
+                return
+            except grpc.RpcError as exc:
+                status = wire.status_of(exc)
+                failures += 1
+                if status[0] not in self.retry.retry_on or failures >= self.retry.max_attempts:
+                    raise wire.failure(status, failures, self.target) from exc
+                time.sleep(self.retry.backoff(failures))
+            finally:
+                stream.cancel()
+
+    def health(self, service: str = SERVICE_NAME) -> str:
+        """The server's health for ``service``: SERVING, NOT_SERVING, SERVICE_UNKNOWN …"""
+        req = health_pb2.HealthCheckRequest(service=service)
+        reply = self._call_on(self._health.Check, req)
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+    # ------------------------------------------------------------------ the helper
+
+    def transaction(
+        self,
+        agent_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+        policy: PolicyArg = None,
+        *,
+        isolation: str = "",
+        labels: Sequence[str] = (),
+    ) -> Transaction:
+        """``with client.transaction(...) as tx:`` begins a transaction, commits it when the
+        block ends cleanly and rolls it back when the block raises."""
+        return Transaction(self, agent_id, metadata, policy, isolation, labels)
+
+    # ------------------------------------------------------------------ calls
+
+    def _call(self, method: str, request: Any) -> Any:
+        return self._call_on(getattr(self._stub, method), request)
+
+    def _call_on(self, rpc: Any, request: Any) -> Any:
+        # The request object is built once, so every attempt carries the same request_id.
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return rpc(request, timeout=self.timeout, metadata=self.metadata or None)
+            except grpc.RpcError as exc:
+                status = wire.status_of(exc)
+                if status[0] not in self.retry.retry_on or attempt >= self.retry.max_attempts:
+                    raise wire.failure(status, attempt, self.target) from exc
+            time.sleep(self.retry.backoff(attempt))
+
+
+class Transaction(TransactionCursor):
+    """One transaction driven step by step; made by ``AgentTxClient.transaction``.
+
+    ``step`` sends the step id the server expects and returns the tool's output, or raises
+    ``RollbackTriggered`` (the helper already points at ``next_step_id``: re-plan and call
+    ``step`` again), ``TransactionAborted`` or ``OutcomeUnknown``.
+    """
+
+    def __init__(
+        self,
+        client: AgentTxClient,
+        agent_id: str,
+        metadata: Mapping[str, str] | None,
+        policy: PolicyArg,
+        isolation: str,
+        labels: Sequence[str],
+    ) -> None:
+        super().__init__(agent_id, metadata, policy, isolation, labels)
+        self.client = client
+
+    def begin(self) -> BeginResult:
+        rid = self._begin_request_id()
+        try:
+            return self._begun(self.client.begin(**self._begin_args, request_id=rid))
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+
+    def step(self, tool: str, args: Any = None, raw_context: str = "") -> Any:
+        arguments = wire.arguments_json(args)
+        step_id = self.next_step_id
+        rid = self._open_request_id(("step", step_id, tool, arguments, raw_context), "step")
+        try:
+            r = self.client.execute_step(
+                self.transaction_id, step_id, tool, arguments, raw_context, request_id=rid
+            )
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+        return self._stepped(r)
+
+    def commit(self) -> CommitResult:
+        rid = self._open_request_id(("commit",), "commit")
+        try:
+            return self._committed(self.client.commit(self.transaction_id, request_id=rid))
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+
+    def rollback(self, to_step: int | None = None, reason: str = "") -> RollbackResult:
+        """Rewind to ``to_step`` (the transaction stays open), or abort when it is None."""
+        rid = self._open_request_id(("rollback", to_step, reason), "roll back")
+        try:
+            r = self.client.rollback(self.transaction_id, to_step, reason, request_id=rid)
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+        return self._rolled_back(r)
+
+    def info(self) -> TransactionInfo:
+        return self.client.get_transaction(self.transaction_id)
+
+    def __enter__(self) -> Transaction:
+        self.begin()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.ended or self.status is None:
+            return
+        if exc is None:
+            self.commit()
+            return
+        try:
+            self.rollback(reason=self._exit_reason(exc))
+        except AgentTxError as abort_error:
+            # The block's exception is what the caller needs to see; say the abort failed.
+            exc.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")

@@ -1,0 +1,420 @@
+"""What the sync and async clients share: requests built from Python values, replies turned
+into the result dataclasses of ``agenttx.core.types``, the retry policy, and the few result
+types that exist only on the wire.
+
+Every mutating request carries a ``request_id`` (a new uuid4 unless the caller gives one); the
+request object is built once per call, so every retry of it sends the same id and the server
+runs it at most once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agenttx.api.proto import agenttx_pb2 as pb
+from agenttx.client._errors import ServerUnavailable, error_from_status
+from agenttx.core.types import (
+    BeginResult,
+    CommitResult,
+    ContextEntry,
+    Isolation,
+    RollbackPolicy,
+    RollbackResult,
+    StepResult,
+    StepStatus,
+    StepView,
+    Strategy,
+    TransactionInfo,
+    TxStatus,
+)
+from agenttx.errors import AgentTxError, InternalError, InvalidArgument
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+SERVICE_NAME = "agenttx.v1.AgentTxService"
+
+PolicyArg = RollbackPolicy | Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a call is retried when the server is unreachable.
+
+    ``max_attempts`` counts the first try. Waits grow ``initial_backoff_s · multiplier^n``,
+    capped at ``max_backoff_s``, each shortened by up to ``jitter`` (a fraction) so clients
+    that failed together do not come back together. Only the status codes in ``retry_on`` are
+    retried; UNAVAILABLE means the request never reached the engine or its reply was lost, and
+    the repeated request_id makes the retry safe either way.
+    """
+
+    max_attempts: int = 5
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 2.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+    retry_on: frozenset[str] = frozenset({"UNAVAILABLE"})
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise InvalidArgument("RetryPolicy.max_attempts must be >= 1")
+        if self.initial_backoff_s < 0 or self.max_backoff_s < 0 or self.multiplier < 1:
+            raise InvalidArgument("RetryPolicy backoffs must be >= 0 and multiplier >= 1")
+        if not 0 <= self.jitter <= 1:
+            raise InvalidArgument("RetryPolicy.jitter must be 0..1")
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (attempt - 1))
+        return base * (1 - self.jitter * random.random())
+
+    def channel_options(self) -> list[tuple[str, int]]:
+        # gRPC waits between reconnection attempts on its own (1 s at first, by default); a
+        # channel that keeps failing fast during that wait would use up our retries, so its
+        # reconnect backoff follows ours.
+        return [
+            ("grpc.initial_reconnect_backoff_ms", max(int(self.initial_backoff_s * 1000), 10)),
+            ("grpc.min_reconnect_backoff_ms", max(int(self.initial_backoff_s * 1000), 10)),
+            ("grpc.max_reconnect_backoff_ms", max(int(self.max_backoff_s * 1000), 10)),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    """A registered tool as ``ListTools`` describes it."""
+
+    name: str
+    description: str
+    effect: str  # read, state, compensatable, staged, irreversible
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    examples: list[Any]  # example argument objects
+    timeout_s: float
+    idempotent: bool
+    compensation: str
+    dry_run: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSummary:
+    """One row of ``ListTransactions``."""
+
+    transaction_id: str
+    status: TxStatus
+    agent_id: str
+    next_step_id: int
+    revision: int
+    labels: list[str]
+    created_at: float
+    updated_at: float
+    abort_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListPage:
+    transactions: list[TransactionSummary]
+    next_page_token: str  # empty when this is the last page
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionEvent:
+    """One durable change of a transaction, as ``WatchTransaction`` streams it."""
+
+    transaction_id: str
+    revision: int
+    status: TxStatus
+    next_step_id: int
+    kind: str  # state, step, rewind, commit, abort
+    at: float  # unix seconds
+
+
+def status_of(exc: Any) -> tuple[str, str]:
+    """``(status code name, details)`` of a failed gRPC call (a ``grpc.RpcError``)."""
+    try:
+        code, details = exc.code(), exc.details()
+    except AttributeError:  # a bare RpcError carries no status
+        return "UNKNOWN", str(exc)
+    return str(getattr(code, "name", "UNKNOWN")), details or ""
+
+
+def failure(status: tuple[str, str], attempts: int, target: str) -> AgentTxError:
+    code, details = status
+    if code == "UNAVAILABLE":
+        return ServerUnavailable(
+            f"AgentTx server at {target} is unavailable after {attempts} attempt(s): "
+            f"{details or 'no details'}",
+            attempts,
+        )
+    return error_from_status(code, details)
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def request_id(given: str | None) -> str:
+    return given if given else uuid.uuid4().hex
+
+
+def begin_request(
+    agent_id: str,
+    metadata: Mapping[str, str] | None,
+    policy: PolicyArg,
+    isolation: str,
+    labels: Sequence[str],
+    rid: str | None,
+) -> pb.BeginTransactionRequest:
+    req = pb.BeginTransactionRequest(
+        agent_id=agent_id,
+        metadata=dict(metadata or {}),
+        isolation=str(isolation),
+        labels=list(labels),
+        request_id=request_id(rid),
+    )
+    if policy is not None:
+        values = policy.to_dict() if isinstance(policy, RollbackPolicy) else dict(policy)
+        unknown = set(values) - {"max_local_depth", "max_global_resets", "replay_budget_factor"}
+        if unknown:
+            raise InvalidArgument(f"unknown policy field(s): {', '.join(sorted(unknown))}")
+        # Only the fields given are set; the server's defaults fill the others.
+        req.policy.SetInParent()
+        for name, value in values.items():
+            if value is not None:
+                setattr(req.policy, name, value)
+    return req
+
+
+def arguments_json(arguments: Any) -> str:
+    """Arguments as the JSON text the wire carries: a str passes through, None is ``{}``."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"arguments are not JSON-serialisable: {exc}") from None
+
+
+def step_request(
+    tx_id: str, step_id: int, tool: str, arguments: Any, raw_context: str, rid: str | None
+) -> pb.ExecuteStepRequest:
+    return pb.ExecuteStepRequest(
+        transaction_id=tx_id,
+        step_id=step_id,
+        tool_name=tool,
+        arguments_json=arguments_json(arguments),
+        raw_context=raw_context,
+        request_id=request_id(rid),
+    )
+
+
+def commit_request(tx_id: str, rid: str | None) -> pb.CommitTransactionRequest:
+    return pb.CommitTransactionRequest(transaction_id=tx_id, request_id=request_id(rid))
+
+
+def rollback_request(
+    tx_id: str, to_step: int | None, reason: str, rid: str | None
+) -> pb.RollbackTransactionRequest:
+    req = pb.RollbackTransactionRequest(
+        transaction_id=tx_id, reason=reason, request_id=request_id(rid)
+    )
+    if to_step is not None:
+        req.to_step = to_step
+    return req
+
+
+def list_request(
+    statuses: Sequence[str | TxStatus], agent_id: str, label: str, page_size: int, token: str
+) -> pb.ListTransactionsRequest:
+    return pb.ListTransactionsRequest(
+        statuses=[str(s) for s in statuses],
+        agent_id=agent_id,
+        label=label,
+        page_size=page_size,
+        page_token=token,
+    )
+
+
+# ---------------------------------------------------------------------------- replies
+
+_STEP_STATUS = {s.wire: s for s in StepStatus}
+_STRATEGY = {s.wire: s for s in Strategy}
+
+
+def _tx_status(value: str, default: TxStatus) -> TxStatus:
+    return TxStatus(value) if value in TxStatus.__members__ else default
+
+
+def _json(text: str) -> Any:
+    return json.loads(text) if text else None
+
+
+def begin_result(r: pb.BeginTransactionResponse) -> BeginResult:
+    return BeginResult(
+        transaction_id=r.transaction_id,
+        next_step_id=r.next_step_id,
+        transaction_status=_tx_status(r.transaction_status, TxStatus.ACTIVE),
+        revision=r.revision,
+    )
+
+
+def step_result(r: pb.ExecuteStepResponse, req: pb.ExecuteStepRequest) -> StepResult:
+    status = _STEP_STATUS.get(r.status)
+    if status is None:
+        raise InternalError(f"the server sent an unknown step status {r.status}")
+    ended = TxStatus.FAILED if status is StepStatus.FAILED else TxStatus.ACTIVE
+    return StepResult(
+        transaction_id=req.transaction_id,
+        step_id=req.step_id,
+        status=status,
+        output=_json(r.output_json),
+        output_json=r.output_json,
+        clean_hint=r.clean_hint,
+        strategy=_STRATEGY.get(r.strategy, Strategy.UNSPECIFIED),
+        rollback_to_step=r.rollback_to_step,
+        next_step_id=r.next_step_id,
+        constraints=list(r.constraints),
+        context_reset=r.context_reset,
+        error_category=r.error_category,
+        rollback_latency_ms=r.rollback_latency_ms,
+        abort_reason=r.abort_reason,
+        compensation_errors=list(r.compensation_errors),
+        transaction_status=_tx_status(r.transaction_status, ended),
+        revision=r.revision,
+        hint_key=r.hint_key,
+    )
+
+
+def commit_result(r: pb.CommitTransactionResponse, tx_id: str) -> CommitResult:
+    return CommitResult(
+        transaction_id=tx_id,
+        committed=r.committed,
+        steps_committed=r.steps_committed,
+        effects_dispatched=r.effects_dispatched,
+        dispatch_errors=list(r.dispatch_errors),
+        effects_queued=r.effects_queued,
+        transaction_status=_tx_status(r.transaction_status, TxStatus.COMMITTED),
+        revision=r.revision,
+    )
+
+
+def rollback_result(r: pb.RollbackTransactionResponse, tx_id: str) -> RollbackResult:
+    ended = TxStatus.ACTIVE if r.next_step_id else TxStatus.ROLLED_BACK
+    return RollbackResult(
+        transaction_id=tx_id,
+        rolled_back=r.rolled_back,
+        next_step_id=r.next_step_id,
+        compensations_run=r.compensations_run,
+        compensation_errors=list(r.compensation_errors),
+        transaction_status=_tx_status(r.transaction_status, ended),
+        revision=r.revision,
+    )
+
+
+def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
+    p = r.policy
+    default = RollbackPolicy()
+    policy = RollbackPolicy(
+        max_local_depth=p.max_local_depth
+        if p.HasField("max_local_depth")
+        else default.max_local_depth,
+        max_global_resets=p.max_global_resets
+        if p.HasField("max_global_resets")
+        else default.max_global_resets,
+        replay_budget_factor=p.replay_budget_factor
+        if p.HasField("replay_budget_factor")
+        else default.replay_budget_factor,
+    )
+    return TransactionInfo(
+        transaction_id=r.transaction_id,
+        status=_tx_status(r.status, TxStatus.ACTIVE),
+        next_step_id=r.next_step_id,
+        constraints=list(r.constraints),
+        global_resets=r.global_resets,
+        context=[ContextEntry(c.step_id, c.tool_name, c.raw_context) for c in r.context],
+        agent_id=r.agent_id,
+        metadata=dict(r.metadata),
+        isolation=Isolation(r.isolation) if r.isolation in _ISOLATIONS else Isolation.SNAPSHOT,
+        policy=policy,
+        revision=r.revision,
+        epoch=r.epoch,
+        requires_human=r.requires_human,
+        abort_reason=r.abort_reason,
+        compensation_errors=list(r.compensation_errors),
+        outcome_unknown_step=r.outcome_unknown_step,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        steps=[
+            StepView(
+                step_id=s.step_id,
+                attempt=s.attempt,
+                tool_name=s.tool_name,
+                status=s.status,
+                live=s.live,
+                arguments=_json(s.arguments_json),
+                output=_json(s.output_json),
+                clean_hint=s.clean_hint,
+                error_category=s.error_category,
+                epoch=s.epoch,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+            )
+            for s in r.steps
+        ],
+        edges=[(e.from_step, e.to_step, e.key) for e in r.edges],
+    )
+
+
+_ISOLATIONS = frozenset(i.value for i in Isolation)
+
+
+def list_page(r: pb.ListTransactionsResponse) -> TransactionListPage:
+    return TransactionListPage(
+        transactions=[
+            TransactionSummary(
+                transaction_id=t.transaction_id,
+                status=_tx_status(t.status, TxStatus.ACTIVE),
+                agent_id=t.agent_id,
+                next_step_id=t.next_step_id,
+                revision=t.revision,
+                labels=list(t.labels),
+                created_at=t.created_at,
+                updated_at=t.updated_at,
+                abort_reason=t.abort_reason,
+            )
+            for t in r.transactions
+        ],
+        next_page_token=r.next_page_token,
+    )
+
+
+def tools(r: pb.ListToolsResponse) -> list[ToolInfo]:
+    return [
+        ToolInfo(
+            name=t.name,
+            description=t.description,
+            effect=t.effect,
+            input_schema=_json(t.input_schema_json) or {},
+            output_schema=_json(t.output_schema_json) or {},
+            examples=_json(t.examples_json) or [],
+            timeout_s=t.timeout_ms / 1000,
+            idempotent=t.idempotent,
+            compensation=t.compensation,
+            dry_run=t.dry_run,
+        )
+        for t in r.tools
+    ]
+
+
+def event(e: pb.TransactionEvent) -> TransactionEvent:
+    return TransactionEvent(
+        transaction_id=e.transaction_id,
+        revision=e.revision,
+        status=_tx_status(e.status, TxStatus.ACTIVE),
+        next_step_id=e.next_step_id,
+        kind=e.kind,
+        at=e.at,
+    )
