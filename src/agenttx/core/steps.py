@@ -189,6 +189,10 @@ class StepPipeline(EngineBase):
                 coro = tool.fn(ctx, resolved) if tool.takes_context else tool.fn(resolved)
             else:
                 coro = tool.fn(ctx, **call_args) if tool.takes_context else tool.fn(**call_args)
+            if tool.bounded:
+                # Touches only managed state: no outside wait to bound, so no timer (arming
+                # and cancelling one costs more than the whole tool).
+                return await coro
             async with asyncio.timeout(timeout):
                 return await coro
         loop = asyncio.get_running_loop()

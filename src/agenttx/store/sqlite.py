@@ -24,13 +24,13 @@ from agenttx.store.contract import (
     TxRow,
     TxUpdate,
     UndoRow,
-    VersionCheck,
 )
 from agenttx.store.sql import (
     OUTBOX_COLS,
     STEP_COLS,
     TX_COLS,
     dumps,
+    in_list,
     outbox_counts,
     outbox_filters,
     outbox_row,
@@ -127,6 +127,24 @@ def _insert_step(c: sqlite3.Connection, s: StepRow) -> None:
         f"INSERT OR REPLACE INTO steps ({STEP_COLS}) VALUES ({','.join('?' * 17)})",
         step_values(s),
     )
+
+
+_IN_CHUNK = 500  # keys per IN (…) query: far below SQLite's variable limit
+
+
+def _latest_versions(c: sqlite3.Connection, tenant: str, keys: list[str]) -> dict[str, int]:
+    """Newest committed version per key, in a few chunked queries rather than one per key."""
+    latest: dict[str, int] = {}
+    unique = list(dict.fromkeys(keys))
+    for i in range(0, len(unique), _IN_CHUNK):
+        chunk = unique[i : i + _IN_CHUNK]
+        rows = c.execute(
+            f"SELECT key, max(version) FROM kv WHERE tenant = ? AND {in_list('key', chunk, '?')} "
+            "GROUP BY key",
+            [tenant, *chunk],
+        )
+        latest.update((k, int(v)) for k, v in rows)
+    return latest
 
 
 def _update_and_record(c: sqlite3.Connection, update: TxUpdate, step: StepRow) -> int:
@@ -325,14 +343,8 @@ class SqliteStore(Store):
         tx_id, tenant = plan.on_success.tx_id, plan.tenant
 
         def unit(c: sqlite3.Connection) -> CommitOutcome:
-            conflicts: list[VersionCheck] = []
-            for check in plan.checks:
-                latest = c.execute(
-                    "SELECT max(version) FROM kv WHERE tenant = ? AND key = ?",
-                    (tenant, check.key),
-                ).fetchone()[0]
-                if latest is not None and latest > check.max_version:
-                    conflicts.append(check)
+            latest = _latest_versions(c, tenant, [check.key for check in plan.checks])
+            conflicts = [ch for ch in plan.checks if latest.get(ch.key, 0) > ch.max_version]
             if conflicts:
                 revision = _apply_update(c, plan.on_conflict)
                 return CommitOutcome(False, 0, revision, conflicts, [])

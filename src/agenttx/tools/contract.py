@@ -44,6 +44,9 @@ class Tool:
     dry_run: DryRunFidelity = "schema_only"
     examples: list[dict[str, Any]] = field(default_factory=list)
     extra_arguments: Literal["forbid", "ignore"] = "forbid"
+    # True iff the tool only uses managed state (no outside I/O, no sleeps): it cannot hang,
+    # so the engine runs it without arming a timeout timer. Built-in state tools only.
+    bounded: bool = False
     undo_fn: Callable[..., Any] | None = None
     reconcile_fn: Callable[..., Any] | None = None
     input_model: type[BaseModel] | None = None
@@ -138,6 +141,7 @@ def tool(
     examples: list[dict[str, Any]] | None = None,
     extra_arguments: Literal["forbid", "ignore"] = "forbid",
     schema: dict[str, Any] | None = None,
+    bounded: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool: ``@agenttx.tool(name="crm.create_contact", effect="compensatable")``."""
     try:
@@ -161,6 +165,7 @@ def tool(
             examples=list(examples or []),
             extra_arguments=extra_arguments,
             schema=schema,
+            bounded=bounded,
         )
 
     return wrap

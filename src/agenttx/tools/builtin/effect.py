@@ -12,6 +12,7 @@ from agenttx.tools.contract import tool
 
 @tool(
     name="effect.stage",
+    bounded=True,
     effect="staged",
     description="Stage an effect (email, webhook, …) released once after a durable commit.",
     schema={

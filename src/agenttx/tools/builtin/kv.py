@@ -17,6 +17,7 @@ _KEY_ONLY = {
 
 @tool(
     name="kv.put",
+    bounded=True,
     effect="state",
     idempotent=True,
     description="Set a key in transactional key-value state (visible to others after commit).",
@@ -37,6 +38,7 @@ async def kv_put(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
 
 @tool(
     name="kv.get",
+    bounded=True,
     effect="read",
     idempotent=True,
     description="Read a key; this transaction's own writes first, then committed state.",
@@ -53,6 +55,7 @@ async def kv_get(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
 
 @tool(
     name="kv.delete",
+    bounded=True,
     effect="state",
     idempotent=True,
     description="Delete a key; reports whether it existed.",

@@ -41,6 +41,7 @@ _ID_SCHEMA = {"type": ["string", "number"]}
 
 @tool(
     name="record.insert",
+    bounded=True,
     effect="state",
     description="Insert a row; duplicate ids and missing foreign-key targets fail.",
     schema={
@@ -113,6 +114,7 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
 
 @tool(
     name="record.get",
+    bounded=True,
     effect="read",
     idempotent=True,
     description="Read a row by id.",
