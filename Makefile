@@ -22,10 +22,12 @@ $(PROTO_OUT): proto/agenttx/v1/agenttx.proto scripts/gen_proto.py $(STAMP)
 
 proto: $(PROTO_OUT)
 
+# gRPC on 127.0.0.1:50051, SQLite in ./agenttx-data, metrics on 127.0.0.1:9464/metrics.
 run: $(STAMP) $(PROTO_OUT)
-	$(BIN)/agenttx demo
+	$(BIN)/agenttx serve
 
-demo: run
+demo: $(STAMP) $(PROTO_OUT)
+	$(BIN)/agenttx demo
 
 lint: $(STAMP) $(PROTO_OUT)
 	$(BIN)/ruff check src tests benchmarks
