@@ -539,6 +539,7 @@ async def reconcile(engine: agenttx.Engine, st: Replay, log: AckLog, *, full: bo
     compare the store with every model touched since the last reconciliation (all if ``full``).
     Returns the number of violations written to the log."""
     found = 0
+    ledger = Path(engine.config.fs_root).parent / LEDGER
 
     def bad(text: str) -> None:
         nonlocal found
@@ -578,6 +579,21 @@ async def reconcile(engine: agenttx.Engine, st: Replay, log: AckLog, *, full: bo
                 f"legal outcome explains; model before the call {m.snapshot()}, store {db}"
             )
             outcome = "unexplained"
+        elif (
+            intent["op"] == "step"
+            and intent["tool"] == "ledger.add"
+            and not intent["may_fail"]
+            and outcome == "not_applied"
+            and intent["args"]["entry"] in ledger_entries(ledger)[0]
+        ):
+            # The call reached the outside system, so the kill came inside the tool: the step
+            # must be OUTCOME_UNKNOWN (or done), not silently dropped. (A call meant to fail
+            # writes its entry and fails; its rewind to the same step looks the same, and the
+            # ledger check then wants the entry reversed once.)
+            bad(
+                f"{m.tx} ({m.tag}): `{describe(intent)}` was killed after writing its ledger "
+                f"entry, yet recovery dropped the step instead of marking it OUTCOME_UNKNOWN"
+            )
         rec = {"ev": "settle", "id": intent["id"], "op": intent["op"], "tx": m.tx}
         rec.update(outcome=outcome, db=db, tool=intent.get("tool", ""))
         log.write(rec)
@@ -838,8 +854,11 @@ class DeliveryTap:
         if self.phase is not None:
             self.phase.set("deliver")
         record = {"key": effect.idempotency_key, "tx": effect.tx_id, "attempt": effect.attempt}
-        append_line(self.path, {**record, "outbox_id": effect.id})
+        append_line(self.path, {**record, "outbox_id": effect.id, "ev": "attempt"})
         await self.inner.deliver(effect)
+        # Written (and fsynced) between the channel's write and the dispatcher settling the
+        # row: it widens the window in which a kill makes the row be delivered again.
+        append_line(self.path, {**record, "outbox_id": effect.id, "ev": "delivered"})
 
 
 def tap_deliveries(engine: agenttx.Engine, d: Path, phase: PhaseFile | None) -> None:

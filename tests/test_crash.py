@@ -3,10 +3,13 @@
 How kill points are chosen
     ``tests/crash_worker.py`` runs a dense randomized workload (no sleeps): two concurrent
     agents begin transactions and run kv.put / kv.delete / kv.get / record.insert / fs.write /
-    effect.stage and the outside tool ``ledger.add`` (compensatable, not idempotent), make
-    failing steps (a missing key, a missing foreign-key parent) so the controller rewinds or
-    aborts, rewind by hand with ``rollback(tx, to_step=k)``, commit (sometimes conflicting on
-    the keys ``shared/<n>``), abort, or leave transactions open for a later run to resume. The
+    effect.stage and two user tools: ``ledger.add`` (compensatable, not idempotent: it appends
+    to an outside ledger after registering its undo; sometimes it fails after the append) and
+    ``note.put`` (a plain ``def`` state tool, run on a worker thread). They make failing steps
+    (a missing key, a missing foreign-key parent, a rejected ledger entry) so the controller
+    rewinds or aborts, rewind by hand with ``rollback(tx, to_step=k)``, commit (sometimes
+    conflicting on the keys ``shared/<n>``), abort, or leave transactions open for a later run
+    to resume. The
     harness starts it, waits for its ``ready`` line (printed once recovery and reconciliation
     are done) and kills it with SIGKILL after a delay drawn from a seeded RNG (20–300 ms). One
     kill in ten is instead timed 0–60 ms after the ``opening`` line, so it lands inside
@@ -14,8 +17,12 @@ How kill points are chosen
     in chains on one directory (kill, check, restart, kill …); after one kill in four the
     harness restarts the worker without checking, so the worker's own ``Engine.open`` recovers
     the crash — and a kill during that recovery makes the next open recover a recovery. The
-    phase the worker was in at each kill (``<dir>/phase``) and how every interrupted call
-    ended are printed as histograms.
+    phase the worker was in at each kill (``<dir>/phase``: the call either agent started last,
+    or ``deliver`` while an effect goes out) and how every interrupted call ended are printed
+    as histograms. Chains run two at a time, one per core. The checker's engine runs its
+    clock a few seconds ahead, so delivery leases a killed worker held have expired for it
+    (no waiting); the worker's pid is reaped before recovery, so its running steps count as
+    dead at once.
 
 What the checker knows
     The worker appends (fsynced) an *intent* line before every engine call and an *ack* line
@@ -26,7 +33,8 @@ What the checker knows
 
     - a step: not there (state tools leave no trace; an interrupted idempotent outside tool is
       undone and may be sent again), done, OUTCOME_UNKNOWN (only ``ledger.add``, an outside
-      tool that is not idempotent), or — only for steps meant to fail — rewound or aborted;
+      tool that is not idempotent; and "not there" only if its entry never reached the
+      ledger), or — only for steps meant to fail — rewound or aborted;
     - a rewind, abort, commit or outcome resolution: not done, or done (a commit may also end
       FAILED by a conflict, only if it wrote a shared key).
 
@@ -83,6 +91,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import json
 import os
 import random
@@ -318,7 +327,8 @@ class Checker:
             if r.status is not agenttx.StepStatus.SUCCESS or got != value:
                 self.bad(f"reading {key} in a new transaction gave {r.status.value} {got!r}")
                 break
-        await self.engine.rollback(tx)
+        with contextlib.suppress(agenttx.NotActive):  # a failed read may have aborted it
+            await self.engine.rollback(tx)
 
     def check_files(self) -> None:
         """Invariant 4."""
@@ -402,6 +412,8 @@ class Checker:
                 self.bad(f"effect {key} of committed {want[key][0]} queued {queued[key]} times")
         attempts: collections.Counter[str] = collections.Counter()
         for rec in cw.read_jsonl(self.d / cw.DELIVERIES):
+            if rec["ev"] != "attempt":
+                continue
             attempts[rec["key"]] += 1
             if rec["key"] not in want:
                 self.bad(f"delivery attempted for {rec['key']} of {rec['tx']}: not committed")
