@@ -64,7 +64,7 @@ def undo_row(r: Sequence[Any]) -> UndoRow:
     return UndoRow(*r)
 
 
-def in_list(column: str, values: Sequence[Any], mark: str) -> str:
+def in_list(column: str, values: Sequence[Any] | range, mark: str) -> str:
     """``column IN (…)`` with one placeholder per value (both drivers accept this form)."""
     return f"{column} IN ({','.join([mark] * len(values))})"
 

@@ -8,6 +8,7 @@ processes may open the same file: ``BEGIN IMMEDIATE`` plus ``busy_timeout`` seri
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +45,9 @@ from agenttx.store.sqlite_writer import GroupCommitWriter
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
+# A checkpoint fsyncs the database file; every step dirties a few pages, so the default (1000
+# pages) checkpoints every few hundred steps. 16k pages (64 MiB of WAL) makes that rare.
+WAL_AUTOCHECKPOINT_PAGES = 16384
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -91,22 +95,27 @@ CREATE TABLE IF NOT EXISTS kv (
 """
 
 
+@functools.cache
+def _update_sql(with_body: bool, touch: bool, n_statuses: int) -> str:
+    """The CAS statement for one shape of update (built once per shape: it runs every step)."""
+    sets = "status = ?, revision = ?, next_step_id = ?, updated_at = ?"
+    if with_body:
+        sets += ", body = ?"
+    if touch:
+        sets += ", last_activity_at = ?"
+    test = "status = ?" if n_statuses == 1 else in_list("status", range(n_statuses), "?")
+    return f"UPDATE transactions SET {sets} WHERE id = ? AND revision = ? AND {test}"
+
+
 def _apply_update(c: sqlite3.Connection, u: TxUpdate) -> int:
     """CAS the transaction row on the caller's connection; returns the new revision."""
-    sets = "status = ?, revision = ?, next_step_id = ?, updated_at = ?"
     params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
     if u.body is not None:
-        sets += ", body = ?"
         params.append(dumps(u.body))
     if u.touch_activity:
-        sets += ", last_activity_at = ?"
         params.append(u.now)
-    if len(u.from_statuses) == 1:
-        status_test = "status = ?"
-    else:
-        status_test = f"status IN ({','.join('?' * len(u.from_statuses))})"
     cur = c.execute(
-        f"UPDATE transactions SET {sets} WHERE id = ? AND revision = ? AND {status_test}",
+        _update_sql(u.body is not None, u.touch_activity, len(u.from_statuses)),
         [*params, u.tx_id, u.expected_revision, *u.from_statuses],
     )
     if cur.rowcount != 1:
@@ -122,11 +131,11 @@ def _apply_update(c: sqlite3.Connection, u: TxUpdate) -> int:
     return u.expected_revision + 1
 
 
+_INSERT_STEP = f"INSERT OR REPLACE INTO steps ({STEP_COLS}) VALUES ({','.join('?' * 17)})"
+
+
 def _insert_step(c: sqlite3.Connection, s: StepRow) -> None:
-    c.execute(
-        f"INSERT OR REPLACE INTO steps ({STEP_COLS}) VALUES ({','.join('?' * 17)})",
-        step_values(s),
-    )
+    c.execute(_INSERT_STEP, step_values(s))
 
 
 _IN_CHUNK = 500  # keys per IN (…) query: far below SQLite's variable limit
@@ -174,6 +183,7 @@ class SqliteStore(Store):
         conn.execute(f"PRAGMA synchronous={'FULL' if self.sync_writes else 'NORMAL'}")
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         return conn
 
     async def open(self) -> None:
