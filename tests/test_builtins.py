@@ -113,7 +113,6 @@ async def test_record_error_texts_are_the_references(open_engine: Any) -> None:
 
     class Ctx:
         class state:  # a tiny stand-in for the managed state the tool reads
-
             @classmethod
             async def exists(cls, key: str) -> bool:
                 return key in rows

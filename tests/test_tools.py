@@ -165,7 +165,8 @@ async def test_failing_compensation_is_retried_then_needs_a_human(open_engine: A
     await engine.execute_step(tx, 1, "api.call", {})
     result = await engine.rollback(tx)
     assert len(tries) == 3
-    assert result.compensation_errors and "api down" in result.compensation_errors[0]
+    assert result.compensation_errors
+    assert "api down" in result.compensation_errors[0]
     info = await engine.get_transaction(tx)
     assert info.requires_human
     assert "api down" in info.compensation_errors[0]

@@ -9,15 +9,16 @@ INTERNAL. Health (``grpc.health.v1``) and server reflection are served beside it
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+import grpc
 from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
 from agenttx.core.types import (
@@ -54,8 +55,13 @@ def status_code(exc: AgentTxError) -> grpc.StatusCode:
 async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]) -> T:
     """Run ``call``; turn AgentTx errors into their status codes and anything else into
     INTERNAL (logged with its traceback, never sent to the client)."""
+    # The engine call runs as its own task and is shielded: a client that gives up (deadline,
+    # disconnect) must not cancel a step half-way — it finishes, and its reply is stored for a
+    # retry with the same request_id.
+    task = asyncio.ensure_future(call())
+    task.add_done_callback(_consume)
     try:
-        return await call()
+        return await asyncio.shield(task)
     except AgentTxError as exc:
         await context.abort(status_code(exc), exc.message)
     except grpc.aio.AbortError:
@@ -64,6 +70,12 @@ async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable
         log.exception("internal error")
         await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
     raise AssertionError("unreachable: context.abort raises")
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve a shielded task's outcome when nobody awaits it any more (no warning)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def step_reply(r: StepResult) -> pb.ExecuteStepResponse:
@@ -313,6 +325,11 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 )
         except AgentTxError as exc:
             await context.abort(status_code(exc), exc.message)
+        except (grpc.aio.AbortError, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("internal error in WatchTransaction")
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
 
 
 def build_server(

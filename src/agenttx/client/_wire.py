@@ -77,7 +77,6 @@ class RetryPolicy:
         # reconnect backoff follows ours.
         return [
             ("grpc.initial_reconnect_backoff_ms", max(int(self.initial_backoff_s * 1000), 10)),
-            ("grpc.min_reconnect_backoff_ms", max(int(self.initial_backoff_s * 1000), 10)),
             ("grpc.max_reconnect_backoff_ms", max(int(self.max_backoff_s * 1000), 10)),
         ]
 

@@ -14,7 +14,6 @@ Every public method is one step of the lifecycle in ``docs/transactions.md``. Th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -147,13 +146,11 @@ class CoreEngine(Maintenance):
         """The transaction's state changes, newest revision first if it is past
         ``after_revision``, then one event per durable change, until it ends."""
         check_transaction_id(tx_id)
-        events = self.events.subscribe(tx_id)
+        # Subscribe first, then read the row: a change between the two is not missed.
+        queue = self.events.open_queue(tx_id)
         try:
-            # Subscribe first, then read: a change between the two is not missed.
-            first = asyncio.ensure_future(anext(events))
             row = await self.store.get_transaction(tx_id)
             if row is None:
-                first.cancel()
                 raise NotFound(f"transaction `{tx_id}` not found")
             last = after_revision
             if row.revision > last:
@@ -162,19 +159,16 @@ class CoreEngine(Maintenance):
                     row.id, row.revision, TxStatus(row.status), row.next_step_id, row.updated_at
                 )
             if TxStatus(row.status).terminal:
-                first.cancel()
                 return
-            pending: asyncio.Future[TxEvent] = first
             while True:
-                event = await pending
+                event = await queue.get()
                 if event.revision > last:
                     last = event.revision
                     yield event
                     if event.status.terminal:
                         return
-                pending = asyncio.ensure_future(anext(events))
         finally:
-            await events.aclose()
+            self.events.close_queue(tx_id, queue)
 
     async def _reply_from_rows(
         self, tx_id: str, step_id: int, request_id: str

@@ -58,18 +58,26 @@ class EventBus:
                 q.get_nowait()  # drop the oldest: the newest carries the current state
             q.put_nowait(event)
 
-    async def subscribe(self, tx_id: str) -> AsyncGenerator[TxEvent, None]:
+    def open_queue(self, tx_id: str) -> asyncio.Queue[TxEvent]:
+        """A queue that receives every event of ``tx_id`` from now on; ``close_queue`` it."""
         q: asyncio.Queue[TxEvent] = asyncio.Queue(self._queue_size)
         self._subs[tx_id].add(q)
+        return q
+
+    def close_queue(self, tx_id: str, q: asyncio.Queue[TxEvent]) -> None:
+        subs = self._subs.get(tx_id)
+        if subs is not None:
+            subs.discard(q)
+            if not subs:
+                del self._subs[tx_id]
+
+    async def subscribe(self, tx_id: str) -> AsyncGenerator[TxEvent, None]:
+        q = self.open_queue(tx_id)
         try:
             while True:
                 yield await q.get()
         finally:
-            subs = self._subs.get(tx_id)
-            if subs is not None:
-                subs.discard(q)
-                if not subs:
-                    del self._subs[tx_id]
+            self.close_queue(tx_id, q)
 
     def subscribers(self, tx_id: str) -> int:
         return len(self._subs.get(tx_id, ()))
