@@ -32,7 +32,8 @@ from agenttx.tools.registry import ToolRegistry, load_tools
 log = logging.getLogger("agenttx")
 
 DEFAULT_URL = "sqlite:///agenttx-data/agenttx.db"
-RECOVER_EVERY_S = 5.0  # how often a running engine looks for work a dead process left behind
+RECOVER_EVERY_S = 5.0
+REQUEST_TTL_S = 86_400.0  # how long a stored reply answers a retried request_id  # how often a running engine looks for work a dead process left behind
 
 
 class Engine(CoreEngine):
@@ -140,6 +141,8 @@ class Engine(CoreEngine):
                 if time.monotonic() - last_prune >= 60.0:
                     last_prune = time.monotonic()
                     await self.prune_versions()
+                    # Replies kept for request_id retries expire after a day.
+                    await self.store.prune_requests(self.clock() - REQUEST_TTL_S)
             except Exception:
                 log.exception("maintenance pass failed")
 
