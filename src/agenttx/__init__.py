@@ -7,7 +7,10 @@ Layering (imports only point down this list):
 3. ``core``                              the engine: states, references, graph, controller,
                                          hints, runtime; never a concrete store or adapter
 4. ``store.sqlite`` …, ``effects``       backends chosen by URL, the outbox dispatcher
-5. ``embedded`` (``Engine``), ``cli``    composition: open a store, wire tools and dispatcher
+5. ``embedded`` (``Engine``)             composition: open a store, wire tools and dispatcher
+6. ``api.*``, ``server``, ``cli``        adapters (gRPC, metrics, logs) over ``Engine``
+   ``client``                            speaks the wire protocol only: imports the generated
+                                         protobuf code, ``core.types`` and ``errors``
 
 Users import from ``agenttx`` only; every other module is private.
 """
