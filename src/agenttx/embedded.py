@@ -32,8 +32,8 @@ from agenttx.tools.registry import ToolRegistry, load_tools
 log = logging.getLogger("agenttx")
 
 DEFAULT_URL = "sqlite:///agenttx-data/agenttx.db"
-RECOVER_EVERY_S = 5.0
-REQUEST_TTL_S = 86_400.0  # how long a stored reply answers a retried request_id  # how often a running engine looks for work a dead process left behind
+RECOVER_EVERY_S = 5.0  # how often a running engine looks for work a dead process left behind
+REQUEST_TTL_S = 86_400.0  # how long a stored reply answers a retried request_id
 
 
 class Engine(CoreEngine):

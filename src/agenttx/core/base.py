@@ -139,6 +139,8 @@ class EngineBase:
         self.requests = RequestLog(store, config.tenant, clock)
         self.events = EventBus()
         self._runtimes: dict[str, TxRuntime] = {}
+        self._in_flight = 0  # calls inside _locked (waiting or running): the store batches on it
+        store.set_concurrency_hint(lambda: self._in_flight)
         self._loading: dict[str, asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ begin / read
@@ -165,8 +167,17 @@ class EngineBase:
         transaction moved by someone else (``RevisionConflict``: another process or replica),
         the stale image is reloaded before the error reaches the caller, so a retry works."""
         rt = await self._runtime(tx_id)
-        timeout = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
-        async with rt.lock, self.store.transaction_lock(tx_id, timeout):
+        wait_s = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        self._in_flight += 1
+        try:
+            async with self._held(rt, tx_id, wait_s) as held:
+                yield held
+        finally:
+            self._in_flight -= 1
+
+    @contextlib.asynccontextmanager
+    async def _held(self, rt: TxRuntime, tx_id: str, wait_s: float) -> AsyncIterator[TxRuntime]:
+        async with rt.lock, self.store.transaction_lock(tx_id, wait_s):
             if self.store.shared:
                 # Another replica may have moved it since this image was cached.
                 current = await self.store.get_transaction(tx_id)

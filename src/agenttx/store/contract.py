@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,6 +183,11 @@ class Store(abc.ABC):
     # True iff other processes (replicas) serve the same transactions concurrently, so an
     # in-memory image must be checked against the store before it is trusted.
     shared: bool = False
+
+    def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
+        """Told by the engine how many calls it has in flight, for stores that batch writes
+        (group commit) only when there is company. The default ignores it."""
+        return
 
     def transaction_lock(self, tx_id: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
         """Hold ``tx_id`` against other processes for the duration of one call; raises

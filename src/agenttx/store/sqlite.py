@@ -170,6 +170,7 @@ class SqliteStore(Store):
         self._wconn: sqlite3.Connection | None = None
         self._rconn: sqlite3.Connection | None = None
         self._writer: GroupCommitWriter | None = None
+        self._concurrency: Callable[[], int] = lambda: 1
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -192,6 +193,7 @@ class SqliteStore(Store):
             self._wconn = self._connect()
             self._rconn = self._connect()
             self._writer = GroupCommitWriter(self._wconn, threaded=self.sync_writes)
+            self._writer.concurrency = self._concurrency
             self._writer.run_sync(self._migrate)
         except sqlite3.Error as exc:
             raise InternalError(f"cannot open SQLite store at {self.path}: {exc}") from exc
@@ -208,6 +210,11 @@ class SqliteStore(Store):
             if statement.strip():
                 c.execute(statement)
         c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
+        self._concurrency = in_flight
+        if self._writer is not None:
+            self._writer.concurrency = in_flight
 
     async def close(self) -> None:
         if self._writer is not None:

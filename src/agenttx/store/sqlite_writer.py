@@ -7,9 +7,10 @@ resolved only after COMMIT returned, so no caller sees success for a write that 
 durable at the configured ``synchronous`` level.
 
 Two modes:
-- inline (default durability, ``synchronous=NORMAL``): each unit commits at once on the event
-  loop thread. A WAL commit without fsync costs ~10 µs, less than a thread hop (~35 µs measured
-  here) or a loop iteration spent waiting for company, so neither would pay off.
+- inline (default durability, ``synchronous=NORMAL``): the flush runs on the event loop thread
+  (a WAL commit without fsync costs ~10 µs, less than a ~35 µs thread hop). A unit alone (the
+  engine has one call in flight) commits at once; under concurrency, units wait for the end of
+  the loop turn and share one transaction.
 - threaded (``sync_writes``, ``synchronous=FULL``): the flush, with its fsync, runs on one
   dedicated thread; while it runs, new units queue up and share the next fsync.
 """
@@ -39,15 +40,18 @@ class GroupCommitWriter:
         # Guards _pending in threaded mode: the loop thread appends while the flush thread swaps.
         self._pending_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(1, "agenttx-sqlite") if threaded else None
+        # How many calls the engine has in flight: with more than one, inline writes wait for
+        # the end of the loop turn and commit together (group commit); alone, they commit now.
+        self.concurrency: Callable[[], int] = lambda: 1
 
     def shutdown(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
     async def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
-        if not self._threaded:
-            # Inline: commit now, on the loop thread. Deferring the flush to batch units would
-            # cost a loop iteration per write, more than the ~10 µs commit it would share.
+        if not self._threaded and not self._scheduled and self.concurrency() <= 1:
+            # Alone: commit now, on the loop thread. Waiting a loop turn for company would
+            # cost more than the ~10 µs commit it could share.
             value, exc = _execute_batch(self._conn, [unit])[0]
             if exc is not None:
                 raise exc
@@ -58,8 +62,19 @@ class GroupCommitWriter:
             self._pending.append((unit, fut))
         if not self._scheduled:
             self._scheduled = True
-            loop.run_in_executor(self._executor, self._flush_threaded, loop)
+            if self._threaded:
+                loop.run_in_executor(self._executor, self._flush_threaded, loop)
+            else:
+                # Busy: flush at the end of this loop turn, so the writes other tasks submit
+                # in the same turn share one transaction (one write of the shared pages).
+                loop.call_soon(self._flush_inline)
         return await fut
+
+    def _flush_inline(self) -> None:
+        batch, self._pending = self._pending, []
+        self._scheduled = False
+        for (_, fut), (value, exc) in zip(batch, self._execute(batch), strict=True):
+            _settle(fut, value, exc)
 
     def run_sync(self, unit: Callable[[sqlite3.Connection], T]) -> T:
         """Run one unit now, outside the batcher (start-up and shutdown only)."""
