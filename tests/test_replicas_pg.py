@@ -237,3 +237,22 @@ async def test_a_dead_replicas_outside_step_becomes_outcome_unknown(
         assert info.outcome_unknown_step == 1
     finally:
         await survivor.close()
+
+
+async def test_more_calls_in_flight_than_pool_connections(database: str, tmp_path: Path) -> None:
+    # Each call holds its transaction's lock on a connection of its own; with 2 query
+    # connections, 8 concurrent calls must still finish (not wait for each other's pool slot).
+    engine = await agenttx.Engine.open(
+        database + "?pool_size=2", fs_root=tmp_path / "files", background=False
+    )
+    try:
+        txs = [(await engine.begin()).transaction_id for _ in range(8)]
+        results = await asyncio.wait_for(
+            asyncio.gather(
+                *(engine.execute_step(tx, 1, "kv.put", {"key": tx, "value": 1}) for tx in txs)
+            ),
+            30,
+        )
+        assert all(r.status is StepStatus.SUCCESS for r in results)
+    finally:
+        await engine.close()

@@ -161,14 +161,19 @@ async def _insert_step(c: AsyncConnection[Any], s: StepRow) -> None:
 class PostgresStore(Store):
     shared = True
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, lock_pool_size: int = 64) -> None:
         parts = urlsplit(url)
         query = parse_qs(parts.query)
         self.pool_size = int(query.pop("pool_size", [str(pool_size)])[0])
+        # Calls hold their transaction's advisory lock on a connection of their own, from a
+        # separate pool: if they took it from the query pool, pool_size calls in flight would
+        # hold every connection and wait forever for one more to run their queries.
+        self.lock_pool_size = int(query.pop("lock_pool_size", [str(lock_pool_size)])[0])
         rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
         self.dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
         self.url = url
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._locks: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._listener: AsyncConnection[Any] | None = None  # LISTEN connection, see below
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -183,6 +188,14 @@ class PostgresStore(Store):
                 kwargs={"autocommit": True},
             )
             await self._pool.open(wait=True, timeout=30)
+            self._locks = AsyncConnectionPool(
+                self.dsn,
+                min_size=0,
+                max_size=self.lock_pool_size,
+                open=False,
+                kwargs={"autocommit": True},
+            )
+            await self._locks.open(wait=False)
             async with self._pool.connection() as c, c.transaction():
                 # Two replicas starting at once: the second waits here, then finds it done.
                 await c.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -210,6 +223,9 @@ class PostgresStore(Store):
 
     async def close(self) -> None:
         await self._close_listener()
+        if self._locks is not None:
+            await self._locks.close()
+            self._locks = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -236,10 +252,10 @@ class PostgresStore(Store):
 
     @contextlib.asynccontextmanager
     async def _advisory(self, tx_id: str, timeout_s: float) -> AsyncIterator[None]:
-        if self._pool is None:
+        if self._locks is None:
             raise InternalError("store is closed")
         key = _lock_key(tx_id)
-        async with self._pool.connection() as c:
+        async with self._locks.connection() as c:
             try:
                 # lock_timeout bounds the wait; the lock manager wakes us when it is free.
                 await c.execute(
