@@ -161,7 +161,7 @@ async def _insert_step(c: AsyncConnection[Any], s: StepRow) -> None:
 class PostgresStore(Store):
     shared = True
 
-    def __init__(self, url: str, *, pool_size: int = 10, lock_pool_size: int = 32) -> None:
+    def __init__(self, url: str, *, pool_size: int = 8, lock_pool_size: int = 16) -> None:
         parts = urlsplit(url)
         query = parse_qs(parts.query)
         self.pool_size = int(query.pop("pool_size", [str(pool_size)])[0])
