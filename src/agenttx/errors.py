@@ -39,6 +39,12 @@ class AgentTxError(Exception):
         super().__init__(message)
         self.message = message
 
+    def with_message(self, message: str) -> AgentTxError:
+        """This error, saying ``message`` (a replayed outcome keeps its original words)."""
+        self.message = message
+        self.args = (message,)
+        return self
+
 
 class InvalidArgument(AgentTxError):
     code = "INVALID_ARGUMENT"

@@ -189,6 +189,10 @@ class EngineBase:
                 await self._reload(rt)
                 raise
 
+    async def _finish_interrupted(self, rt: TxRuntime) -> None:
+        """Finish a step or rewind a dead process left behind (``recovery.py``); the caller
+        holds the transaction's lock. Here: nothing to do."""
+
     async def _runtime(self, tx_id: str) -> TxRuntime:
         check_transaction_id(tx_id)
         rt = self._runtimes.get(tx_id)

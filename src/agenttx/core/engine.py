@@ -116,7 +116,7 @@ class CoreEngine(Maintenance):
                 return await self._execute_step(
                     tx_id, step_id, tool_name, args_text, raw_context, request_id, parsed
                 )
-            except WrongStep:
+            except (WrongStep, NotActive):
                 # The step may have run while its reply was lost (a crash before the reply
                 # was stored): its attempt row carries the request id.
                 replay = await self._reply_from_rows(tx_id, step_id, request_id)
@@ -127,8 +127,40 @@ class CoreEngine(Maintenance):
         return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
 
     async def commit(self, tx_id: str, *, request_id: str = "") -> CommitResult:
-        return await self.requests.run(
-            request_id, "commit", [tx_id], CommitResult, lambda: self._commit(tx_id)
+        async def call() -> CommitResult:
+            try:
+                return await self._commit(tx_id, request_id)
+            except NotActive:
+                # This very commit may have happened while its reply was lost: the commit
+                # records its request id with the outcome, in the same store transaction.
+                replay = await self._commit_from_row(tx_id, request_id)
+                if replay is None:
+                    raise
+                return replay
+
+        return await self.requests.run(request_id, "commit", [tx_id], CommitResult, call)
+
+    async def _commit_from_row(self, tx_id: str, request_id: str) -> CommitResult | None:
+        if not request_id:
+            return None
+        row = await self.store.get_transaction(tx_id)
+        if row is None or row.body.get("commit_request_id") != request_id:
+            return None
+        if row.status == TxStatus.FAILED.value:
+            raise CommitConflict(tx_id, [], "write").with_message(
+                str(row.body.get("abort_reason", "commit conflict"))
+            )
+        if row.status != TxStatus.COMMITTED.value:
+            return None
+        live = await self.store.load_steps(tx_id, live_only=True)
+        return CommitResult(
+            transaction_id=tx_id,
+            committed=True,
+            steps_committed=sum(1 for s in live if s.status == StepStatus.SUCCESS.value),
+            effects_dispatched=0,
+            dispatch_errors=[],
+            transaction_status=TxStatus.COMMITTED,
+            revision=row.revision,
         )
 
     async def rollback(
@@ -353,7 +385,7 @@ class CoreEngine(Maintenance):
                 rt.id, True, 0, ran, errors, TxStatus.ROLLED_BACK, rt.row.revision
             )
 
-    async def _commit(self, tx_id: str) -> CommitResult:
+    async def _commit(self, tx_id: str, request_id: str = "") -> CommitResult:
         async with self._locked(tx_id) as rt:
             status = TxStatus(rt.row.status)
             if status is not TxStatus.ACTIVE:
@@ -364,13 +396,14 @@ class CoreEngine(Maintenance):
             checks = self._checks(rt, writes)
             steps_committed = len(rt.steps)
             now = self.clock()
-            done_body = dict(rt.body, ended_at=now)
+            done_body = dict(rt.body, ended_at=now, commit_request_id=request_id)
             # The reason is durable with the plan: a crash before the abort finishes still
             # leaves a FAILED transaction that says why.
             conflict_body = dict(
                 rt.body,
                 rewind={"target": 0, "final": TxStatus.FAILED.value},
                 abort_reason="commit conflict: another transaction committed first",
+                commit_request_id=request_id,
             )
             plan = CommitPlan(
                 tenant=rt.row.tenant,

@@ -109,6 +109,9 @@ class Maintenance(StepPipeline):
         except DeadlineExceeded:
             return ""
 
+    async def _finish_interrupted(self, rt: TxRuntime) -> None:
+        await self._recover_locked(rt)
+
     async def _recover_locked(self, rt: TxRuntime) -> str:
         status = TxStatus(rt.row.status)
         if status is TxStatus.ROLLING_BACK:

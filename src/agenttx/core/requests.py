@@ -26,6 +26,7 @@ T = TypeVar("T")
 MAX_REQUEST_ID_BYTES = 256
 # Errors that say nothing final about the request: a retry should run it again.
 _TRANSIENT = (errors.RevisionConflict, errors.InternalError, errors.DeadlineExceeded)
+_FINAL_STATUSES = ("COMMITTED", "ROLLED_BACK", "FAILED")
 
 
 def payload_hash(method: str, payload: Any) -> str:
@@ -64,6 +65,9 @@ class RequestLog:
             result = await call()
         except _TRANSIENT:
             raise
+        except errors.NotActive as exc:
+            if exc.status not in _FINAL_STATUSES:
+                raise  # busy (EXECUTING, ROLLING_BACK): the same request may run later
         except AgentTxError as exc:
             reply = {"error": {"type": type(exc).__name__, "message": exc.message}}
             stored = await self._put(request_id, method, digest, reply)

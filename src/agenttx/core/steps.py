@@ -52,6 +52,9 @@ from agenttx.tools.contract import DEFAULT_TIMEOUT_S, ArgumentError, Tool
 log = logging.getLogger("agenttx.engine")
 
 
+_INTERRUPTED = (TxStatus.EXECUTING, TxStatus.ROLLING_BACK)
+
+
 class StepPipeline(EngineBase):
     async def _execute_step(
         self,
@@ -84,6 +87,11 @@ class StepPipeline(EngineBase):
         if status is not TxStatus.ACTIVE:
             # A stale cache may think otherwise; trust the store before refusing.
             rt = await self._reload(rt)
+            if self.store.shared and TxStatus(rt.row.status) in _INTERRUPTED:
+                # We hold the transaction's lock, so no live call anywhere is working on it:
+                # its owner died mid-call. Finish that now rather than refuse this call.
+                await self._finish_interrupted(rt)
+                rt = await self._reload(rt)
             status = TxStatus(rt.row.status)
             if status is not TxStatus.ACTIVE:
                 raise NotActive(rt.id, status.value, "execute a step")
