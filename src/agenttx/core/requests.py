@@ -65,10 +65,9 @@ class RequestLog:
             result = await call()
         except _TRANSIENT:
             raise
-        except errors.NotActive as exc:
-            if exc.status not in _FINAL_STATUSES:
-                raise  # busy (EXECUTING, ROLLING_BACK): the same request may run later
         except AgentTxError as exc:
+            if isinstance(exc, errors.NotActive) and exc.status not in _FINAL_STATUSES:
+                raise  # busy (EXECUTING, ROLLING_BACK): the same request may run later
             reply = {"error": {"type": type(exc).__name__, "message": exc.message}}
             stored = await self._put(request_id, method, digest, reply)
             return self._replay(stored, method, digest, result_type)
