@@ -6,11 +6,18 @@ baseline run interleaved, in shuffled order, ``--rounds`` times; the table repor
 round of each (the least disturbed by other work on a shared machine). Results go to
 ``benchmarks/results/engine_whatif.json``.
 
-The patches are stand-ins, not the proposed code: "graph off" drops the dependency graph
-entirely (a lazy graph would keep it, built only when a failure asks for a root cause);
-"no asyncio.timeout" removes the step timeout (the proposal keeps it for tools that can block).
-They bound the gain; they are not safe to ship as they are. They name engine internals, so
-they go stale when those move: a patch whose target is missing is reported and skipped.
+Experiments (each a stand-in that bounds the gain, not the code to ship):
+
+- writer batching at the default durability: ``batched flush`` defers each write unit with
+  ``call_soon`` so units of one loop iteration share a commit (the writer before it committed
+  each unit at once); ``adaptive flush`` commits at once when no other callback is ready and
+  batches otherwise (a stand-in for "another step is in flight");
+- ``fsync on the loop``: sync_writes without the writer thread;
+- ``commit fast path``: skip reading the versions of the written keys when no transaction
+  committed since the snapshot.
+
+They name engine internals, so they go stale when those move: a variant whose patch target is
+missing, or that fails, is reported and skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import json
 import random
 import sqlite3
@@ -58,9 +66,16 @@ def _unpatch() -> None:
 
 @contextlib.contextmanager
 def applied(experiments: list[Callable[[], None]]) -> Iterator[None]:
+    """Apply the patches; a lone patch whose target is gone skips the variant (LookupError),
+    a combination runs with the patches that still apply."""
     try:
         for e in experiments:
-            e()
+            try:
+                e()
+            except LookupError as exc:
+                if len(experiments) == 1:
+                    raise
+                print(f"part of a combination skipped: {exc}", file=sys.stderr)
         yield
     finally:
         _unpatch()
@@ -68,69 +83,58 @@ def applied(experiments: list[Callable[[], None]]) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- the patches
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-_ENCODE_NAN = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
-
-class _JsonWithCachedEncoder:
-    """``json`` as the engine modules use it, ``dumps`` through one reused encoder."""
-
-    loads = staticmethod(json.loads)
-    JSONDecodeError = json.JSONDecodeError
-
-    @staticmethod
-    def dumps(value: Any, **kw: Any) -> str:
-        return _ENCODE(value) if kw.get("allow_nan") is False else _ENCODE_NAN(value)
-
-
-def reuse_json_encoder() -> None:
-    """json.dumps(..., separators=…, ensure_ascii=False) builds a JSONEncoder per call."""
-    from agenttx.core import limits, runtime, steps
-    from agenttx.store import sqlite
-
-    _patch(steps, "dumps_json", _ENCODE)
-    _patch(sqlite, "_dumps", _ENCODE_NAN)
-    _patch(runtime, "json", _JsonWithCachedEncoder)
-    _patch(limits, "json", _JsonWithCachedEncoder)
-
-
-def graph_off() -> None:
-    """Upper bound of a lazy dependency graph: no graph work on the success path."""
-    from agenttx.core.graph import DependencyGraph
-
-    _patch(DependencyGraph, "add_step", lambda self, *a, **k: [])
-
-
-class _NoTimeout:
-    async def __aenter__(self) -> _NoTimeout:
-        return self
-
-    async def __aexit__(self, *exc: object) -> bool:
-        return False
-
-
-def no_step_timeout() -> None:
-    """Upper bound of skipping asyncio.timeout for in-process tools (kv.*, record.*)."""
-    # steps.py calls asyncio.timeout through the module, so this patches every caller in
-    # the process; on the step path only _run_tool uses it.
-    _patch(asyncio, "timeout", lambda _t: _NoTimeout())
-
-
-def eager_flush() -> None:
-    """Run a write unit at once instead of via call_soon + a loop turn (no batching)."""
+def _batched_run(adaptive: bool) -> Callable[..., Any]:
     from agenttx.store import sqlite_writer
 
-    def run(self: Any, unit: Callable[[sqlite3.Connection], Any]) -> Any:
-        async def now() -> Any:
+    original = sqlite_writer.GroupCommitWriter.run
+
+    def flush(self: Any) -> None:
+        batch, self._bench_pending = self._bench_pending, []
+        with self._lock:
+            results = sqlite_writer._execute_batch(self._conn, [u for u, _ in batch])
+        for (_, fut), (value, exc) in zip(batch, results, strict=True):
+            if fut.done():
+                continue
+            if exc is None:
+                fut.set_result(value)
+            else:
+                fut.set_exception(exc)
+
+    async def run(self: Any, unit: Callable[[sqlite3.Connection], Any]) -> Any:
+        if self._threaded:
+            return await original(self, unit)
+        loop = asyncio.get_running_loop()
+        pending = self.__dict__.setdefault("_bench_pending", [])
+        # Stand-in for "another step is in flight": other callbacks ready in this iteration.
+        if adaptive and not pending and not loop._ready:  # type: ignore[attr-defined]
             with self._lock:
                 value, exc = sqlite_writer._execute_batch(self._conn, [unit])[0]
             if exc is not None:
                 raise exc
             return value
+        fut = loop.create_future()
+        pending.append((unit, fut))
+        if len(pending) == 1:
+            loop.call_soon(flush, self)
+        return await fut
 
-        return now()
+    return run
 
-    _patch(sqlite_writer.GroupCommitWriter, "run", run)
+
+def batched_flush() -> None:
+    """Default durability: units of one loop iteration share a commit (call_soon), as the
+    writer did before it committed each unit at once."""
+    from agenttx.store import sqlite_writer
+
+    _patch(sqlite_writer.GroupCommitWriter, "run", _batched_run(adaptive=False))
+
+
+def adaptive_flush() -> None:
+    """Commit at once when nothing else is ready to run; batch (call_soon) otherwise."""
+    from agenttx.store import sqlite_writer
+
+    _patch(sqlite_writer.GroupCommitWriter, "run", _batched_run(adaptive=True))
 
 
 def fsync_on_loop() -> None:
@@ -145,60 +149,36 @@ def fsync_on_loop() -> None:
     _patch(sqlite_writer.GroupCommitWriter, "__init__", inline)
 
 
-def set_based_commit_check() -> None:
-    """Commit validation in one statement over json_each instead of one SELECT per key."""
+_MIN_CHECKED: contextvars.ContextVar[int | None] = contextvars.ContextVar("min_checked")
+
+
+def commit_fast_path() -> None:
+    """Before reading the versions of the written keys, read ``commit_seq``: if no transaction
+    committed since the oldest version checked against, nothing can conflict. (Inline writer
+    only: the wrapper hands the bound to the write unit through a context variable.)"""
     from agenttx.store import sqlite
-    from agenttx.store.contract import CommitOutcome, CommitPlan, VersionCheck
 
-    async def commit(self: Any, plan: CommitPlan) -> CommitOutcome:
-        tx_id, tenant = plan.on_success.tx_id, plan.tenant
-        pairs = json.dumps([[c.key, c.max_version] for c in plan.checks])
+    latest_versions = sqlite._latest_versions  # LookupError below if it moved
+    commit = sqlite.SqliteStore.commit
 
-        def unit(c: sqlite3.Connection) -> CommitOutcome:
-            conflicts: list[VersionCheck] = []
-            if plan.checks:
-                rows = c.execute(
-                    "SELECT j.key FROM json_each(?) AS j WHERE EXISTS (SELECT 1 FROM kv "
-                    "WHERE kv.tenant = ? AND kv.key = j.value ->> 0 AND kv.version > "
-                    "j.value ->> 1)",
-                    (pairs, tenant),
-                ).fetchall()
-                if rows:
-                    bad = {int(r[0]) for r in rows}
-                    conflicts = [ch for i, ch in enumerate(plan.checks) if i in bad]
-            if conflicts:
-                revision = sqlite._apply_update(c, plan.on_conflict)
-                return CommitOutcome(False, 0, revision, conflicts, [])
-            revision = sqlite._apply_update(c, plan.on_success)
-            version = 0
-            if plan.writes:
-                version = c.execute(
-                    "UPDATE meta SET value = value + 1 WHERE name = 'commit_seq' RETURNING value"
-                ).fetchone()[0]
-                c.executemany(
-                    "INSERT INTO kv (tenant, key, version, value) VALUES (?,?,?,?)",
-                    [(tenant, k, version, v) for k, v in plan.writes.items()],
-                )
-            if plan.effects:
-                raise NotImplementedError("experiment covers commits without effects")
-            c.execute("DELETE FROM undo WHERE tx_id = ?", (tx_id,))
-            return CommitOutcome(True, version, revision, [], [])
+    def latest(c: sqlite3.Connection, tenant: str, keys: list[str]) -> dict[str, int]:
+        bound = _MIN_CHECKED.get(None)
+        if bound is not None:
+            newest = c.execute("SELECT value FROM meta WHERE name = 'commit_seq'").fetchone()[0]
+            if newest <= bound:
+                return {}
+        result: dict[str, int] = latest_versions(c, tenant, keys)
+        return result
 
-        outcome: CommitOutcome = await self._write(unit)
-        return outcome
+    async def wrapped(self: Any, plan: Any) -> Any:
+        token = _MIN_CHECKED.set(min((ch.max_version for ch in plan.checks), default=None))
+        try:
+            return await commit(self, plan)
+        finally:
+            _MIN_CHECKED.reset(token)
 
-    _patch(sqlite.SqliteStore, "commit", commit)
-
-
-EXPERIMENTS: dict[str, list[Callable[[], None]]] = {
-    "baseline": [],
-    "reuse JSON encoder": [reuse_json_encoder],
-    "graph off (lazy graph bound)": [graph_off],
-    "no asyncio.timeout (kv.*)": [no_step_timeout],
-    "eager flush (no loop turn)": [eager_flush],
-    "encoder + graph + timeout": [reuse_json_encoder, graph_off, no_step_timeout],
-    "all four above": [reuse_json_encoder, graph_off, no_step_timeout, eager_flush],
-}
+    _patch(sqlite, "_latest_versions", latest)
+    _patch(sqlite.SqliteStore, "commit", wrapped)
 
 
 # --------------------------------------------------------------------------- measurements
@@ -258,8 +238,8 @@ def interleaved(
             try:
                 with applied(variants[name]):
                     runs[name].append(measure())
-            except LookupError as exc:
-                print(f"skipped {name}: {exc}", file=sys.stderr)
+            except Exception as exc:
+                print(f"skipped {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     pick = max if higher_is_better else min
     best = {k: pick(v) for k, v in runs.items() if v}
     base = best.get("baseline")
@@ -287,12 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     def tput(sync: bool, conc: int) -> Callable[[], float]:
         return lambda: asyncio.run(steps_per_s(sync, conc, 256))
 
-    res["step_p50_us_default"] = interleaved(ns.rounds, EXPERIMENTS, step(False))
-    fast = {k: EXPERIMENTS[k] for k in ("baseline", "eager flush (no loop turn)", "all four above")}
-    fast["encoder + graph + timeout"] = EXPERIMENTS["encoder + graph + timeout"]
-    for conc in (1, 16):
+    writer = {
+        "baseline": [],
+        "batched flush (call_soon)": [batched_flush],
+        "adaptive flush": [adaptive_flush],
+    }
+    res["step_p50_us_default"] = interleaved(ns.rounds, writer, step(False))
+    for conc in (1, 16, 64):
         res[f"steps_per_s_default_c{conc}"] = interleaved(
-            ns.rounds, fast, tput(False, conc), higher_is_better=True
+            ns.rounds, writer, tput(False, conc), higher_is_better=True
         )
     sync_variants = {"baseline": [], "fsync on the loop (no writer thread)": [fsync_on_loop]}
     res["step_p50_us_sync_writes"] = interleaved(ns.rounds, sync_variants, step(True))
@@ -300,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         res[f"steps_per_s_sync_writes_c{conc}"] = interleaved(
             ns.rounds, sync_variants, tput(True, conc), higher_is_better=True
         )
-    commit_variants = {"baseline": [], "set-based commit check": [set_based_commit_check]}
+    commit_variants = {"baseline": [], "fast path, no commit since snapshot": [commit_fast_path]}
     for n, reps in ((1_000, 20), (10_000, 4)):
 
         def commit_n(n: int = n, reps: int = reps) -> float:

@@ -1,26 +1,29 @@
 """Three ``agenttx serve`` replicas on one PostgreSQL database, driven over gRPC by a client
 that spreads every call over them, while one replica is SIGKILLed mid-run and restarted.
 
-The workload is a bank: ``N_ACCOUNTS`` accounts (``tests/cluster_tools.py``) and ``WORKERS``
-concurrent client tasks making random transfers. A transfer is one transaction —
-``BeginTransaction``, step 1 ``bank.transfer`` (reads both balances, writes both; an overdraft
-is refused as a failing step that aborts), step 2 ``effect.stage`` on the ``transfers``
-channel with ``idempotency_key=<transfer id>``, ``CommitTransaction`` — and every call goes
-to a replica drawn at random, so one transaction's calls land on different replicas. Every
-mutating call carries a ``request_id``; a call that fails with UNAVAILABLE (the killed
-replica, or a call in flight on it when it died) is sent again, same request id, to another
-replica, and the stored reply (or the step row) answers it.
+The workload is a bank (``tests/cluster_tools.py``): 20 accounts and 8 concurrent client tasks
+making random transfers. A transfer is one transaction — ``BeginTransaction``; step 1
+``bank.transfer`` (reads both balances, writes both; an overdraft is refused as a failing step
+that aborts); step 2 ``fs.write receipts/<transfer id>.json`` (an outside effect, undone by
+compensation if the transfer does not commit; the replicas share one ``--fs-root``); step 3
+``effect.stage`` on the ``transfers`` channel with ``idempotency_key=<transfer id>``;
+``CommitTransaction`` — and every call goes to a replica drawn at random, so one
+transaction's calls land on different replicas. Every mutating call carries a
+``request_id``; a call that fails with UNAVAILABLE (the killed replica, or a call in flight on
+it when it died) is sent again, same request id, to another replica, and the stored reply (or
+the step row) answers it.
 
 Mid-run one replica gets SIGKILL; the others keep serving (a live replica finishes what the
-dead one left within ~5 s); later it is restarted on the same port and the run goes on.
+dead one left within ~5 s: an interrupted ``fs.write`` is undone and sent again, an
+interrupted rewind completed); later it is restarted on the same port and the run goes on.
 
 Afterwards (after ``settle``: recovery ran, every outbox row settled) the crash invariants of
-``tests/test_crash.py`` are checked, as they apply to state-only steps and staged effects:
+``tests/test_crash.py`` are checked, as they apply to this workload:
 
 1. No transaction is left EXECUTING, ROLLING_BACK or COMMITTING; every transaction the client
    began is in the state the client was told (COMMITTED after an acknowledged commit, FAILED
    after ABORTED, ended after a refused transfer), and a committed one's live steps are the
-   two the client sent, with its arguments. The only other transactions allowed are ACTIVE
+   three the client sent, with its arguments. The only other transactions allowed are ACTIVE
    ones with no step: a ``BeginTransaction`` that ran on the dying replica but whose reply
    was never stored, so its retry began another one (counted, not an error).
 2. Committed writes are not lost and 3. no aborted write is visible: every account's balance
@@ -28,17 +31,27 @@ Afterwards (after ``settle``: recovery ran, every outbox row settled) the crash 
    commit — so the total is unchanged and a conflict never turned into a lost update.
    Every commit that failed was ABORTED (a write–write conflict) and left its transaction
    FAILED; nothing came back INTERNAL, UNKNOWN or DEADLINE_EXCEEDED.
+4. Files: the shared sandbox holds exactly the committed transfers' receipts, with their
+   contents; every other receipt was compensated.
 6. Outbox: every committed transfer has exactly one outbox row, delivered; no row is left
    pending, delivering or dead; no aborted transfer has a row. The replicas' JSON-lines files
    (one per replica) hold every committed transfer's key at least once; a key appears more
-   than once only as the same effect sent again (a replica killed mid-delivery: the other
+   than once only as the same effect sent again (a replica killed mid-delivery: another
    replica redelivers after the 30 s claim lease, into its own file), and never the key of a
    transfer that did not commit.
 7. No undo record is left for an ended transaction.
 
-``test_bank_transfers_survive_a_replica_kill`` is the bounded run CI does (well under a
-minute); ``test_bank_transfers_stress`` (``stress``) runs more transfers and several kill and
-restart rounds with ``AGENTTX_STRESS=1`` and a small bounded count otherwise.
+Replies that die with their replica are rare windows the run hits by chance; the client
+resolves them as an agent would (``GetTransaction``) and counts them (printed with the run):
+a commit or a refused step retried after it became durable answers FAILED_PRECONDITION
+instead of its reply, and a step retried while the dead replica's transaction was still
+EXECUTING gets a "busy" refusal that is stored as the request's reply. The deterministic tests
+at the end (``test_a_commit_whose_reply_was_lost_…`` and the others) pin each window down.
+
+``test_bank_transfers_survive_a_replica_kill`` is the bounded run CI does (about 30 s);
+``test_bank_transfers_stress`` (``stress``) runs 4,000 transfers and four kill and restart
+rounds (each replica killed at least once) with ``AGENTTX_STRESS=1``, and a bounded 200
+otherwise.
 """
 
 from __future__ import annotations

@@ -1,0 +1,558 @@
+"""Replica benchmark: step latency and throughput through gRPC against ``agenttx serve``
+subprocesses, on SQLite (one server) and on PostgreSQL (one server, and three replicas on one
+database with the client spreading calls over them).
+
+Run from the repository root, with PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth;
+``AGENTTX_BENCH_PG`` overrides the admin URL)::
+
+    .venv/bin/python -m benchmarks.replicas            # full run, ~15 minutes on 2 cores
+    .venv/bin/python -m benchmarks.replicas --quick    # smoke run, about a minute
+    .venv/bin/python -m benchmarks.replicas --only pg-3 # one setup; the file keeps the others
+    .venv/bin/python -m benchmarks.replicas --markdown # print the results file as Markdown
+
+Prints a table and writes ``benchmarks/results/replicas.json`` (machine, date, PostgreSQL
+settings, every round). Setups, each on fresh storage:
+
+- ``sqlite-1``: one server, its default store (SQLite in the data directory, WAL,
+  ``synchronous=NORMAL``).
+- ``pg-1``: one server on a new PostgreSQL database.
+- ``pg-3``: three servers on one new database; the client sends call *i* to replica
+  *i mod 3* (round-robin over calls, so consecutive steps of one transaction land on
+  different replicas — every step finds the transaction moved by another replica).
+- ``pg-3-sticky``: the same three servers, but each transaction keeps to one replica
+  (transactions round-robin): what the hops cost.
+
+Measurements (client-side wall time, including gRPC over loopback):
+
+- ``step``: ``ExecuteStep kv.put`` one call at a time in one transaction: warm-up calls, then
+  ``--steps`` timed ones (500; a distinct key per step); p50 / mean / p99.
+- ``throughput``: 512 transactions × (``BeginTransaction``, 20 ``ExecuteStep kv.put``,
+  ``CommitTransaction``) run by 16 and 64 concurrent client tasks; steps/s = 10,240 / wall
+  time (begins and commits included, no conflicts: every key is distinct). On PostgreSQL the
+  client keeps each server below its connection pool (``POOL_SIZE``; see ``Client``).
+- ``cpu_us_per_step`` (first latency round): CPU time of this client process, of the
+  servers, and of the database's PostgreSQL backends, divided by the steps sent; read from
+  ``/proc``, 10 ms ticks, so good to a few per cent over 600 steps.
+- ``pg_floor_us``: one ``SELECT 1`` and one single-row autocommit ``INSERT`` through async
+  psycopg (as the store uses it): a PostgreSQL round trip, and one with a WAL flush.
+
+Every figure is the best of ``--rounds`` rounds (default 3, 1 with ``--quick``); all rounds
+are in the JSON. Servers log at ``warning`` (no per-call log line) with metrics off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psycopg
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agenttx.api.proto import agenttx_pb2 as pb
+from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from benchmarks.engine import Out, load_average, machine_info, stats_us
+
+RESULTS = Path(__file__).resolve().parent / "results" / "replicas.json"
+ADMIN_URL = os.environ.get("AGENTTX_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+SETUPS = ("sqlite-1", "pg-1", "pg-3", "pg-3-sticky")
+CONCURRENCY = (16, 64)
+START_TIMEOUT_S = 30.0
+# Connections per server (the store URL's pool_size; default 10). A call holds one pooled
+# connection for its transaction's advisory lock and needs a second one for its writes, so a
+# server with as many calls in flight as connections stalls until the pool's 30 s timeout
+# (see docs/benchmarks.md). The client keeps each server two calls below its pool; the sizes
+# stay within the 100 connections of a default PostgreSQL (3 × 24 + 3 LISTEN connections),
+# with room for other clients.
+POOL_SIZE = {1: 68, 3: 24}
+LABELS = {
+    "sqlite-1": "SQLite, 1 server",
+    "pg-1": "PostgreSQL, 1 server",
+    "pg-3": "PostgreSQL, 3 replicas, calls round-robin",
+    "pg-3-sticky": "PostgreSQL, 3 replicas, one replica per transaction",
+}
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def agenttx_command() -> list[str]:
+    script = Path(sys.executable).with_name("agenttx")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from agenttx.cli import main; main()"]
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    address: str
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_server(data_dir: Path, store: str | None) -> Server:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    address = f"127.0.0.1:{free_port()}"
+    args = ["serve", "--listen-addr", address, "--data-dir", str(data_dir)]
+    args += ["--metrics-addr", "off", "--log-level", "warning"]
+    if store:
+        args += ["--store", store]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTTX_")}
+    log = data_dir.with_suffix(".log")
+    with log.open("wb") as f:
+        proc = subprocess.Popen(
+            [*agenttx_command(), *args], env=env, stdout=f, stderr=subprocess.STDOUT
+        )
+    return Server(proc, address, log)
+
+
+def wait_serving(server: Server) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with grpc.insecure_channel(server.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            with contextlib.suppress(grpc.RpcError):
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError(f"agenttx serve did not start:\n{server.log.read_text()}")
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def cluster(setup: str) -> Iterator[tuple[list[Server], str]]:
+    """The setup's servers, serving, on fresh storage; stopped and dropped afterwards."""
+    base = Path(os.environ.get("AGENTTX_BENCH_DIR", tempfile.gettempdir()))
+    root = Path(tempfile.mkdtemp(prefix=f"agenttx-bench-{setup}-", dir=base))
+    db = ""
+    servers: list[Server] = []
+    try:
+        if setup == "sqlite-1":
+            servers.append(start_server(root / "server-0", None))
+        else:
+            db = f"agenttx_bench_{uuid.uuid4().hex[:10]}"
+            with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+                c.execute(f'CREATE DATABASE "{db}"')
+            n = 1 if setup == "pg-1" else 3
+            url = ADMIN_URL.rsplit("/", 1)[0] + f"/{db}?pool_size={POOL_SIZE[n]}"
+            servers += [start_server(root / f"server-{i}", url) for i in range(n)]
+        for s in servers:
+            wait_serving(s)
+        yield servers, db
+    finally:
+        for s in servers:
+            s.stop()
+        if db:
+            with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+                c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- client
+
+
+class Client:
+    """grpc.aio stubs, one channel per server. ``sticky``: a transaction's calls go to the
+    server its begin went to; otherwise every call goes to the next server in turn.
+
+    ``limit`` caps the calls in flight per server (a semaphore each), as a load balancer with
+    a per-backend limit would: on PostgreSQL it keeps a server below its connection pool
+    (``POOL_SIZE``), which the pool deadlock needs (docs/benchmarks.md)."""
+
+    def __init__(self, servers: list[Server], sticky: bool, limit: int | None) -> None:
+        self.channels = [grpc.aio.insecure_channel(s.address) for s in servers]
+        self.stubs = [pb_grpc.AgentTxServiceStub(c) for c in self.channels]
+        self.slots = [asyncio.Semaphore(limit) if limit else None for _ in servers]
+        self.sticky = sticky
+        self._next = itertools.cycle(range(len(self.stubs)))
+
+    def pick(self) -> int:
+        return next(self._next)
+
+    async def call(self, server: int, method: str, request: Any) -> Any:
+        slot = self.slots[server]
+        if slot is None:
+            return await getattr(self.stubs[server], method)(request)
+        async with slot:
+            return await getattr(self.stubs[server], method)(request)
+
+    async def close(self) -> None:
+        for c in self.channels:
+            await c.close()
+
+
+def put(tx: str, step: int, key: str) -> Any:
+    return pb.ExecuteStepRequest(
+        transaction_id=tx,
+        step_id=step,
+        tool_name="kv.put",
+        arguments_json=json.dumps({"key": key, "value": step}),
+    )
+
+
+async def step_latency(client: Client, steps: int, warm: int, tag: str) -> list[int]:
+    """ExecuteStep kv.put, one at a time in one transaction; per-call wall time in ns."""
+    home = client.pick()
+    begun = await client.call(home, "BeginTransaction", pb.BeginTransactionRequest(agent_id="b"))
+    tx = begun.transaction_id
+    samples: list[int] = []
+    for n in range(1, warm + steps + 1):
+        server = home if client.sticky else client.pick()
+        request = put(tx, n, f"{tag}/{n}")
+        t0 = time.perf_counter_ns()
+        reply = await client.call(server, "ExecuteStep", request)
+        elapsed = time.perf_counter_ns() - t0
+        if reply.status != pb.STEP_STATUS_SUCCESS:
+            raise RuntimeError(reply.clean_hint)
+        if n > warm:
+            samples.append(elapsed)
+    await client.call(home, "CommitTransaction", pb.CommitTransactionRequest(transaction_id=tx))
+    return samples
+
+
+async def throughput(
+    client: Client, transactions: int, steps: int, concurrency: int, tag: str
+) -> float:
+    """Wall seconds for ``transactions`` × (begin, ``steps`` kv.put, commit)."""
+    todo = iter(range(transactions))
+
+    async def worker() -> None:
+        for t in todo:
+            home = client.pick()
+
+            def server(home: int = home) -> int:
+                return home if client.sticky else client.pick()
+
+            begun = await client.call(
+                server(), "BeginTransaction", pb.BeginTransactionRequest(agent_id="bench")
+            )
+            tx = begun.transaction_id
+            for s in range(1, steps + 1):
+                reply = await client.call(server(), "ExecuteStep", put(tx, s, f"{tag}/{t}/{s}"))
+                if reply.status != pb.STEP_STATUS_SUCCESS:
+                    raise RuntimeError(reply.clean_hint)
+            done = await client.call(
+                server(), "CommitTransaction", pb.CommitTransactionRequest(transaction_id=tx)
+            )
+            if not done.committed:
+                raise RuntimeError(f"{tx} did not commit")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - t0
+
+
+def step_stats(samples: list[int]) -> dict[str, Any]:
+    """p50/mean/p99 …, and the p50 of the first and the last 100 steps: a transaction that
+    moves between replicas is reloaded with all its steps on every hop."""
+    out: dict[str, Any] = stats_us(samples)
+    out["p50_first_100"] = stats_us(samples[:100])["p50"]
+    out["p50_last_100"] = stats_us(samples[-100:])["p50"]
+    return out
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc), 0 if unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def cpu_times(servers: list[Server], db: str) -> dict[str, float]:
+    """CPU seconds so far: this client process, the servers, and (PostgreSQL) the database's
+    backends (the servers' pooled connections, which live for the whole run)."""
+    out = {
+        "client": time.process_time(),
+        "servers": sum(_proc_cpu_s(s.proc.pid) for s in servers),
+    }
+    if db:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+            pids = [
+                r[0]
+                for r in c.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s", (db,)
+                ).fetchall()
+            ]
+        out["postgres"] = sum(_proc_cpu_s(p) for p in pids)
+    return out
+
+
+async def bench_setup(
+    servers: list[Server],
+    db: str,
+    *,
+    sticky: bool,
+    quick: bool,
+    rounds: int,
+    steps: int,
+) -> dict[str, Any]:
+    transactions, per_tx = (64, 20) if quick else (512, 20)
+    warm = 50 if quick else 100
+    limit = POOL_SIZE[len(servers)] - 2 if db else None
+    client = Client(servers, sticky, limit)
+    try:
+        lat_rounds = []
+        cpu: dict[str, float] = {}
+        for r in range(rounds):
+            if r == 0:
+                before_cpu = cpu_times(servers, db)
+            lat_rounds.append(step_stats(await step_latency(client, steps, warm, f"lat{r}")))
+            if r == 0:
+                after_cpu = cpu_times(servers, db)
+                cpu = {
+                    k: (after_cpu[k] - before_cpu.get(k, 0.0)) / (warm + steps) * 1e6
+                    for k in after_cpu
+                }
+        best = dict(min(lat_rounds, key=lambda x: x["p50"]))
+        best["p50_rounds"] = [x["p50"] for x in lat_rounds]
+        out: dict[str, Any] = {
+            "servers": len(servers),
+            "calls_in_flight_per_server_max": limit,
+            "cpu_us_per_step": cpu,
+            "step_us": best,
+            "throughput": {"transactions": transactions, "steps_per_transaction": per_tx},
+        }
+        for conc in CONCURRENCY:
+            # Warm-up at full concurrency: the pools grow to what the timed rounds use.
+            await throughput(client, conc, per_tx, conc, f"warm{conc}")
+            times = [
+                await throughput(client, transactions, per_tx, conc, f"c{conc}r{r}")
+                for r in range(rounds)
+            ]
+            out["throughput"][str(conc)] = {
+                "seconds": min(times),
+                "steps_per_s": transactions * per_tx / min(times),
+                "tx_per_s": transactions / min(times),
+                "steps_per_s_rounds": [transactions * per_tx / t for t in times],
+            }
+        return out
+    finally:
+        await client.close()
+
+
+async def pg_floor(n: int) -> dict[str, Any]:
+    """What one PostgreSQL round trip and one durable single-row commit cost from Python
+    (async psycopg, as the store uses it), on a scratch database."""
+    db = f"agenttx_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{db}"')
+    try:
+        url = ADMIN_URL.rsplit("/", 1)[0] + f"/{db}"
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
+            await c.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT)")
+            out: dict[str, Any] = {}
+            for name, query in (
+                ("select_1", "SELECT 1"),
+                ("insert_commit", "INSERT INTO t VALUES (%s, 'x')"),
+            ):
+                samples = []
+                for i in range(n + 100):
+                    t0 = time.perf_counter_ns()
+                    if "%s" in query:
+                        await c.execute(query, (hash((name, i)),))
+                    else:
+                        await c.execute(query)
+                    if i >= 100:
+                        samples.append(time.perf_counter_ns() - t0)
+                out[name] = stats_us(samples)
+            return out
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+# --------------------------------------------------------------------------- report
+
+
+def postgres_info() -> dict[str, Any]:
+    try:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+            info: dict[str, Any] = {"version": c.execute("SHOW server_version").fetchone()[0]}
+            for name in ("fsync", "synchronous_commit", "shared_buffers", "max_connections"):
+                info[name] = c.execute(f"SHOW {name}").fetchone()[0]
+            return info
+    except psycopg.Error as exc:
+        return {"error": str(exc)}
+
+
+COLUMNS = [
+    "setup",
+    "step p50 µs",
+    "mean µs",
+    "p99 µs",
+    *(f"steps/s @{c}" for c in CONCURRENCY),
+]
+DETAIL_COLUMNS = [
+    "setup",
+    "p50 steps 1-100 µs",
+    "p50 last 100 µs",
+    "CPU µs/step: client",
+    "server(s)",
+    "PostgreSQL",
+]
+
+
+def rows(res: dict[str, Any]) -> list[list[Any]]:
+    out = []
+    for setup in SETUPS:
+        r = res.get("setups", {}).get(setup)
+        if r is None:
+            continue
+        lat = r["step_us"]
+        tput = r["throughput"]
+        out.append(
+            [
+                LABELS[setup],
+                lat["p50"],
+                lat["mean"],
+                lat["p99"],
+                *(tput[str(c)]["steps_per_s"] for c in CONCURRENCY),
+            ]
+        )
+    return out
+
+
+def detail_rows(res: dict[str, Any]) -> list[list[Any]]:
+    out = []
+    for setup in SETUPS:
+        r = res.get("setups", {}).get(setup)
+        if r is None:
+            continue
+        cpu = r.get("cpu_us_per_step", {})
+        out.append(
+            [
+                LABELS[setup],
+                r["step_us"]["p50_first_100"],
+                r["step_us"]["p50_last_100"],
+                *(cpu.get(k, "–") for k in ("client", "servers", "postgres")),
+            ]
+        )
+    floor = res.get("pg_floor_us", {})
+    for name, label in (
+        ("select_1", "PostgreSQL `SELECT 1`"),
+        ("insert_commit", "PostgreSQL 1-row INSERT commit"),
+    ):
+        if name in floor:
+            out.append([f"{label} (floor)", floor[name]["p50"], "", "", "", ""])
+    return out
+
+
+def markdown(res: dict[str, Any]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+        return str(v)
+
+    def table(columns: list[str], body: list[list[Any]]) -> list[str]:
+        lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
+        return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
+
+    return "\n".join([*table(COLUMNS, rows(res)), "", *table(DETAIL_COLUMNS, detail_rows(res))])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: fewer samples, 1 round")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds, best kept (default 3)")
+    ap.add_argument("--steps", type=int, default=None, help="timed latency steps (500)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        choices=SETUPS,
+        help="run only this setup (repeatable); the file keeps the other setups' results",
+    )
+    ap.add_argument("--output", type=Path, default=RESULTS)
+    ap.add_argument("--markdown", action="store_true", help="print the results file as Markdown")
+    ns = ap.parse_args(argv)
+    if ns.markdown:
+        print(markdown(json.loads(ns.output.read_text())))
+        return 0
+    rounds = ns.rounds or (1 if ns.quick else 3)
+    steps = ns.steps or (200 if ns.quick else 500)
+    out = Out()
+    res: dict[str, Any] = {
+        "machine": machine_info(),
+        "postgres": postgres_info(),
+        "pool_size": {f"{n} server(s)": size for n, size in POOL_SIZE.items()},
+        "quick": ns.quick,
+        "rounds": rounds,
+        "setups": {},
+        "seconds": {},
+    }
+    if ns.only and ns.output.exists():  # keep the other setups' results (and their machine)
+        with contextlib.suppress(ValueError):
+            old = json.loads(ns.output.read_text())
+            res["setups"] = old.get("setups", {})
+            res["seconds"] = old.get("seconds", {})
+            res["load_average"] = old.get("load_average", {})
+            res["earlier_runs"] = {
+                k: old["machine"] for k in old.get("setups", {}) if k not in ns.only
+            }
+    started = time.perf_counter()
+    res["pg_floor_us"] = asyncio.run(pg_floor(200 if ns.quick else 1000))
+    for setup in ns.only or SETUPS:
+        out.note(f"[dim]running {setup} …[/dim]")
+        t0 = time.perf_counter()
+        load = load_average()
+        with cluster("pg-3" if setup == "pg-3-sticky" else setup) as (servers, db):
+            res["setups"][setup] = asyncio.run(
+                bench_setup(
+                    servers,
+                    db,
+                    sticky=setup == "pg-3-sticky",
+                    quick=ns.quick,
+                    rounds=rounds,
+                    steps=steps,
+                )
+            )
+        res["seconds"][setup] = round(time.perf_counter() - t0, 1)
+        res.setdefault("load_average", {})[setup] = {"start": load, "end": load_average()}
+    res["machine"]["load_average_end"] = load_average()
+    res["machine"]["seconds_total"] = round(time.perf_counter() - started, 1)
+    out.table(
+        f"gRPC step latency and throughput ({rounds} round(s), best kept)", COLUMNS, rows(res)
+    )
+    out.table("Where the step time goes", DETAIL_COLUMNS, detail_rows(res))
+    ns.output.parent.mkdir(parents=True, exist_ok=True)
+    ns.output.write_text(json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+    out.note(f"wrote {ns.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
