@@ -308,6 +308,10 @@ class CallObserver(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             if code in _CLIENT_CODES
             else logging.ERROR
         )
+        if level == logging.INFO and method == "ExecuteStep" and _succeeded(reply):
+            # The hot path: one line per successful step costs more than the step (measured);
+            # failures, rollbacks and every other call stay at INFO.
+            level = logging.DEBUG
         if not log.isEnabledFor(level):
             return
         fields: dict[str, Any] = {"rpc": method, "code": code}
@@ -324,3 +328,7 @@ def _code_name(code: Any) -> str:
     if isinstance(code, grpc.StatusCode):
         return str(code.name)
     return "UNKNOWN" if code is None else str(code)
+
+
+def _succeeded(reply: Any) -> bool:
+    return getattr(reply, "status", 0) == 1  # STEP_STATUS_SUCCESS
