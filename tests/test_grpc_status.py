@@ -10,12 +10,12 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import agenttx
-import grpc
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc

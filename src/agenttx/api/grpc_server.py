@@ -15,10 +15,10 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-import grpc
 from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
 from agenttx.core.types import (
