@@ -170,24 +170,19 @@ class EngineBase:
         wait_s = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
         self._in_flight += 1
         try:
-            async with self._held(rt, tx_id, wait_s) as held:
-                yield held
+            async with rt.lock, self.store.transaction_lock(tx_id, wait_s):
+                if self.store.shared:
+                    # Another replica may have moved it since this image was cached.
+                    current = await self.store.get_transaction(tx_id)
+                    if current is not None and current.revision != rt.row.revision:
+                        rt = await self._reload(rt)
+                try:
+                    yield rt
+                except RevisionConflict:
+                    await self._reload(rt)
+                    raise
         finally:
             self._in_flight -= 1
-
-    @contextlib.asynccontextmanager
-    async def _held(self, rt: TxRuntime, tx_id: str, wait_s: float) -> AsyncIterator[TxRuntime]:
-        async with rt.lock, self.store.transaction_lock(tx_id, wait_s):
-            if self.store.shared:
-                # Another replica may have moved it since this image was cached.
-                current = await self.store.get_transaction(tx_id)
-                if current is not None and current.revision != rt.row.revision:
-                    rt = await self._reload(rt)
-            try:
-                yield rt
-            except RevisionConflict:
-                await self._reload(rt)
-                raise
 
     async def _finish_interrupted(self, rt: TxRuntime) -> None:
         """Finish a step or rewind a dead process left behind (``recovery.py``); the caller
