@@ -184,7 +184,9 @@ class SqliteStore(Store):
         conn.execute(f"PRAGMA synchronous={'FULL' if self.sync_writes else 'NORMAL'}")
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        if not self.sync_writes:
+            # Under FULL the growing WAL made every fsync dearer (measured): keep the default.
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         return conn
 
     async def open(self) -> None:

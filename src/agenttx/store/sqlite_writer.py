@@ -43,20 +43,28 @@ class GroupCommitWriter:
         # How many calls the engine has in flight: with more than one, inline writes wait for
         # the end of the loop turn and commit together (group commit); alone, they commit now.
         self.concurrency: Callable[[], int] = lambda: 1
+        self._last_yield = 0.0  # loop time of the last yield in the inline fast path
 
     def shutdown(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
     async def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
         if not self._threaded and not self._scheduled and self.concurrency() <= 1:
             # Alone: commit now, on the loop thread. Waiting a loop turn for company would
             # cost more than the ~10 µs commit it could share.
             value, exc = _execute_batch(self._conn, [unit])[0]
+            # A caller that never waits on anything else would otherwise hold the loop for
+            # as long as it keeps writing; let other tasks (dispatcher, other clients) run at
+            # least once a millisecond.
+            now = loop.time()
+            if now - self._last_yield > 0.001:
+                self._last_yield = now
+                await asyncio.sleep(0)
             if exc is not None:
                 raise exc
             return value  # type: ignore[no-any-return]
-        loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         with self._pending_lock:
             self._pending.append((unit, fut))
