@@ -28,16 +28,22 @@ Measurements (client-side wall time, including gRPC over loopback):
   ``--steps`` timed ones (500; a distinct key per step); p50 / mean / p99.
 - ``throughput``: 512 transactions × (``BeginTransaction``, 20 ``ExecuteStep kv.put``,
   ``CommitTransaction``) run by 16 and 64 concurrent client tasks; steps/s = 10,240 / wall
-  time (begins and commits included, no conflicts: every key is distinct). On PostgreSQL the
-  client keeps each server below its connection pool (``POOL_SIZE``; see ``Client``).
-- ``cpu_us_per_step`` (first latency round): CPU time of this client process, of the
-  servers, and of the database's PostgreSQL backends, divided by the steps sent; read from
-  ``/proc``, 10 ms ticks, so good to a few per cent over 600 steps.
-- ``pg_floor_us``: one ``SELECT 1`` and one single-row autocommit ``INSERT`` through async
-  psycopg (as the store uses it): a PostgreSQL round trip, and one with a WAL flush.
+  time (begins and commits included, no conflicts: every key is distinct). The servers keep
+  their default PostgreSQL pools (``pool_size`` 8 query connections, ``lock_pool_size`` 16
+  transaction-lock connections each), so a server works on at most 16 transactions at once
+  and further calls queue for a lock connection.
+- ``cpu_us_per_step`` (around each latency round; the median round is reported): CPU time of
+  this client process, of the setup's servers, and of its database's PostgreSQL backends,
+  divided by the steps sent; read from ``/proc`` (10 ms ticks: a few per cent over 600
+  steps).
+- ``pg_floor_us`` (once per round): one ``SELECT 1`` and one single-row autocommit ``INSERT``
+  through async psycopg (as the store uses it): a PostgreSQL round trip, and one with a WAL
+  flush.
 
-Every figure is the best of ``--rounds`` rounds (default 3, 1 with ``--quick``); all rounds
-are in the JSON. Servers log at ``warning`` (no per-call log line) with metrics off.
+All setups are served at once and measured in turn, round by round, the order rotating every
+round, so a shared machine's changing load hits each alike. Every figure is the best of
+``--rounds`` rounds (default 3, 1 with ``--quick``); all rounds and the load average before
+each are in the JSON. Servers log at ``warning`` (no per-call log line) with metrics off.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,13 +81,6 @@ ADMIN_URL = os.environ.get("AGENTTX_BENCH_PG", "postgresql://postgres@127.0.0.1:
 SETUPS = ("sqlite-1", "pg-1", "pg-3", "pg-3-sticky")
 CONCURRENCY = (16, 64)
 START_TIMEOUT_S = 30.0
-# Connections per server (the store URL's pool_size; default 10). A call holds one pooled
-# connection for its transaction's advisory lock and needs a second one for its writes, so a
-# server with as many calls in flight as connections stalls until the pool's 30 s timeout
-# (see docs/benchmarks.md). The client keeps each server two calls below its pool; the sizes
-# stay within the 100 connections of a default PostgreSQL (3 × 24 + 3 LISTEN connections),
-# with room for other clients.
-POOL_SIZE = {1: 68, 3: 24}
 LABELS = {
     "sqlite-1": "SQLite, 1 server",
     "pg-1": "PostgreSQL, 1 server",
@@ -167,7 +167,7 @@ def cluster(setup: str) -> Iterator[tuple[list[Server], str]]:
             with psycopg.connect(ADMIN_URL, autocommit=True) as c:
                 c.execute(f'CREATE DATABASE "{db}"')
             n = 1 if setup == "pg-1" else 3
-            url = ADMIN_URL.rsplit("/", 1)[0] + f"/{db}?pool_size={POOL_SIZE[n]}"
+            url = ADMIN_URL.rsplit("/", 1)[0] + f"/{db}"
             servers += [start_server(root / f"server-{i}", url) for i in range(n)]
         for s in servers:
             wait_serving(s)
@@ -186,16 +186,11 @@ def cluster(setup: str) -> Iterator[tuple[list[Server], str]]:
 
 class Client:
     """grpc.aio stubs, one channel per server. ``sticky``: a transaction's calls go to the
-    server its begin went to; otherwise every call goes to the next server in turn.
+    server its begin went to; otherwise every call goes to the next server in turn."""
 
-    ``limit`` caps the calls in flight per server (a semaphore each), as a load balancer with
-    a per-backend limit would: on PostgreSQL it keeps a server below its connection pool
-    (``POOL_SIZE``), which the pool deadlock needs (docs/benchmarks.md)."""
-
-    def __init__(self, servers: list[Server], sticky: bool, limit: int | None) -> None:
+    def __init__(self, servers: list[Server], sticky: bool) -> None:
         self.channels = [grpc.aio.insecure_channel(s.address) for s in servers]
         self.stubs = [pb_grpc.AgentTxServiceStub(c) for c in self.channels]
-        self.slots = [asyncio.Semaphore(limit) if limit else None for _ in servers]
         self.sticky = sticky
         self._next = itertools.cycle(range(len(self.stubs)))
 
@@ -203,11 +198,7 @@ class Client:
         return next(self._next)
 
     async def call(self, server: int, method: str, request: Any) -> Any:
-        slot = self.slots[server]
-        if slot is None:
-            return await getattr(self.stubs[server], method)(request)
-        async with slot:
-            return await getattr(self.stubs[server], method)(request)
+        return await getattr(self.stubs[server], method)(request)
 
     async def close(self) -> None:
         for c in self.channels:
@@ -312,57 +303,83 @@ def cpu_times(servers: list[Server], db: str) -> dict[str, float]:
     return out
 
 
-async def bench_setup(
-    servers: list[Server],
-    db: str,
-    *,
-    sticky: bool,
-    quick: bool,
-    rounds: int,
-    steps: int,
+async def bench_all(
+    setups: dict[str, tuple[list[Server], str]], *, quick: bool, rounds: int, steps: int
 ) -> dict[str, Any]:
+    """Every setup, measured in turn, round by round (the order rotates every round), so the
+    shared machine's changing load hits each alike. Per setup: the best latency round (lowest
+    p50) and the best throughput round; every round is kept."""
     transactions, per_tx = (64, 20) if quick else (512, 20)
     warm = 50 if quick else 100
-    limit = POOL_SIZE[len(servers)] - 2 if db else None
-    client = Client(servers, sticky, limit)
+    names = list(setups)
+    clients = {n: Client(servers, n == "pg-3-sticky") for n, (servers, _) in setups.items()}
+
+    def rotated(r: int) -> list[str]:
+        k = r % len(names)
+        return names[k:] + names[:k]
+
+    lat: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    cpu: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    floors: list[dict[str, Any]] = []
+    loads: list[list[float]] = []
     try:
-        lat_rounds = []
-        cpu: dict[str, float] = {}
         for r in range(rounds):
-            if r == 0:
-                before_cpu = cpu_times(servers, db)
-            lat_rounds.append(step_stats(await step_latency(client, steps, warm, f"lat{r}")))
-            if r == 0:
-                after_cpu = cpu_times(servers, db)
-                cpu = {
-                    k: (after_cpu[k] - before_cpu.get(k, 0.0)) / (warm + steps) * 1e6
-                    for k in after_cpu
-                }
-        best = dict(min(lat_rounds, key=lambda x: x["p50"]))
-        best["p50_rounds"] = [x["p50"] for x in lat_rounds]
-        out: dict[str, Any] = {
-            "servers": len(servers),
-            "calls_in_flight_per_server_max": limit,
-            "cpu_us_per_step": cpu,
+            loads.append(load_average())
+            for n in rotated(r):
+                servers, db = setups[n]
+                before = cpu_times(servers, db)
+                samples = await step_latency(clients[n], steps, warm, f"lat{r}")
+                after = cpu_times(servers, db)
+                lat[n].append(step_stats(samples))
+                cpu[n].append(
+                    {k: (after[k] - before.get(k, 0.0)) / (warm + steps) * 1e6 for k in after}
+                )
+            if any(db for _, db in setups.values()):
+                floors.append(await pg_floor(200 if quick else 1000))
+        tput: dict[str, dict[int, list[float]]] = {n: {} for n in names}
+        for conc in CONCURRENCY:
+            for n in names:  # warm-up at full concurrency: pools grow to what rounds use
+                await throughput(clients[n], conc, per_tx, conc, f"warm{conc}")
+            for r in range(rounds):
+                loads.append(load_average())
+                for n in rotated(r):
+                    seconds = await throughput(
+                        clients[n], transactions, per_tx, conc, f"c{conc}r{r}"
+                    )
+                    tput[n].setdefault(conc, []).append(seconds)
+    finally:
+        for client in clients.values():
+            await client.close()
+
+    out: dict[str, Any] = {"setups": {}, "load_average_rounds": loads}
+    for n in names:
+        best = dict(min(lat[n], key=lambda x: x["p50"]))
+        best["p50_rounds"] = [x["p50"] for x in lat[n]]
+        result: dict[str, Any] = {
+            "servers": len(setups[n][0]),
+            # The median round: CPU time barely depends on the load, the tick is 10 ms.
+            "cpu_us_per_step": {k: statistics.median(c[k] for c in cpu[n]) for k in cpu[n][0]},
+            "cpu_us_per_step_rounds": cpu[n],
             "step_us": best,
             "throughput": {"transactions": transactions, "steps_per_transaction": per_tx},
         }
-        for conc in CONCURRENCY:
-            # Warm-up at full concurrency: the pools grow to what the timed rounds use.
-            await throughput(client, conc, per_tx, conc, f"warm{conc}")
-            times = [
-                await throughput(client, transactions, per_tx, conc, f"c{conc}r{r}")
-                for r in range(rounds)
-            ]
-            out["throughput"][str(conc)] = {
+        for conc, times in tput[n].items():
+            result["throughput"][str(conc)] = {
                 "seconds": min(times),
                 "steps_per_s": transactions * per_tx / min(times),
                 "tx_per_s": transactions / min(times),
                 "steps_per_s_rounds": [transactions * per_tx / t for t in times],
             }
-        return out
-    finally:
-        await client.close()
+        out["setups"][n] = result
+    if floors:
+        out["pg_floor_us"] = {
+            k: dict(
+                min((f[k] for f in floors), key=lambda x: x["p50"]),
+                p50_rounds=[f[k]["p50"] for f in floors],
+            )
+            for k in floors[0]
+        }
+    return out
 
 
 async def pg_floor(n: int) -> dict[str, Any]:
@@ -499,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", type=Path, default=RESULTS)
     ap.add_argument("--markdown", action="store_true", help="print the results file as Markdown")
     ns = ap.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C: servers stopped, scratch databases dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if ns.markdown:
         print(markdown(json.loads(ns.output.read_text())))
         return 0
@@ -508,40 +527,39 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {
         "machine": machine_info(),
         "postgres": postgres_info(),
-        "pool_size": {f"{n} server(s)": size for n, size in POOL_SIZE.items()},
         "quick": ns.quick,
         "rounds": rounds,
         "setups": {},
-        "seconds": {},
     }
     if ns.only and ns.output.exists():  # keep the other setups' results (and their machine)
         with contextlib.suppress(ValueError):
             old = json.loads(ns.output.read_text())
             res["setups"] = old.get("setups", {})
-            res["seconds"] = old.get("seconds", {})
-            res["load_average"] = old.get("load_average", {})
             res["earlier_runs"] = {
                 k: old["machine"] for k in old.get("setups", {}) if k not in ns.only
             }
     started = time.perf_counter()
-    res["pg_floor_us"] = asyncio.run(pg_floor(200 if ns.quick else 1000))
-    for setup in ns.only or SETUPS:
-        out.note(f"[dim]running {setup} …[/dim]")
-        t0 = time.perf_counter()
-        load = load_average()
-        with cluster("pg-3" if setup == "pg-3-sticky" else setup) as (servers, db):
-            res["setups"][setup] = asyncio.run(
-                bench_setup(
-                    servers,
-                    db,
-                    sticky=setup == "pg-3-sticky",
-                    quick=ns.quick,
-                    rounds=rounds,
-                    steps=steps,
-                )
+    selected = [n for n in SETUPS if n in (ns.only or SETUPS)]
+    with contextlib.ExitStack() as stack:
+        running: dict[str, tuple[list[Server], str]] = {}
+        for n in selected:
+            base = "pg-3" if n == "pg-3-sticky" else n
+            if base not in running:
+                out.note(f"[dim]starting {base} …[/dim]")
+                running[base] = stack.enter_context(cluster(base))
+        out.note(f"[dim]measuring {', '.join(selected)}, {rounds} round(s) each …[/dim]")
+        measured = asyncio.run(
+            bench_all(
+                {n: running["pg-3" if n == "pg-3-sticky" else n] for n in selected},
+                quick=ns.quick,
+                rounds=rounds,
+                steps=steps,
             )
-        res["seconds"][setup] = round(time.perf_counter() - t0, 1)
-        res.setdefault("load_average", {})[setup] = {"start": load, "end": load_average()}
+        )
+    res["setups"].update(measured["setups"])
+    res["load_average_rounds"] = measured["load_average_rounds"]
+    if "pg_floor_us" in measured:
+        res["pg_floor_us"] = measured["pg_floor_us"]
     res["machine"]["load_average_end"] = load_average()
     res["machine"]["seconds_total"] = round(time.perf_counter() - started, 1)
     out.table(
