@@ -15,12 +15,14 @@ settings, every round). Setups, each on fresh storage:
 
 - ``sqlite-1``: one server, its default store (SQLite in the data directory, WAL,
   ``synchronous=NORMAL``).
-- ``pg-1``: one server on a new PostgreSQL database.
-- ``pg-3``: three servers on one new database; the client sends call *i* to replica
-  *i mod 3* (round-robin over calls, so consecutive steps of one transaction land on
-  different replicas — every step finds the transaction moved by another replica).
+- ``pg-3``: three servers on one new PostgreSQL database; the client sends call *i* to
+  replica *i mod 3* (round-robin over calls, so consecutive steps of one transaction land
+  on different replicas — every step finds the transaction moved by another replica).
 - ``pg-3-sticky``: the same three servers, but each transaction keeps to one replica
   (transactions round-robin): what the hops cost.
+- ``pg-1``: the same database, every call to the first of those servers (the other two
+  serve nothing; their background tasks poll every few seconds): one server on PostgreSQL.
+  Sharing the servers keeps all pools within PostgreSQL's default 100 connections.
 
 Measurements (client-side wall time, including gRPC over loopback):
 
@@ -35,7 +37,8 @@ Measurements (client-side wall time, including gRPC over loopback):
 - ``cpu_us_per_step`` (around each latency round; the median round is reported): CPU time of
   this client process, of the setup's servers, and of its database's PostgreSQL backends,
   divided by the steps sent; read from ``/proc`` (10 ms ticks: a few per cent over 600
-  steps).
+  steps). The same around each throughput round (per step, begins and commits included),
+  with "cores busy" = CPU per step × steps/s: how much of the machine the run used.
 - ``pg_floor_us`` (once per round): one ``SELECT 1`` and one single-row autocommit ``INSERT``
   through async psycopg (as the store uses it): a PostgreSQL round trip, and one with a WAL
   flush.
@@ -153,20 +156,20 @@ def wait_serving(server: Server) -> None:
 
 
 @contextlib.contextmanager
-def cluster(setup: str) -> Iterator[tuple[list[Server], str]]:
-    """The setup's servers, serving, on fresh storage; stopped and dropped afterwards."""
+def cluster(store: str, n: int) -> Iterator[tuple[list[Server], str]]:
+    """``n`` servers on fresh storage (``sqlite``: one, its own file; ``postgres``: one new
+    database shared by all), serving; stopped and dropped afterwards."""
     base = Path(os.environ.get("AGENTTX_BENCH_DIR", tempfile.gettempdir()))
-    root = Path(tempfile.mkdtemp(prefix=f"agenttx-bench-{setup}-", dir=base))
+    root = Path(tempfile.mkdtemp(prefix=f"agenttx-bench-{store}-", dir=base))
     db = ""
     servers: list[Server] = []
     try:
-        if setup == "sqlite-1":
+        if store == "sqlite":
             servers.append(start_server(root / "server-0", None))
         else:
             db = f"agenttx_bench_{uuid.uuid4().hex[:10]}"
             with psycopg.connect(ADMIN_URL, autocommit=True) as c:
                 c.execute(f'CREATE DATABASE "{db}"')
-            n = 1 if setup == "pg-1" else 3
             url = ADMIN_URL.rsplit("/", 1)[0] + f"/{db}"
             servers += [start_server(root / f"server-{i}", url) for i in range(n)]
         for s in servers:
@@ -328,7 +331,7 @@ async def bench_all(
             for n in rotated(r):
                 servers, db = setups[n]
                 before = cpu_times(servers, db)
-                samples = await step_latency(clients[n], steps, warm, f"lat{r}")
+                samples = await step_latency(clients[n], steps, warm, f"{n}/lat{r}")
                 after = cpu_times(servers, db)
                 lat[n].append(step_stats(samples))
                 cpu[n].append(
@@ -337,16 +340,26 @@ async def bench_all(
             if any(db for _, db in setups.values()):
                 floors.append(await pg_floor(200 if quick else 1000))
         tput: dict[str, dict[int, list[float]]] = {n: {} for n in names}
+        tcpu: dict[str, dict[int, list[dict[str, float]]]] = {n: {} for n in names}
         for conc in CONCURRENCY:
             for n in names:  # warm-up at full concurrency: pools grow to what rounds use
-                await throughput(clients[n], conc, per_tx, conc, f"warm{conc}")
+                await throughput(clients[n], conc, per_tx, conc, f"{n}/warm{conc}")
             for r in range(rounds):
                 loads.append(load_average())
                 for n in rotated(r):
+                    servers, db = setups[n]
+                    before = cpu_times(servers, db)
                     seconds = await throughput(
-                        clients[n], transactions, per_tx, conc, f"c{conc}r{r}"
+                        clients[n], transactions, per_tx, conc, f"{n}/c{conc}r{r}"
                     )
+                    after = cpu_times(servers, db)
                     tput[n].setdefault(conc, []).append(seconds)
+                    tcpu[n].setdefault(conc, []).append(
+                        {
+                            k: (after[k] - before.get(k, 0.0)) / (transactions * per_tx) * 1e6
+                            for k in after
+                        }
+                    )
     finally:
         for client in clients.values():
             await client.close()
@@ -369,6 +382,10 @@ async def bench_all(
                 "steps_per_s": transactions * per_tx / min(times),
                 "tx_per_s": transactions / min(times),
                 "steps_per_s_rounds": [transactions * per_tx / t for t in times],
+                # CPU per step (begins and commits included), median round
+                "cpu_us_per_step": {
+                    k: statistics.median(c[k] for c in tcpu[n][conc]) for k in tcpu[n][conc][0]
+                },
             }
         out["setups"][n] = result
     if floors:
@@ -464,6 +481,42 @@ def rows(res: dict[str, Any]) -> list[list[Any]]:
     return out
 
 
+CPU_COLUMNS = [
+    "setup",
+    "clients",
+    "CPU µs/step: client",
+    "server(s)",
+    "PostgreSQL",
+    "total",
+    "cores busy",
+]
+
+
+def cpu_rows(res: dict[str, Any]) -> list[list[Any]]:
+    """Throughput runs: CPU per step and how many of the machine's cores that keeps busy."""
+    out = []
+    for setup in SETUPS:
+        r = res.get("setups", {}).get(setup)
+        if r is None:
+            continue
+        for conc in CONCURRENCY:
+            t = r["throughput"].get(str(conc), {})
+            cpu = t.get("cpu_us_per_step")
+            if not cpu:
+                continue
+            total = sum(cpu.values())
+            out.append(
+                [
+                    LABELS[setup],
+                    conc,
+                    *(cpu.get(k, "–") for k in ("client", "servers", "postgres")),
+                    total,
+                    round(total * t["steps_per_s"] / 1e6, 2),
+                ]
+            )
+    return out
+
+
 def detail_rows(res: dict[str, Any]) -> list[list[Any]]:
     out = []
     for setup in SETUPS:
@@ -499,7 +552,15 @@ def markdown(res: dict[str, Any]) -> str:
         lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
         return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
 
-    return "\n".join([*table(COLUMNS, rows(res)), "", *table(DETAIL_COLUMNS, detail_rows(res))])
+    return "\n".join(
+        [
+            *table(COLUMNS, rows(res)),
+            "",
+            *table(DETAIL_COLUMNS, detail_rows(res)),
+            "",
+            *table(CPU_COLUMNS, cpu_rows(res)),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -541,16 +602,24 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     selected = [n for n in SETUPS if n in (ns.only or SETUPS)]
     with contextlib.ExitStack() as stack:
-        running: dict[str, tuple[list[Server], str]] = {}
-        for n in selected:
-            base = "pg-3" if n == "pg-3-sticky" else n
-            if base not in running:
-                out.note(f"[dim]starting {base} …[/dim]")
-                running[base] = stack.enter_context(cluster(base))
+        setups: dict[str, tuple[list[Server], str]] = {}
+        if "sqlite-1" in selected:
+            out.note("[dim]starting 1 server on SQLite …[/dim]")
+            setups["sqlite-1"] = stack.enter_context(cluster("sqlite", 1))
+        pg = [n for n in selected if n != "sqlite-1"]
+        if pg:
+            # One database and its servers for every PostgreSQL setup: "pg-1" sends all its
+            # calls to the first server (the others stay idle), so that every server's
+            # pools fit PostgreSQL's default 100 connections at once.
+            n = 1 if pg == ["pg-1"] else 3
+            out.note(f"[dim]starting {n} server(s) on PostgreSQL …[/dim]")
+            servers, db = stack.enter_context(cluster("postgres", n))
+            for name in pg:
+                setups[name] = (servers[:1] if name == "pg-1" else servers, db)
         out.note(f"[dim]measuring {', '.join(selected)}, {rounds} round(s) each …[/dim]")
         measured = asyncio.run(
             bench_all(
-                {n: running["pg-3" if n == "pg-3-sticky" else n] for n in selected},
+                {name: setups[name] for name in selected},
                 quick=ns.quick,
                 rounds=rounds,
                 steps=steps,
@@ -566,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         f"gRPC step latency and throughput ({rounds} round(s), best kept)", COLUMNS, rows(res)
     )
     out.table("Where the step time goes", DETAIL_COLUMNS, detail_rows(res))
+    out.table("CPU per step under load (throughput runs)", CPU_COLUMNS, cpu_rows(res))
     ns.output.parent.mkdir(parents=True, exist_ok=True)
     ns.output.write_text(json.dumps(res, indent=2, ensure_ascii=False) + "\n")
     out.note(f"wrote {ns.output}")
