@@ -62,7 +62,7 @@ async def replicas(database: str, tmp_path: Path) -> AsyncIterator[list[agenttx.
     engines = [
         await agenttx.Engine.open(
             database,
-            tools=[slow_state],
+            tools=[slow_state, note_with_undo],
             fs_root=tmp_path / "files",
             outbox_path=tmp_path / f"outbox-{i}.jsonl",
             background=False,
@@ -90,6 +90,83 @@ async def test_any_replica_takes_any_call(replicas: list[agenttx.Engine]) -> Non
     assert (await a.commit(tx)).steps_committed == 3
     info = await b.get_transaction(tx)
     assert info.status is TxStatus.COMMITTED
+
+
+@agenttx.tool(name="note.with_undo", effect="state")
+async def note_with_undo(ctx: agenttx.ToolContext, key: str) -> str:
+    await ctx.register_undo({"key": key})  # this tool's own undo, below
+    await ctx.state.put(key, "noted")
+    return key
+
+
+@note_with_undo.undo
+async def forget_note(ctx: agenttx.ToolContext, key: str) -> None:
+    """Nothing outside to undo: the state write goes with the rewound step."""
+
+
+def image(engine: agenttx.Engine, tx: str) -> dict[str, object]:
+    """What a replica's cached image of ``tx`` holds (compared with a fresh load)."""
+    rt = engine._runtimes[tx]
+    return {
+        "row": (rt.row.revision, rt.row.status, rt.row.next_step_id),
+        "steps": sorted(rt.steps),
+        "outputs": rt.outputs,
+        "stacks": rt.stacks,
+        "staged": rt.staged,
+        "undo": [(u.id, u.step_id, u.handler) for u in rt.undo],
+        "reads": rt.read_set,
+        "edges": sorted((e.source, e.target, e.key) for e in rt.graph.edges()),
+        "step_seq": rt.body.get("step_seq"),
+    }
+
+
+async def fresh_image(engine: agenttx.Engine, tx: str) -> dict[str, object]:
+    engine._runtimes.pop(tx, None)
+    await engine.get_transaction(tx)  # does not cache; the next call loads
+    rt = await engine._runtime(tx)
+    assert rt is engine._runtimes[tx]
+    return image(engine, tx)
+
+
+async def test_a_stale_replica_catches_up_on_appended_steps_only(
+    replicas: list[agenttx.Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, c = replicas
+    tx = (await a.begin()).transaction_id
+    await a.execute_step(tx, 1, "kv.put", {"key": "x", "value": 1})
+    loads: list[int] = []
+    original = a.store.load_steps
+
+    async def spy(tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[object]:
+        loads.append(after_seq)
+        return await original(tx_id, live_only=live_only, after_seq=after_seq)  # type: ignore[return-value]
+
+    monkeypatch.setattr(a.store, "load_steps", spy)
+    # b appends steps that reference, read and stage: a reads only those rows.
+    await b.execute_step(tx, 2, "kv.put", {"key": "y", "value": "${steps.1.value}"})
+    await b.execute_step(tx, 3, "effect.stage", {"channel": "mail", "payload": {"to": "x"}})
+    r = await a.execute_step(tx, 4, "kv.get", {"key": "y"})
+    assert r.output == {"key": "y", "value": 1}
+    assert loads == [1]  # only the steps after the cached seq
+    assert image(a, tx) == await fresh_image(c, tx)
+
+    # A step that left an undo record, a failure and a rewind: a reloads the whole image.
+    await b.execute_step(tx, 5, "note.with_undo", {"key": "n"})
+    loads.clear()
+    r6 = await a.execute_step(tx, 6, "kv.put", {"key": "n", "value": 6})
+    assert r6.status is StepStatus.SUCCESS
+    assert loads == [4, 0]  # the new rows say "undo": then the whole image
+    assert image(a, tx) == await fresh_image(c, tx)
+    failed = await b.execute_step(tx, 7, "kv.get", {"key": "${steps.6.missing}"})
+    assert failed.status is StepStatus.ROLLBACK_TRIGGERED
+    await b.rollback(tx, to_step=3)
+    await b.execute_step(tx, 3, "kv.put", {"key": "z", "value": 3})
+    await b.execute_step(tx, 4, "kv.put", {"key": "w", "value": 4})
+    loads.clear()
+    r = await a.execute_step(tx, 5, "kv.get", {"key": "z"})
+    assert r.output == {"key": "z", "value": 3}
+    assert loads == [0]  # the body changed (the failure): a full reload
+    assert image(a, tx) == await fresh_image(c, tx)
 
 
 async def test_a_call_busy_on_another_replica_waits_then_proceeds(

@@ -50,6 +50,7 @@ from agenttx.store.contract import (
     StagedEffect,
     StepRow,
     Store,
+    TxRow,
     TxUpdate,
     UndoRow,
 )
@@ -170,12 +171,11 @@ class EngineBase:
         wait_s = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
         self._in_flight += 1
         try:
-            async with rt.lock, self.store.transaction_lock(tx_id, wait_s):
-                if self.store.shared:
-                    # Another replica may have moved it since this image was cached.
-                    current = await self.store.get_transaction(tx_id)
-                    if current is not None and current.revision != rt.row.revision:
-                        rt = await self._reload(rt)
+            async with rt.lock, self.store.transaction_lock(tx_id, wait_s) as current:
+                # A shared store read the row once the lock was held: another replica may
+                # have moved the transaction since this image was cached.
+                if current is not None and current.revision != rt.row.revision:
+                    rt = await self._catch_up(rt, current)
                 try:
                     yield rt
                 except RevisionConflict:
@@ -215,25 +215,66 @@ class EngineBase:
         steps = await self.store.load_steps(tx_id, live_only=False)
         for st in steps:
             rt.note_reads(st.detail.get("reads", ()))
-            if not st.live or st.status != StepStatus.SUCCESS.value:
-                continue
-            rt.steps[st.step_id] = st
-            rt.outputs[st.step_id] = json.loads(st.output_json) if st.output_json else None
-            rt.apply_writes(st.step_id, [(w[0], w[1], int(w[2])) for w in st.detail.get("w", ())])
-            rt.staged.extend(
-                StagedEffect(st.step_id, fx[0], fx[1], fx[2]) for fx in st.detail.get("fx", ())
-            )
+            if st.live and st.status == StepStatus.SUCCESS.value:
+                self._apply_step(rt, st, graph=False)
+        self._advance_counters(rt)
+        rt.undo = [u for u in await self.store.load_undo(tx_id) if u.status != "done"]
+        for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
+            rt.add_to_graph(*graph_step(st))
+        return rt
+
+    @staticmethod
+    def _apply_step(rt: TxRuntime, st: StepRow, *, graph: bool) -> None:
+        """Add one live, successful step row to the image."""
+        rt.steps[st.step_id] = st
+        rt.outputs[st.step_id] = json.loads(st.output_json) if st.output_json else None
+        rt.apply_writes(st.step_id, [(w[0], w[1], int(w[2])) for w in st.detail.get("w", ())])
+        rt.staged.extend(
+            StagedEffect(st.step_id, fx[0], fx[1], fx[2]) for fx in st.detail.get("fx", ())
+        )
+        if graph:
+            rt.add_to_graph(*graph_step(st))
+
+    @staticmethod
+    def _advance_counters(rt: TxRuntime) -> None:
         # Successful steps do not rewrite the body (one small UPDATE per step), so the counters
         # they advance are recomputed here from the steps themselves.
         if rt.steps:
             rt.ctl.furthest_step = max(rt.ctl.furthest_step, max(rt.steps))
             seq = max(st.seq for st in rt.steps.values())
-            if seq > int(row.body.get("step_seq", 0)):
-                row.body["step_seq"] = seq
-        rt.undo = [u for u in await self.store.load_undo(tx_id) if u.status != "done"]
-        for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
-            rt.add_to_graph(*graph_step(st))
-        return rt
+            if seq > int(rt.body.get("step_seq", 0)):
+                rt.body["step_seq"] = seq
+
+    async def _catch_up(self, rt: TxRuntime, current: TxRow) -> TxRuntime:
+        """Bring a stale image up to ``current`` (the row another replica moved on).
+
+        The common case — calls spread over replicas, each step landing on another one — is
+        that the others only appended successful steps: then the new step rows are read and
+        applied (O(steps since), not O(transaction)). Anything else (a failure, a rewind, an
+        outside effect, an end) changed the body or broke the run of step ids: reload."""
+        cached = rt.row
+        appended = (
+            current.status == cached.status == TxStatus.ACTIVE.value
+            and current.next_step_id > cached.next_step_id
+            and _same_body(current.body, cached.body)
+        )
+        if appended:
+            new = await self.store.load_steps(
+                rt.id, live_only=False, after_seq=int(cached.body.get("step_seq", 0))
+            )
+            expected = list(range(cached.next_step_id, current.next_step_id))
+            if [st.step_id for st in new] == expected and all(
+                st.live and st.status == StepStatus.SUCCESS.value and "undo" not in st.detail
+                for st in new
+            ):
+                current.body["step_seq"] = cached.body.get("step_seq", 0)
+                rt.row = current
+                for st in new:
+                    rt.note_reads(st.detail.get("reads", ()))
+                    self._apply_step(rt, st, graph=True)
+                self._advance_counters(rt)
+                return rt
+        return await self._reload(rt)
 
     async def _reload(self, rt: TxRuntime) -> TxRuntime:
         fresh = await self._load(rt.id)
@@ -410,6 +451,13 @@ class UndoContext:
         self.transaction_id = tx_id
         self.step_id = row.step_id
         self.idempotency_key = row.idempotency_key
+
+
+def _same_body(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Equal apart from ``step_seq``, which a cached image advances without writing it."""
+    return {k: v for k, v in a.items() if k != "step_seq"} == {
+        k: v for k, v in b.items() if k != "step_seq"
+    }
 
 
 def dumps_json(value: Any) -> str:

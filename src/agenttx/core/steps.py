@@ -232,6 +232,9 @@ class StepPipeline(EngineBase):
             detail["w"] = writes
         if scope.staged:
             detail["fx"] = [[e.channel, e.payload_json, e.idempotency_key] for e in scope.staged]
+        if scope.undo_ids:
+            # Tells another replica catching up on this step that it left undo records.
+            detail["undo"] = len(scope.undo_ids)
         row = self._step_row(rt, att, StepStatus.SUCCESS.value, live=True, detail=detail)
         row.output_json = output_json
         next_step = att.step_id + 1

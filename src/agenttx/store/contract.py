@@ -189,10 +189,15 @@ class Store(abc.ABC):
         (group commit) only when there is company. The default ignores it."""
         return
 
-    def transaction_lock(self, tx_id: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
+    def transaction_lock(
+        self, tx_id: str, timeout_s: float
+    ) -> AbstractAsyncContextManager[TxRow | None]:
         """Hold ``tx_id`` against other processes for the duration of one call; raises
         ``DeadlineExceeded`` after ``timeout_s``. Waiting must not poll: the database wakes
-        the waiter. The default holds nothing (one process per store)."""
+        the waiter. A shared store yields the transaction's row as read once the lock is held
+        (None if there is none), so the caller can tell whether its cached image is current
+        without another round trip. The default holds nothing and yields None (one process
+        per store: the cache is authoritative)."""
         return contextlib.nullcontext()
 
     @abc.abstractmethod
@@ -234,8 +239,8 @@ class Store(abc.ABC):
     # -- steps, journal, undo log, staged effects ------------------------------------------
 
     @abc.abstractmethod
-    async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
-        """Attempts ordered by ``seq``."""
+    async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
+        """Attempts ordered by ``seq``; only those with ``seq > after_seq``."""
 
     @abc.abstractmethod
     async def load_undo(self, tx_id: str) -> list[UndoRow]:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from agenttx.errors import DeadlineExceeded, InternalError, RevisionConflict
@@ -119,8 +120,8 @@ def _lock_key(tx_id: str) -> int:
     return int.from_bytes(hashlib.sha256(tx_id.encode()).digest()[:8], "big", signed=True)
 
 
-async def _apply_update(c: AsyncConnection[Any], u: TxUpdate) -> int:
-    """CAS the transaction row on the caller's connection; returns the new revision."""
+def _update_sql(u: TxUpdate) -> tuple[str, list[Any]]:
+    """The compare-and-set of ``u`` as one UPDATE (affects one row iff it applies)."""
     sets = "status = %s, revision = %s, next_step_id = %s, updated_at = %s"
     params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
     if u.body is not None:
@@ -129,32 +130,46 @@ async def _apply_update(c: AsyncConnection[Any], u: TxUpdate) -> int:
     if u.touch_activity:
         sets += ", last_activity_at = %s"
         params.append(u.now)
-    cur = await c.execute(
+    return (
         f"UPDATE transactions SET {sets} WHERE id = %s AND revision = %s AND status = ANY(%s)",
         [*params, u.tx_id, u.expected_revision, list(u.from_statuses)],
     )
+
+
+async def _conflict(c: AsyncConnection[Any], u: TxUpdate) -> RevisionConflict:
+    """The error for a compare-and-set that did not apply, saying what the row holds now."""
+    now = await (
+        await c.execute("SELECT revision, status FROM transactions WHERE id = %s", (u.tx_id,))
+    ).fetchone()
+    if now is None:
+        return RevisionConflict(f"transaction {u.tx_id} no longer exists")
+    return RevisionConflict(
+        f"transaction {u.tx_id} changed concurrently (revision {now[0]}, status {now[1]}; "
+        f"expected revision {u.expected_revision} in {'/'.join(u.from_statuses)})"
+    )
+
+
+async def _apply_update(c: AsyncConnection[Any], u: TxUpdate) -> int:
+    """CAS the transaction row on the caller's connection; returns the new revision."""
+    cur = await c.execute(*_update_sql(u))
     if cur.rowcount != 1:
-        now = await (
-            await c.execute("SELECT revision, status FROM transactions WHERE id = %s", (u.tx_id,))
-        ).fetchone()
-        if now is None:
-            raise RevisionConflict(f"transaction {u.tx_id} no longer exists")
-        raise RevisionConflict(
-            f"transaction {u.tx_id} changed concurrently (revision {now[0]}, status {now[1]}; "
-            f"expected revision {u.expected_revision} in {'/'.join(u.from_statuses)})"
-        )
+        raise await _conflict(c, u)
     return u.expected_revision + 1
 
 
+# The same seq replaces the attempt (RUNNING becomes its final row).
+_STEP_UPSERT = (
+    "ON CONFLICT (tx_id, seq) DO UPDATE SET status = EXCLUDED.status, live = EXCLUDED.live, "
+    "arguments = EXCLUDED.arguments, output = EXCLUDED.output, detail = EXCLUDED.detail, "
+    "finished_at = EXCLUDED.finished_at, lease_owner = EXCLUDED.lease_owner, "
+    "lease_until = EXCLUDED.lease_until"
+)
+_STEP_PARAMS = ",".join(["%s"] * 17)
+
+
 async def _insert_step(c: AsyncConnection[Any], s: StepRow) -> None:
-    # The same seq replaces the attempt (RUNNING becomes its final row).
     await c.execute(
-        f"INSERT INTO steps ({STEP_COLS}) VALUES ({','.join(['%s'] * 17)}) "
-        "ON CONFLICT (tx_id, seq) DO UPDATE SET status = EXCLUDED.status, live = EXCLUDED.live, "
-        "arguments = EXCLUDED.arguments, output = EXCLUDED.output, detail = EXCLUDED.detail, "
-        "finished_at = EXCLUDED.finished_at, lease_owner = EXCLUDED.lease_owner, "
-        "lease_until = EXCLUDED.lease_until",
-        step_values(s),
+        f"INSERT INTO steps ({STEP_COLS}) VALUES ({_STEP_PARAMS}) {_STEP_UPSERT}", step_values(s)
     )
 
 
@@ -175,6 +190,10 @@ class PostgresStore(Store):
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._locks: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._listener: AsyncConnection[Any] | None = None  # LISTEN connection, see below
+        # lock_timeout as last set on each lock connection: set again only when it differs.
+        self._lock_timeouts: weakref.WeakKeyDictionary[AsyncConnection[Any], str] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -244,39 +263,60 @@ class PostgresStore(Store):
             raise InternalError(f"PostgreSQL error: {exc}") from exc
 
     async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
-        async with self.tx_row() as c:
-            return await (await c.execute(query, params)).fetchall()
+        """One read statement. Autocommit makes a lone statement its own transaction, so no
+        BEGIN and COMMIT round trips are spent around it."""
+        if self._pool is None:
+            raise InternalError("store is closed")
+        try:
+            async with self._pool.connection() as c:
+                return await (await c.execute(query, params)).fetchall()
+        except psycopg.Error as exc:
+            raise InternalError(f"PostgreSQL error: {exc}") from exc
 
-    def transaction_lock(self, tx_id: str, timeout_s: float) -> AbstractAsyncContextManager[None]:
+    def transaction_lock(
+        self, tx_id: str, timeout_s: float
+    ) -> AbstractAsyncContextManager[TxRow | None]:
         return self._advisory(tx_id, timeout_s)
 
     @contextlib.asynccontextmanager
-    async def _advisory(self, tx_id: str, timeout_s: float) -> AsyncIterator[None]:
+    async def _advisory(self, tx_id: str, timeout_s: float) -> AsyncIterator[TxRow | None]:
         if self._locks is None:
             raise InternalError("store is closed")
         key = _lock_key(tx_id)
+        timeout = f"{max(int(timeout_s * 1000), 1)}ms"
         async with self._locks.connection() as c:
             try:
-                # lock_timeout bounds the wait; the lock manager wakes us when it is free.
-                await c.execute(
-                    sql.SQL("SET lock_timeout = {}").format(
-                        sql.Literal(f"{int(timeout_s * 1000)}ms")
+                # One round trip: (the wait bound, if this connection has another one,) the
+                # lock — the lock manager wakes us when it is free — and the row as it is
+                # now. In a pipeline each statement still takes its own snapshot after the
+                # one before it ends, so the row is read after the lock is held.
+                async with c.pipeline():
+                    if self._lock_timeouts.get(c) != timeout:
+                        await c.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
+                    await c.execute("SELECT pg_advisory_lock(%s)", (key,))
+                    cur = await c.execute(
+                        f"SELECT {TX_COLS} FROM transactions WHERE id = %s", (tx_id,)
                     )
-                )
-                await c.execute("SELECT pg_advisory_lock(%s)", (key,))
+                self._lock_timeouts[c] = timeout
+                found = await cur.fetchone()
             except psycopg.errors.LockNotAvailable:
+                self._lock_timeouts[c] = timeout
                 raise DeadlineExceeded(
                     f"transaction {tx_id} is busy with another call (on another replica) for "
                     f"more than {timeout_s:g} s; retry later"
                 ) from None
             except psycopg.Error as exc:
+                self._lock_timeouts.pop(c, None)
                 raise InternalError(f"PostgreSQL error: {exc}") from exc
             try:
-                yield
+                yield tx_row(found) if found else None
             finally:
-                with contextlib.suppress(psycopg.Error):
+                try:
                     await c.execute("SELECT pg_advisory_unlock(%s)", (key,))
-                    await c.execute("SET lock_timeout = 0")
+                except psycopg.Error:
+                    # A session lock must never go back to the pool: ending the session
+                    # releases it (the pool discards a closed connection).
+                    await c.close()
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -328,10 +368,11 @@ class PostgresStore(Store):
 
     # -- steps --------------------------------------------------------------------------------
 
-    async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
+    async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
         live = " AND live" if live_only else ""
         rows = await self._fetch(
-            f"SELECT {STEP_COLS} FROM steps WHERE tx_id = %s{live} ORDER BY seq", (tx_id,)
+            f"SELECT {STEP_COLS} FROM steps WHERE tx_id = %s AND seq > %s{live} ORDER BY seq",
+            (tx_id, after_seq),
         )
         return [step_row(r) for r in rows]
 
@@ -345,10 +386,24 @@ class PostgresStore(Store):
         return await self.finish_step(update, step)
 
     async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
-        async with self.tx_row() as c:
-            revision = await _apply_update(c, update)
-            await _insert_step(c, step)
-            return revision
+        # The hot path of every step: the CAS and the step row in ONE autocommit statement
+        # (one round trip, no BEGIN/COMMIT); the row is inserted only if the CAS applied.
+        update_sql, params = _update_sql(update)
+        if self._pool is None:
+            raise InternalError("store is closed")
+        try:
+            async with self._pool.connection() as c:
+                cur = await c.execute(
+                    f"WITH cas AS ({update_sql} RETURNING 1) "
+                    f"INSERT INTO steps ({STEP_COLS}) SELECT {_STEP_PARAMS} FROM cas "
+                    f"{_STEP_UPSERT} RETURNING 1",
+                    [*params, *step_values(step)],
+                )
+                if cur.rowcount != 1:
+                    raise await _conflict(c, update)
+        except psycopg.Error as exc:
+            raise InternalError(f"PostgreSQL error: {exc}") from exc
+        return update.expected_revision + 1
 
     async def append_undo(self, row: UndoRow) -> int:
         async with self.tx_row() as c:

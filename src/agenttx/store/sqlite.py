@@ -293,10 +293,11 @@ class SqliteStore(Store):
 
     # -- steps --------------------------------------------------------------------------------
 
-    async def load_steps(self, tx_id: str, *, live_only: bool) -> list[StepRow]:
+    async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
         live = " AND live = 1" if live_only else ""
         rows = self._read(
-            f"SELECT {STEP_COLS} FROM steps WHERE tx_id = ?{live} ORDER BY seq", (tx_id,)
+            f"SELECT {STEP_COLS} FROM steps WHERE tx_id = ? AND seq > ?{live} ORDER BY seq",
+            (tx_id, after_seq),
         )
         return [step_row(r) for r in rows]
 
