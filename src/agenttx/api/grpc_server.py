@@ -12,19 +12,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, TypeVar, cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from agenttx.api.detached import run_detached
 from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
 from agenttx.core.types import (
     CommitResult,
     RollbackResult,
     StepResult,
+    StepStatus,
     TransactionInfo,
 )
 from agenttx.embedded import Engine
@@ -52,16 +54,15 @@ def status_code(exc: AgentTxError) -> grpc.StatusCode:
     return _CODES.get(exc.code, grpc.StatusCode.INTERNAL)
 
 
-async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]) -> T:
+async def _guard(
+    context: grpc.aio.ServicerContext, call: Callable[[], Coroutine[Any, Any, T]]
+) -> T:
     """Run ``call``; turn AgentTx errors into their status codes and anything else into
     INTERNAL (logged with its traceback, never sent to the client)."""
-    # The engine call runs as its own task and is shielded: a client that gives up (deadline,
-    # disconnect) must not cancel a step half-way — it finishes, and its reply is stored for a
-    # retry with the same request_id.
-    task = asyncio.ensure_future(call())
-    task.add_done_callback(_consume)
+    # A client that gives up (deadline, disconnect) must not cancel a step half-way: it
+    # finishes, and its reply is stored for a retry with the same request_id.
     try:
-        return await asyncio.shield(task)
+        return await run_detached(call())
     except AgentTxError as exc:
         await context.abort(status_code(exc), exc.message)
     except grpc.aio.AbortError:
@@ -72,30 +73,26 @@ async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable
     raise AssertionError("unreachable: context.abort raises")
 
 
-def _consume(task: asyncio.Future[Any]) -> None:
-    """Retrieve a shielded task's outcome when nobody awaits it any more (no warning)."""
-    if not task.cancelled():
-        task.exception()
-
-
 def step_reply(r: StepResult) -> pb.ExecuteStepResponse:
-    return pb.ExecuteStepResponse(
-        status=f"STEP_STATUS_{r.status.value}",
+    reply = pb.ExecuteStepResponse(
+        status=cast("pb.StepStatus", r.status.wire),
         output_json=r.output_json,
-        clean_hint=r.clean_hint,
-        strategy=f"ROLLBACK_STRATEGY_{r.strategy.value}",
-        rollback_to_step=r.rollback_to_step,
+        strategy=cast("pb.RollbackStrategy", r.strategy.wire),
         next_step_id=r.next_step_id,
         constraints=r.constraints,
-        context_reset=r.context_reset,
-        error_category=r.error_category,
-        rollback_latency_ms=r.rollback_latency_ms,
-        abort_reason=r.abort_reason,
-        compensation_errors=r.compensation_errors,
         transaction_status=r.transaction_status.value,
         revision=r.revision,
-        hint_key=r.hint_key,
     )
+    if r.status is not StepStatus.SUCCESS:  # the fields only a failed step fills
+        reply.clean_hint = r.clean_hint
+        reply.rollback_to_step = r.rollback_to_step
+        reply.context_reset = r.context_reset
+        reply.error_category = r.error_category
+        reply.rollback_latency_ms = r.rollback_latency_ms
+        reply.abort_reason = r.abort_reason
+        reply.compensation_errors.extend(r.compensation_errors)
+        reply.hint_key = r.hint_key
+    return reply
 
 
 def commit_reply(c: CommitResult) -> pb.CommitTransactionResponse:

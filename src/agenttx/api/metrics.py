@@ -121,6 +121,8 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        self._step_children: dict[tuple[int, int], Counter] = {}
 
     # -- feeds -------------------------------------------------------------------------------
 
@@ -131,8 +133,14 @@ class Metrics:
 
     def on_call(self, method: str, code: str, seconds: float, request: Any, reply: Any) -> None:
         """Record one finished call (``reply`` is None unless ``code`` is OK)."""
-        self.rpcs.labels(method, code).inc()
-        self.rpc_duration.labels(method).observe(seconds)
+        # Labelled children are looked up once per label set: every call records two or
+        # three, and prometheus_client's labels() takes a lock and builds a key each time.
+        children = self._children.get((method, code))
+        if children is None:
+            children = (self.rpcs.labels(method, code), self.rpc_duration.labels(method))
+            self._children[(method, code)] = children
+        children[0].inc()
+        children[1].observe(seconds)
         if method == "CommitTransaction":
             outcome = {"OK": "committed", "ABORTED": "conflict"}.get(code, "error")
             self.commit_latency.labels(outcome).observe(seconds)
@@ -140,7 +148,11 @@ class Metrics:
             return
         if isinstance(reply, pb.ExecuteStepResponse):
             strategy = _strategy(reply.strategy)
-            self.steps.labels(_step_status(reply.status), strategy).inc()
+            step = self._step_children.get((reply.status, reply.strategy))
+            if step is None:
+                step = self.steps.labels(_step_status(reply.status), strategy)
+                self._step_children[(reply.status, reply.strategy)] = step
+            step.inc()
             self.step_duration.observe(seconds)
             if strategy not in ("NONE", "UNSPECIFIED"):
                 self.rollback_latency.labels(strategy).observe(reply.rollback_latency_ms / 1000)
@@ -175,12 +187,21 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+_STEP_STATUS_NAMES = {
+    v.number: v.name.removeprefix("STEP_STATUS_") for v in pb.StepStatus.DESCRIPTOR.values
+}
+_STRATEGY_NAMES = {
+    v.number: v.name.removeprefix("ROLLBACK_STRATEGY_")
+    for v in pb.RollbackStrategy.DESCRIPTOR.values
+}
+
+
 def _step_status(value: int) -> str:
-    return pb.StepStatus.Name(value).removeprefix("STEP_STATUS_")
+    return _STEP_STATUS_NAMES.get(value) or str(value)
 
 
 def _strategy(value: int) -> str:
-    return pb.RollbackStrategy.Name(value).removeprefix("ROLLBACK_STRATEGY_")
+    return _STRATEGY_NAMES.get(value) or str(value)
 
 
 @dataclass
@@ -258,6 +279,8 @@ class CallObserver(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(self, metrics: Metrics | None = None) -> None:
         self.metrics = metrics
+        # The observed handler per method, made once: gRPC asks on every call.
+        self._observed: dict[str, tuple[Any, Any]] = {}
 
     async def intercept_service(self, continuation: Any, details: Any) -> Any:
         handler = await continuation(details)
@@ -268,12 +291,17 @@ class CallObserver(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             or not method_path.startswith(SERVICE_PREFIX)
         ):
             return handler
+        known = self._observed.get(method_path)
+        if known is not None and known[0] is handler:
+            return known[1]
         observed = self._observe(method_path.removeprefix(SERVICE_PREFIX), handler.unary_unary)
-        return grpc.unary_unary_rpc_method_handler(
+        wrapped = grpc.unary_unary_rpc_method_handler(
             observed,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+        self._observed[method_path] = (handler, wrapped)
+        return wrapped
 
     def _observe(self, method: str, inner: Handler) -> Handler:
         async def observed(request: Any, context: Any) -> Any:

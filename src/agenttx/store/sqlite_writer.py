@@ -7,12 +7,14 @@ resolved only after COMMIT returned, so no caller sees success for a write that 
 durable at the configured ``synchronous`` level.
 
 Two modes:
-- inline (default durability, ``synchronous=NORMAL``): the flush runs on the event loop thread
-  (a WAL commit without fsync costs ~10 µs, less than a ~35 µs thread hop). A unit alone (the
-  engine has one call in flight) commits at once; under concurrency, units wait for the end of
-  the loop turn and share one transaction.
-- threaded (``sync_writes``, ``synchronous=FULL``): the flush, with its fsync, runs on one
-  dedicated thread; while it runs, new units queue up and share the next fsync.
+- A unit alone (the engine has one call in flight, no flush pending) commits at once, on the
+  event loop thread, at either durability: nobody waits for the loop meanwhile, and a thread
+  hop would cost more (~35 µs) than a WAL commit without fsync (~10 µs).
+- Under concurrency, at the default durability (``synchronous=NORMAL``, inline mode), units
+  wait for the end of the loop turn and share one transaction.
+- Under concurrency with ``sync_writes`` (``synchronous=FULL``, threaded mode), the flush, with
+  its fsync, runs on one dedicated thread; while it runs, new units queue up and share the
+  next fsync, and the loop stays free.
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ class GroupCommitWriter:
         # How many calls the engine has in flight: with more than one, inline writes wait for
         # the end of the loop turn and commit together (group commit); alone, they commit now.
         self.concurrency: Callable[[], int] = lambda: 1
-        self._last_yield = 0.0  # loop time of the last yield in the inline fast path
+        # Inline fast path: a marker callback is pending until the loop's next turn; while it
+        # is, the loop has been held since _held_since.
+        self._turn_pending = False
+        self._held_since = 0.0
+
+    def _loop_turned(self) -> None:
+        self._turn_pending = False
 
     def shutdown(self) -> None:
         if self._executor is not None:
@@ -51,16 +59,22 @@ class GroupCommitWriter:
 
     async def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
-        if not self._threaded and not self._scheduled and self.concurrency() <= 1:
+        if not self._scheduled and self.concurrency() <= 1:
             # Alone: commit now, on the loop thread. Waiting a loop turn for company would
-            # cost more than the ~10 µs commit it could share.
-            value, exc = _execute_batch(self._conn, [unit])[0]
+            # cost more than the ~10 µs commit it could share; with sync_writes, the thread
+            # hop (and the GIL hand-offs around it) would add to the fsync while nobody else
+            # is waiting for the loop.
+            with self._lock:
+                value, exc = _execute_batch(self._conn, [unit])[0]
             # A caller that never waits on anything else would otherwise hold the loop for
             # as long as it keeps writing; let other tasks (dispatcher, other clients) run at
-            # least once a millisecond.
-            now = loop.time()
-            if now - self._last_yield > 0.001:
-                self._last_yield = now
+            # least once a millisecond. A server's calls give the loop a turn between them
+            # anyway, so only a loop that has not turned for that long is made to.
+            if not self._turn_pending:
+                self._turn_pending = True
+                self._held_since = loop.time()
+                loop.call_soon(self._loop_turned)
+            elif loop.time() - self._held_since > 0.001:
                 await asyncio.sleep(0)
             if exc is not None:
                 raise exc
