@@ -262,16 +262,21 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise InternalError(f"PostgreSQL error: {exc}") from exc
 
-    async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
-        """One read statement. Autocommit makes a lone statement its own transaction, so no
-        BEGIN and COMMIT round trips are spent around it."""
+    @contextlib.asynccontextmanager
+    async def one_statement(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled connection in autocommit, for work that is one statement: the statement
+        is its own transaction, so no BEGIN and COMMIT round trips are spent around it."""
         if self._pool is None:
             raise InternalError("store is closed")
         try:
             async with self._pool.connection() as c:
-                return await (await c.execute(query, params)).fetchall()
+                yield c
         except psycopg.Error as exc:
             raise InternalError(f"PostgreSQL error: {exc}") from exc
+
+    async def _fetch(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self.one_statement() as c:
+            return await (await c.execute(query, params)).fetchall()
 
     def transaction_lock(
         self, tx_id: str, timeout_s: float
@@ -321,20 +326,22 @@ class PostgresStore(Store):
     # -- transactions -------------------------------------------------------------------------
 
     async def create_transaction(self, row: TxRow) -> TxRow:
-        async with self.tx_row() as c:
-            snap = await (
-                await c.execute("SELECT value FROM meta WHERE name = 'commit_seq'")
-            ).fetchone()
-            row.snapshot = int(snap[0]) if snap else 0
-            await c.execute(
-                f"INSERT INTO transactions ({TX_COLS}) VALUES "
-                "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                (
-                    row.id, row.tenant, row.agent_id, row.status, row.revision,
-                    row.next_step_id, row.snapshot, row.isolation, dumps(row.body),
-                    row.created_at, row.updated_at, row.last_activity_at,
-                ),
-            )  # fmt: skip
+        async with self.one_statement() as c:
+            # The snapshot is the commit counter as the row is written: one statement.
+            got = await (
+                await c.execute(
+                    f"INSERT INTO transactions ({TX_COLS}) VALUES (%s,%s,%s,%s,%s,%s,"
+                    "(SELECT value FROM meta WHERE name = 'commit_seq'),%s,%s,%s,%s,%s) "
+                    "RETURNING snapshot",
+                    (
+                        row.id, row.tenant, row.agent_id, row.status, row.revision,
+                        row.next_step_id, row.isolation, dumps(row.body), row.created_at,
+                        row.updated_at, row.last_activity_at,
+                    ),
+                )
+            ).fetchone()  # fmt: skip
+            assert got is not None
+            row.snapshot = int(got[0])
         return row
 
     async def get_transaction(self, tx_id: str) -> TxRow | None:
@@ -363,7 +370,7 @@ class PostgresStore(Store):
         return [tx_row(r) for r in await self._fetch(query, [*params, limit])]
 
     async def update_transaction(self, update: TxUpdate) -> int:
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             return await _apply_update(c, update)
 
     # -- steps --------------------------------------------------------------------------------
@@ -389,24 +396,19 @@ class PostgresStore(Store):
         # The hot path of every step: the CAS and the step row in ONE autocommit statement
         # (one round trip, no BEGIN/COMMIT); the row is inserted only if the CAS applied.
         update_sql, params = _update_sql(update)
-        if self._pool is None:
-            raise InternalError("store is closed")
-        try:
-            async with self._pool.connection() as c:
-                cur = await c.execute(
-                    f"WITH cas AS ({update_sql} RETURNING 1) "
-                    f"INSERT INTO steps ({STEP_COLS}) SELECT {_STEP_PARAMS} FROM cas "
-                    f"{_STEP_UPSERT} RETURNING 1",
-                    [*params, *step_values(step)],
-                )
-                if cur.rowcount != 1:
-                    raise await _conflict(c, update)
-        except psycopg.Error as exc:
-            raise InternalError(f"PostgreSQL error: {exc}") from exc
+        async with self.one_statement() as c:
+            cur = await c.execute(
+                f"WITH cas AS ({update_sql} RETURNING 1) "
+                f"INSERT INTO steps ({STEP_COLS}) SELECT {_STEP_PARAMS} FROM cas "
+                f"{_STEP_UPSERT} RETURNING 1",
+                [*params, *step_values(step)],
+            )
+            if cur.rowcount != 1:
+                raise await _conflict(c, update)
         return update.expected_revision + 1
 
     async def append_undo(self, row: UndoRow) -> int:
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             cur = await c.execute(
                 "INSERT INTO undo (tx_id, step_id, handler, args, idempotency_key, status, "
                 "attempts, last_error, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) "
@@ -421,7 +423,7 @@ class PostgresStore(Store):
             return int(got[0])
 
     async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             await c.execute(
                 "UPDATE undo SET status = %s, attempts = %s, last_error = %s WHERE id = %s",
                 (status, attempts, error, undo_id),
@@ -548,7 +550,7 @@ class PostgresStore(Store):
         return None if rows[0][0] is None else int(rows[0][0])
 
     async def prune_versions(self, horizon: int) -> int:
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             cur = await c.execute(
                 "DELETE FROM kv USING (SELECT tenant, key, max(version) AS keep FROM kv "
                 "WHERE version <= %s GROUP BY tenant, key) AS k "
@@ -592,7 +594,7 @@ class PostgresStore(Store):
         now: float,
     ) -> None:
         delivered = now if status == "delivered" else 0.0
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             await c.execute(
                 "UPDATE outbox SET status = %s, attempts = %s, next_attempt_at = %s, "
                 "last_error = %s, delivered_at = %s, lease_until = 0 WHERE id = %s",
@@ -612,7 +614,7 @@ class PostgresStore(Store):
         )
 
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             cur = await c.execute(
                 "UPDATE outbox SET status = 'pending', next_attempt_at = %s, attempts = 0 "
                 "WHERE id = %s AND status = 'dead'",
@@ -654,15 +656,21 @@ class PostgresStore(Store):
         return StoredReply(*rows[0]) if rows else None
 
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
-        async with self.tx_row() as c:
-            await c.execute(
-                "INSERT INTO requests (tenant, request_id, method, payload_hash, reply, "
-                "created_at) VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
-                (
-                    tenant, reply.request_id, reply.method, reply.payload_hash,
-                    reply.reply_json, reply.created_at,
-                ),
-            )  # fmt: skip
+        async with self.one_statement() as c:
+            # The first reply stored wins; RETURNING yields nothing if another was there.
+            inserted = await (
+                await c.execute(
+                    "INSERT INTO requests (tenant, request_id, method, payload_hash, reply, "
+                    "created_at) VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING "
+                    "RETURNING request_id",
+                    (
+                        tenant, reply.request_id, reply.method, reply.payload_hash,
+                        reply.reply_json, reply.created_at,
+                    ),
+                )
+            ).fetchone()  # fmt: skip
+            if inserted is not None:
+                return reply
             row = await (
                 await c.execute(
                     "SELECT request_id, method, payload_hash, reply, created_at FROM requests "
@@ -674,7 +682,7 @@ class PostgresStore(Store):
             return StoredReply(*row)
 
     async def prune_requests(self, older_than: float) -> int:
-        async with self.tx_row() as c:
+        async with self.one_statement() as c:
             cur = await c.execute("DELETE FROM requests WHERE created_at < %s", (older_than,))
             return cur.rowcount
 
