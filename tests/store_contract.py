@@ -24,6 +24,7 @@ from agenttx.store.contract import (
     StagedEffect,
     StepRow,
     Store,
+    StoredReply,
     TxRow,
     TxUpdate,
     UndoRow,
@@ -837,3 +838,15 @@ class StoreContract:
             assert await commit_writes(reopened, "tx_w2", {"k": '"w"'}) == 2
         finally:
             await reopened.close()
+
+    # ------------------------------------------------------------- stored replies
+
+    async def test_the_first_stored_reply_wins_and_is_read_back(self, store: Store) -> None:
+        first = StoredReply("req-1", "execute_step", "hash-a", '{"ok": 1}', T0)
+        assert await store.put_request(TENANT, first) is first  # stored now: handed back
+        twin = StoredReply("req-1", "execute_step", "hash-b", '{"ok": 2}', T0 + 1)
+        assert await store.put_request(TENANT, twin) == first  # a racing retry: the first
+        assert await store.get_request(TENANT, "req-1") == first
+        assert await store.get_request("other-tenant", "req-1") is None
+        assert await store.prune_requests(T0 + 0.5) == 1
+        assert await store.get_request(TENANT, "req-1") is None

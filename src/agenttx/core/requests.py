@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import typing
@@ -71,8 +72,11 @@ class RequestLog:
             reply = {"error": {"type": type(exc).__name__, "message": exc.message}}
             stored = await self._put(request_id, method, digest, reply)
             return self._replay(stored, method, digest, result_type)
-        stored = await self._put(request_id, method, digest, {"ok": _to_json(result)})
-        return self._replay(stored, method, digest, result_type)
+        row = StoredReply(request_id, method, digest, _reply_json(result), self.clock())
+        stored = await self.store.put_request(self.tenant, row)
+        if stored is row:
+            return result  # this call's reply is the stored one: no need to decode it again
+        return self._replay(stored, method, digest, result_type)  # a concurrent twin won
 
     async def _put(
         self, request_id: str, method: str, digest: str, reply: dict[str, Any]
@@ -102,8 +106,9 @@ def rebuild_error(type_name: str, message: str) -> AgentTxError:
     return exc
 
 
-def _to_json(result: Any) -> Any:
-    return json.loads(json.dumps(dataclasses.asdict(result), default=_enum_value))
+def _reply_json(result: Any) -> str:
+    """The stored form of a successful call's result (enums by value)."""
+    return json.dumps({"ok": dataclasses.asdict(result)}, default=_enum_value)
 
 
 def _enum_value(value: Any) -> Any:
@@ -112,9 +117,14 @@ def _enum_value(value: Any) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} in a reply")
 
 
+@functools.cache
+def _type_hints(result_type: type) -> dict[str, Any]:
+    return typing.get_type_hints(result_type)
+
+
 def from_json(result_type: type[T], data: dict[str, Any]) -> T:
     """Rebuild a result dataclass, turning enum fields back into their enums."""
-    hints = typing.get_type_hints(result_type)
+    hints = _type_hints(result_type)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(result_type):  # type: ignore[arg-type]
         if f.name not in data:

@@ -354,7 +354,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
         """Store a reply unless one is stored for its id already; returns the one that is
-        stored (the earlier one wins, so two racing retries agree)."""
+        stored (the earlier one wins, so two racing retries agree): ``reply`` itself when it
+        was stored by this call."""
 
     @abc.abstractmethod
     async def prune_requests(self, older_than: float) -> int:

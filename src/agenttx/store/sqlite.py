@@ -515,7 +515,7 @@ class SqliteStore(Store):
 
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
         def unit(c: sqlite3.Connection) -> StoredReply:
-            c.execute(
+            cur = c.execute(
                 "INSERT OR IGNORE INTO requests (tenant, request_id, method, payload_hash, "
                 "reply, created_at) VALUES (?,?,?,?,?,?)",
                 (
@@ -523,6 +523,8 @@ class SqliteStore(Store):
                     reply.reply_json, reply.created_at,
                 ),
             )  # fmt: skip
+            if cur.rowcount == 1:
+                return reply  # stored: the first reply for this id
             row = c.execute(
                 "SELECT request_id, method, payload_hash, reply, created_at FROM requests "
                 "WHERE tenant = ? AND request_id = ?",
