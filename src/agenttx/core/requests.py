@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import hashlib
 import json
 import typing
@@ -117,9 +116,14 @@ def _enum_value(value: Any) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} in a reply")
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}  # per result type: resolving them is slow
+
+
 def _type_hints(result_type: type) -> dict[str, Any]:
-    return typing.get_type_hints(result_type)
+    hints = _HINTS.get(result_type)
+    if hints is None:
+        hints = _HINTS[result_type] = typing.get_type_hints(result_type)
+    return hints
 
 
 def from_json(result_type: type[T], data: dict[str, Any]) -> T:
