@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -907,6 +908,68 @@ def test_transient_and_argument_categories() -> None:
     assert clean_hint(CONNECTION_REFUSED).transient
     assert not clean_hint(PSYCOPG_FK).transient
     assert not clean_hint(MISSING_ARGUMENT).transient
+
+
+# --- The needle prefilter -----------------------------------------------------------------------
+
+
+def first_matching_rule(line: str) -> str:
+    """What the rule table means, tried slowly: every rule in order, a rule with needles only if
+    one occurs in the lowercased error, and the first rule with a matching pattern wins.
+
+    ``line`` is one line that starts with no frame furniture, so the patterns see ``"\\n" + line``.
+    """
+    message = "\n" + line
+    low = message.lower()
+    for rule in BUILTIN_RULES:
+        if rule.needles and not any(needle in low for needle in rule.needles):
+            continue
+        if any(pattern.regex.search(message) for pattern in rule.patterns):
+            return rule.id
+    return "fallback"
+
+
+BUILTIN_RULES = HintCleaner().rules
+NEEDLES = sorted({needle for rule in BUILTIN_RULES for needle in rule.needles})
+CASE_LINES = sorted({line for case in CASES for line in case.raw.splitlines() if line.strip()})
+PATTERN_WORDS = sorted(  # literal text of the patterns: "Bad Gateway", "INVALID_ARGUMENT", …
+    {
+        word
+        for rule in BUILTIN_RULES
+        for pattern in rule.patterns
+        for word in re.findall(r"[A-Za-z_ ]{4,}", pattern.regex.pattern)
+    }
+)
+
+
+def test_the_prefilter_agrees_with_trying_every_rule_in_order() -> None:
+    lines = ["E: " + piece for piece in NEEDLES + PATTERN_WORDS]
+    lines += ["E: " + " ".join(case.raw.split()) for case in CASES]  # every rule matches one
+    for line in lines:
+        assert clean_hint(line).rule == first_matching_rule(line), line
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(NEEDLES + PATTERN_WORDS + CASE_LINES) | st.text(max_size=8), max_size=6
+    )
+)
+def test_the_prefilter_never_changes_which_rule_matches(pieces: list[str]) -> None:
+    line = "E: " + " ".join(pieces).replace("\r", " ").replace("\n", " ")
+    assert clean_hint(line).rule == first_matching_rule(line)
+
+
+def test_needles_never_change_the_hint_of_a_realistic_error(tmp_path: Path) -> None:
+    # The same rules without needles: every rule is tried, in order, on every error.
+    builtin = resources.files("agenttx.core").joinpath("hint_rules.toml").read_text("utf-8")
+    rules = tmp_path / "no_needles.toml"
+    rules.write_text(re.sub(r"(?m)^needles = .*\n", "", builtin))
+    every_rule = HintCleaner([rules], include_builtin=False)
+    assert [rule.id for rule in every_rule.rules] == RULE_ORDER
+    assert not any(rule.needles for rule in every_rule.rules)
+    for case in CASES:
+        assert clean_hint(case.raw) == every_rule.clean(case.raw), case.name
 
 
 # --- Input cap ----------------------------------------------------------------------------------

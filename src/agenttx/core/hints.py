@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import os
 import re
 import threading
@@ -176,6 +177,13 @@ _REDACTIONS: tuple[_Redaction, ...] = tuple(
     )
 )
 
+# Every redaction's needles in order, each with its redaction: one flat loop (see
+# HintCleaner._needles) where a loop over redactions with a loop over needles inside spent a
+# fifth of a typical hint's redaction time in the interpreter.
+_REDACTION_NEEDLES: tuple[tuple[str, _Redaction], ...] = tuple(
+    (needle, redaction) for redaction in _REDACTIONS for needle in redaction.needles
+)
+
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _SECRET_NAME = re.compile(r"passw|pwd|secret|token|api[_-]?key|apikey|credential|private[_-]?key")
 
@@ -186,15 +194,14 @@ def redact(text: str) -> str:
     URLs (``scheme://user:***@host``), JWTs, AWS access key ids, ``sk-…``/GitHub/Slack/Google
     API keys and PEM private keys. Pure; linear in ``len(text)``."""
     low = _lower_same_length(text)
-    for needles, pattern in _REDACTIONS:
-        for needle in needles:
-            if needle in low:
-                break
-        else:
+    done = None  # a redaction runs at its first needle that occurs, and only then
+    for needle, redaction in _REDACTION_NEEDLES:
+        if needle not in low or redaction is done:
             continue
+        done = redaction
         pieces: list[str] = []
         last = 0
-        for match in pattern.finditer(low):
+        for match in redaction.pattern.finditer(low):
             start, end = match.span("s")
             pieces.append(text[last:start])
             pieces.append(_MASK)
@@ -449,15 +456,22 @@ def _builtin_rules() -> tuple[Rule, ...]:
 # --- Stack frames and the fallback --------------------------------------------------------------
 
 # Lines that locate code rather than describe the failure. Each alternative starts right after a
-# "\n" (the input gets one prepended), so the scan jumps from line start to line start.
+# "\n" (the input gets one prepended), so the scan jumps from line start to line start. The
+# indented kinds share one possessive indentation: each continues with a character that is not
+# a space or tab, so giving indentation back could never help, and an indented line is no
+# longer re-scanned (and backtracked over) once per kind.
 _FRAMES = re.compile(
     r"\n(?:"
-    r"[ \t]+File \"[^\n]*+(?:\n    [^\n]*+)*+"  # Python frame, its source and caret lines
-    r"|[ \t]+at [^\n]*+"  # Java, Node.js, .NET, Rust "at file:line"
-    r"|[ \t]*\.\.\. \d+ (?:more|common frames omitted)[^\n]*+"  # Java, elided frames
-    r"|[ \t]+\d+: +(?:0x[0-9a-fA-F]+ - )?(?:<|_|[\w$.]*::)[^\n]*+"  # Rust backtrace symbol
-    r"|[ \t]+from [^\n]*:\d+:in [^\n]*+"  # Ruby
-    r"|[ \t]*\[Previous line repeated [^\n]*+"  # Python recursion
+    r"[ \t]++(?:"
+    r"File \"[^\n]*+(?:\n    [^\n]*+)*+"  # Python frame, its source and caret lines
+    r"|at [^\n]*+"  # Java, Node.js, .NET, Rust "at file:line"
+    r"|\d+: +(?:0x[0-9a-fA-F]+ - )?(?:<|_|[\w$.]*::)[^\n]*+"  # Rust backtrace symbol
+    r"|from [^\n]*:\d+:in [^\n]*+"  # Ruby
+    r")"
+    r"|[ \t]*+(?:"
+    r"\.\.\. \d+ (?:more|common frames omitted)[^\n]*+"  # Java, elided frames
+    r"|\[Previous line repeated [^\n]*+"  # Python recursion
+    r")"
     r"|goroutine \d+ \[[^\]\n]*\]:[^\n]*+"  # Go
     r"|Traceback \(most recent call last\):[^\n]*+"
     r"|During handling of the above exception, another exception occurred:[^\n]*+"
@@ -558,6 +572,21 @@ def _cap(raw: str) -> str:
 
 # --- The cleaner --------------------------------------------------------------------------------
 
+# A pattern that is only a named group of literal alternatives, like
+# "(?P<reason>Bad Gateway|Service Unavailable)", matches iff one of them occurs. With no common
+# first character the regex engine tries it at every position (~1 µs on a 300-character error);
+# a substring scan per alternative skips ahead in C, so the cleaner scans first.
+_LITERAL_ALTERNATION = re.compile(r"\(\?P<\w+>([\w ]+(?:\|[\w ]+)+)\)")
+_Attempt = tuple[RulePattern, tuple[str, ...]]  # a pattern, and its literal alternatives or ()
+
+
+def _literal_alternatives(regex: re.Pattern[str]) -> tuple[str, ...]:
+    # Letters, digits, "_" and " " are literal in a regular expression (no verbose mode here).
+    shape = _LITERAL_ALTERNATION.fullmatch(regex.pattern)
+    if shape is None or regex.flags & (re.IGNORECASE | re.VERBOSE):
+        return ()
+    return tuple(shape[1].split("|"))
+
 
 class HintCleaner:
     """Turns raw errors into hints with a fixed rule table.
@@ -568,7 +597,7 @@ class HintCleaner:
     id, or ``max_len`` < 40. Immutable after construction, so safe to share between threads.
     """
 
-    __slots__ = ("_max_len", "_rules")
+    __slots__ = ("_max_len", "_needles", "_rules")
 
     def __init__(
         self,
@@ -592,6 +621,16 @@ class HintCleaner:
                 user.append(rule)
         builtin = [r for r in _builtin_rules() if r.id not in defined_in] if include_builtin else []
         self._rules: tuple[Rule, ...] = (*user, *builtin)
+        # Every rule's needles, in rule order, each with its rule, its patterns and how many of
+        # the rule's needles follow it; a rule without needles is tried always, so it gets "",
+        # which occurs in every text. One flat loop over these costs half the interpreter time
+        # of a loop over rules with a loop over needles inside.
+        needles: list[tuple[str, Rule, tuple[_Attempt, ...], int]] = []
+        for rule in self._rules:
+            attempts = tuple((p, _literal_alternatives(p.regex)) for p in rule.patterns)
+            own = rule.needles or ("",)
+            needles.extend((n, rule, attempts, len(own) - i) for i, n in enumerate(own, 1))
+        self._needles = tuple(needles)
         self._max_len = max_len
 
     @property
@@ -619,22 +658,28 @@ class HintCleaner:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         message = _FRAMES.sub("", "\n" + text)
         low = message.lower()
-        for rule in self._rules:
-            if rule.needles:
-                # One substring scan of the message per needle, stopping at the first rule that
-                # matches. Single-pass prefilters measured slower in CPython 3.11 on the traces of
-                # benchmarks/hints.py: a regex alternation of all needles (4x), a trie-shaped one
-                # (as slow, and it cannot stop early), a scan anchored on rare characters, a
-                # bigram index. So rules keep few needles and patterns start with a literal.
-                for needle in rule.needles:
-                    if needle in low:
-                        break
-                else:
-                    continue
-            for pattern in rule.patterns:
+        # A rule is tried at its first needle that occurs in the message, in rule order, until
+        # one matches. One substring scan per needle: single-pass prefilters measured slower in
+        # CPython 3.11 on the traces of benchmarks/hints.py: a regex alternation of all needles
+        # (4x), a trie-shaped one (as slow, and it cannot stop at an early rule), a scan anchored
+        # on rare characters, a bigram index. So rules keep few needles and patterns start with
+        # a literal.
+        entries = iter(self._needles)
+        for needle, rule, attempts, rest in entries:
+            if needle not in low:
+                continue
+            for pattern, alternatives in attempts:
+                if alternatives:
+                    for alternative in alternatives:
+                        if alternative in message:
+                            break
+                    else:
+                        continue  # none occurs, so the pattern cannot match
                 match = pattern.regex.search(message)
                 if match is not None:
                     return self._from_match(rule, pattern, match)
+            if rest:  # the rule did not match: skip its other needles unscanned
+                next(itertools.islice(entries, rest, rest), None)
         body = _fallback_message(message)
         if not body:
             body = "the tool failed without an error message; check its arguments and retry."
