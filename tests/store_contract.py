@@ -850,3 +850,20 @@ class StoreContract:
         assert await store.get_request("other-tenant", "req-1") is None
         assert await store.prune_requests(T0 + 0.5) == 1
         assert await store.get_request(TENANT, "req-1") is None
+
+    # ------------------------------------------------------------- effects claimed at commit
+
+    async def test_effects_claimed_by_their_commit_wait_for_its_lease(self, store: Store) -> None:
+        row = await new_tx(store, "tx_claimed")
+        claimed = replace(
+            plan(row, effects=[effect(1, 0), effect(1, 1)], now=T0), claim_until=T0 + 30
+        )
+        outcome = await store.commit(claimed)
+        assert outcome.committed
+        rows = await store.list_outbox(tx_id="tx_claimed")
+        assert [r.status for r in rows] == ["delivering", "delivering"]
+        # A background pass finds nothing to take while the committing call holds them ...
+        assert await store.claim_outbox(now=T0 + 29, lease_secs=30, limit=10) == []
+        # ... and takes them once its lease has run out (the call died before delivering).
+        again = await store.claim_outbox(now=T0 + 31, lease_secs=30, limit=10)
+        assert [r.id for r in again] == outcome.outbox_ids

@@ -22,7 +22,7 @@ from agenttx.core.hints import HintCleaner
 from agenttx.core.types import RollbackPolicy
 from agenttx.effects.channels import Channel, JsonlChannel
 from agenttx.effects.dispatcher import OutboxDispatcher
-from agenttx.store.contract import Store
+from agenttx.store.contract import OutboxRow, Store
 from agenttx.store.factory import open_store
 from agenttx.tools.builtin import BUILTIN_TOOLS
 from agenttx.tools.builtin.fs import RESTORE_HANDLER, restore_file
@@ -146,12 +146,16 @@ class Engine(CoreEngine):
             except Exception:
                 log.exception("maintenance pass failed")
 
-    async def _release(self, outbox_ids: list[int]) -> tuple[int, list[str]]:
-        # Try the transaction's effects once right away, so the commit reply says how many
-        # went out; failures stay queued for the background dispatcher's retries.
-        if not outbox_ids:
+    def _claim_until(self, now: float) -> float:
+        return now + self.dispatcher.lease_secs
+
+    async def _release(self, rows: list[OutboxRow]) -> tuple[int, list[str]]:
+        # Try the transaction's effects once right away (the commit claimed them, so no
+        # background pass takes them first), so the commit reply says how many went out;
+        # failures go back to the queue for the background dispatcher's retries.
+        if not rows:
             return 0, []
-        result = await self.dispatcher.deliver_now(outbox_ids)
+        result = await self.dispatcher.deliver_now(rows)
         self.dispatcher.wake()
         return result
 

@@ -55,6 +55,7 @@ from agenttx.errors import (
 )
 from agenttx.store.contract import (
     CommitPlan,
+    OutboxRow,
     TxRow,
     VersionCheck,
 )
@@ -416,6 +417,7 @@ class CoreEngine(Maintenance):
                         rt, TxStatus.ROLLING_BACK, rt.row.next_step_id, conflict_body, OPEN
                     )
                 ),
+                claim_until=self._claim_until(now) if rt.staged else 0.0,
             )
             outcome = await self.store.commit(plan)
             applied = plan.on_success if outcome.committed else plan.on_conflict
@@ -432,7 +434,14 @@ class CoreEngine(Maintenance):
                 raise CommitConflict(rt.id, keys, kind, errors)
             self._evict(rt)
         # Outside the lock: the transaction is over, delivery must not hold anything up.
-        dispatched, dispatch_errors = await self._release(outcome.outbox_ids)
+        rows = [
+            OutboxRow(
+                row_id, plan.tenant, rt.id, e.step_id, e.channel, e.payload_json,
+                e.idempotency_key, "delivering", 0, now, "", now, 0.0,
+            )
+            for row_id, e in zip(outcome.outbox_ids, plan.effects, strict=True)
+        ] if plan.claim_until > 0 else []  # fmt: skip
+        dispatched, dispatch_errors = await self._release(rows)
         return CommitResult(
             transaction_id=rt.id,
             committed=True,
@@ -444,10 +453,15 @@ class CoreEngine(Maintenance):
             revision=rt.row.revision,
         )
 
-    async def _release(self, outbox_ids: list[int]) -> tuple[int, list[str]]:
-        """Hook run after a durable commit with its outbox rows: (delivered now, errors).
-        The core engine delivers nothing itself; ``agenttx.Engine`` hands them to its
-        dispatcher."""
+    def _claim_until(self, now: float) -> float:
+        """Hook: the lease a commit takes on its effects for delivering them right after
+        (``CommitPlan.claim_until``); 0 leaves them ``pending`` for a dispatcher."""
+        return 0.0
+
+    async def _release(self, rows: list[OutboxRow]) -> tuple[int, list[str]]:
+        """Hook run after a durable commit with the outbox rows it claimed: (delivered now,
+        errors). The core engine claims none (``_claim_until``); ``agenttx.Engine`` delivers
+        them through its dispatcher."""
         return 0, []
 
     def _checks(self, rt: TxRuntime, writes: Mapping[str, str | None]) -> list[VersionCheck]:

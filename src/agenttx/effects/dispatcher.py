@@ -55,14 +55,10 @@ class OutboxDispatcher:
     def channel_for(self, name: str) -> Channel | None:
         return self.channels.get(name, self.default)
 
-    async def deliver_now(self, ids: Sequence[int]) -> tuple[int, list[str]]:
-        """Try these rows once now (the commit reply reports the result); failures stay
-        queued for the background loop. Returns (delivered, error lines)."""
-        if not ids:
-            return 0, []
-        rows = await self.store.claim_outbox(
-            now=self.clock(), lease_secs=self.lease_secs, limit=len(ids), ids=ids
-        )
+    async def deliver_now(self, rows: Sequence[OutboxRow]) -> tuple[int, list[str]]:
+        """Try these rows once now — a commit claimed them for its caller, so the reply can
+        report the result; failures go back to the queue for the background loop. Returns
+        (delivered, error lines)."""
         delivered, errors = 0, []
         for row in rows:
             error = await self._deliver(row)

@@ -157,6 +157,11 @@ class CommitPlan:
     If every check passes: publish ``writes`` at a new version, put ``effects`` in the
     outbox, apply ``on_success`` and drop the undo log. Otherwise apply ``on_conflict``
     instead and publish nothing.
+
+    ``claim_until`` > 0: the effects go in already claimed (``delivering``, leased until
+    then) by the committing call, which delivers them next — so no background dispatcher
+    takes them first, and the reply can say what went out. If that call dies, the lease
+    expires and any dispatcher delivers them. 0: they go in ``pending``.
     """
 
     tenant: str
@@ -165,6 +170,7 @@ class CommitPlan:
     checks: Sequence[VersionCheck]
     on_success: TxUpdate
     on_conflict: TxUpdate
+    claim_until: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
