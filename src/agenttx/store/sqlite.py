@@ -44,7 +44,7 @@ from agenttx.store.sqlite_writer import GroupCommitWriter
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2  # 2: the step_write view and its trigger
+SCHEMA_VERSION = 1
 # A checkpoint fsyncs the database file; every step dirties a few pages, so the default (1000
 # pages) checkpoints every few hundred steps. 16k pages (64 MiB of WAL) makes that rare.
 WAL_AUTOCHECKPOINT_PAGES = 16384
@@ -119,19 +119,16 @@ def _apply_update(c: sqlite3.Connection, u: TxUpdate) -> int:
         [*params, u.tx_id, u.expected_revision, *u.from_statuses],
     )
     if cur.rowcount != 1:
-        raise _conflict(c, u)
+        now = c.execute(
+            "SELECT revision, status FROM transactions WHERE id = ?", (u.tx_id,)
+        ).fetchone()
+        if now is None:
+            raise RevisionConflict(f"transaction {u.tx_id} no longer exists")
+        raise RevisionConflict(
+            f"transaction {u.tx_id} changed concurrently (revision {now[0]}, status {now[1]}; "
+            f"expected revision {u.expected_revision} in {'/'.join(u.from_statuses)})"
+        )
     return u.expected_revision + 1
-
-
-def _conflict(c: sqlite3.Connection, u: TxUpdate) -> RevisionConflict:
-    """The error for a compare-and-set that did not apply, saying what the row holds now."""
-    now = c.execute("SELECT revision, status FROM transactions WHERE id = ?", (u.tx_id,)).fetchone()
-    if now is None:
-        return RevisionConflict(f"transaction {u.tx_id} no longer exists")
-    return RevisionConflict(
-        f"transaction {u.tx_id} changed concurrently (revision {now[0]}, status {now[1]}; "
-        f"expected revision {u.expected_revision} in {'/'.join(u.from_statuses)})"
-    )
 
 
 _INSERT_STEP = f"INSERT OR REPLACE INTO steps ({STEP_COLS}) VALUES ({','.join('?' * 17)})"
@@ -159,51 +156,10 @@ def _latest_versions(c: sqlite3.Connection, tenant: str, keys: list[str]) -> dic
     return latest
 
 
-# A step's durable write — the transaction row's compare-and-set and the step row — as ONE
-# statement: an INSERT into a view whose INSTEAD OF trigger does both, or raises (rolling both
-# back) when the compare-and-set does not apply. One statement commits by itself, so a lone
-# step costs one sqlite3 call instead of four (BEGIN, UPDATE, INSERT, COMMIT); each call
-# releases and retakes the GIL, which inside a gRPC server — whose core threads take the GIL
-# whenever it is free — cost far more than the SQL itself (measured).
-_CAS_FAILED = "agenttx: compare-and-set did not apply"
-_STEP_WRITE_COLS = (
-    "expected_revision, from_statuses, tx_status, next_step_id, body, now, touch, " + STEP_COLS
-)
-_STEP_WRITE_DDL = [
-    "CREATE VIEW IF NOT EXISTS step_write AS SELECT "
-    + ", ".join(f"NULL AS {col.strip()}" for col in _STEP_WRITE_COLS.split(",")),
-    f"""CREATE TRIGGER IF NOT EXISTS step_write_insert INSTEAD OF INSERT ON step_write BEGIN
-      UPDATE transactions SET status = NEW.tx_status, revision = NEW.expected_revision + 1,
-        next_step_id = NEW.next_step_id, updated_at = NEW.now, body = coalesce(NEW.body, body),
-        last_activity_at = CASE WHEN NEW.touch THEN NEW.now ELSE last_activity_at END
-      WHERE id = NEW.tx_id AND revision = NEW.expected_revision
-        AND instr(NEW.from_statuses, ',' || status || ',') > 0;
-      SELECT RAISE(ABORT, '{_CAS_FAILED}') WHERE changes() = 0;
-      INSERT OR REPLACE INTO steps ({STEP_COLS}) VALUES (
-        {", ".join("NEW." + col.strip() for col in STEP_COLS.split(","))});
-    END""",
-]
-_STEP_WRITE = f"INSERT INTO step_write ({_STEP_WRITE_COLS}) VALUES ({','.join('?' * 24)})"
-
-
-def _write_step(c: sqlite3.Connection, update: TxUpdate, step: StepRow) -> int:
-    """The compare-and-set ``update`` and the upsert of ``step`` (same seq replaces it), in one
-    statement; returns the new revision."""
-    body = None if update.body is None else dumps(update.body)
-    try:
-        c.execute(
-            _STEP_WRITE,
-            (
-                update.expected_revision, f",{','.join(update.from_statuses)},", update.status,
-                update.next_step_id, body, update.now, int(update.touch_activity),
-                *step_values(step),
-            ),
-        )  # fmt: skip
-    except sqlite3.IntegrityError as exc:
-        if _CAS_FAILED in str(exc):
-            raise _conflict(c, update) from None
-        raise
-    return update.expected_revision + 1
+def _update_and_record(c: sqlite3.Connection, update: TxUpdate, step: StepRow) -> int:
+    revision = _apply_update(c, update)
+    _insert_step(c, step)
+    return revision
 
 
 class SqliteStore(Store):
@@ -255,8 +211,6 @@ class SqliteStore(Store):
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 c.execute(statement)
-        for statement in _STEP_WRITE_DDL:  # version 2 (their bodies hold ";")
-            c.execute(statement)
         c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
@@ -275,13 +229,11 @@ class SqliteStore(Store):
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _write(
-        self, unit: Callable[[sqlite3.Connection], T], *, one_statement: bool = False
-    ) -> T:
+    async def _write(self, unit: Callable[[sqlite3.Connection], T]) -> T:
         if self._writer is None:
             raise InternalError("store is closed")
         try:
-            return await self._writer.run(unit, one_statement=one_statement)
+            return await self._writer.run(unit)
         except sqlite3.Error as exc:
             raise InternalError(f"SQLite write failed: {exc}") from exc
 
@@ -358,11 +310,11 @@ class SqliteStore(Store):
         return [UndoRow(*r) for r in rows]
 
     async def start_step(self, update: TxUpdate, step: StepRow) -> int:
-        return await self._write(lambda c: _write_step(c, update, step), one_statement=True)
+        return await self._write(lambda c: _update_and_record(c, update, step))
 
     async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
         # The same unit as start_step: the row is replaced by seq, so RUNNING becomes final.
-        return await self._write(lambda c: _write_step(c, update, step), one_statement=True)
+        return await self._write(lambda c: _update_and_record(c, update, step))
 
     async def append_undo(self, row: UndoRow) -> int:
         def unit(c: sqlite3.Connection) -> int:

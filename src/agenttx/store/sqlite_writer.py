@@ -57,12 +57,7 @@ class GroupCommitWriter:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
-    async def run(
-        self, unit: Callable[[sqlite3.Connection], T], *, one_statement: bool = False
-    ) -> T:
-        """Run ``unit`` in a database transaction; return once it is committed.
-        ``one_statement``: the unit executes a single statement, which SQLite makes atomic
-        by itself, so a unit run alone needs no BEGIN and COMMIT around it."""
+    async def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
         if not self._scheduled and self.concurrency() <= 1:
             # Alone: commit now, on the loop thread. Waiting a loop turn for company would
@@ -70,10 +65,7 @@ class GroupCommitWriter:
             # hop (and the GIL hand-offs around it) would add to the fsync while nobody else
             # is waiting for the loop.
             with self._lock:
-                if one_statement:
-                    value, exc = _execute_alone(self._conn, unit)
-                else:
-                    value, exc = _execute_batch(self._conn, [unit])[0]
+                value, exc = _execute_batch(self._conn, [unit])[0]
             # A caller that never waits on anything else would otherwise hold the loop for
             # as long as it keeps writing; let other tasks (dispatcher, other clients) run at
             # least once a millisecond. A server's calls give the loop a turn between them
@@ -134,14 +126,6 @@ class GroupCommitWriter:
     ) -> list[tuple[Any, BaseException | None]]:
         with self._lock:
             return _execute_batch(self._conn, [u for u, _ in batch])
-
-
-def _execute_alone(conn: sqlite3.Connection, unit: Unit) -> tuple[Any, BaseException | None]:
-    """A one-statement unit in autocommit: the statement is its own transaction."""
-    try:
-        return unit(conn), None
-    except Exception as exc:
-        return None, exc
 
 
 def _execute_batch(
