@@ -867,3 +867,12 @@ class StoreContract:
         # ... and takes them once its lease has run out (the call died before delivering).
         again = await store.claim_outbox(now=T0 + 31, lease_secs=30, limit=10)
         assert [r.id for r in again] == outcome.outbox_ids
+
+    async def test_released_claims_are_due_at_once(self, store: Store) -> None:
+        row = await new_tx(store, "tx_released")
+        claimed = replace(plan(row, effects=[effect(1, 0)], now=T0), claim_until=T0 + 30)
+        outcome = await store.commit(claimed)
+        assert await store.release_claims(now=T0 + 1) == 1
+        again = await store.claim_outbox(now=T0 + 1, lease_secs=30, limit=10)
+        assert [r.id for r in again] == outcome.outbox_ids
+        assert await store.release_claims(now=T0 + 2) == 1  # the new claim, released again

@@ -174,3 +174,27 @@ async def test_jsonl_channel_writes_each_key_once(tmp_path: Path) -> None:
     # A new channel object (a restarted process) still knows the key is already written.
     await agenttx.JsonlChannel(tmp_path / "o.jsonl").deliver(effect)
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1
+
+
+async def test_effects_a_dead_process_had_claimed_go_out_at_the_next_start(
+    open_engine: Any, tmp_path: Path
+) -> None:
+    first = await open_engine()
+    tx = (await first.begin()).transaction_id
+    await first.execute_step(
+        tx, 1, "effect.stage", {"channel": "email", "payload": {}, "idempotency_key": "k1"}
+    )
+
+    async def die_before_delivering(rows: Any) -> tuple[int, list[str]]:
+        return 0, []  # as if the process died right after the durable commit
+
+    first._release = die_before_delivering  # type: ignore[method-assign]
+    assert (await first.commit(tx)).effects_queued == 1
+    assert [r.status for r in await first.store.list_outbox()] == ["delivering"]  # claimed
+    await first.close()
+    assert _outbox(tmp_path) == []
+
+    # The next start owns the store alone: the claim is released, not waited out (30 s).
+    second = await open_engine()
+    await second.dispatcher.run_once()
+    assert [x["idempotency_key"] for x in _outbox(tmp_path)] == ["k1"]

@@ -107,6 +107,10 @@ class Engine(CoreEngine):
         engine._stop = asyncio.Event()
         engine._tasks = []
         LIVE_OWNERS.add(config.owner)
+        if not store.shared:
+            # This process alone serves the store: effects a dead predecessor had claimed
+            # (mid-delivery, or committed and not yet sent) go out now, not after the lease.
+            await store.release_claims(now=clock())
         await engine.recover()
         if background:
             engine.start_background()

@@ -351,6 +351,12 @@ class Store(abc.ABC):
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         """Move a dead row back to pending (an operator retried it); False if not dead."""
 
+    @abc.abstractmethod
+    async def release_claims(self, *, now: float) -> int:
+        """Put every claimed row (``delivering``) back to ``pending``, due at ``now``; returns
+        how many. For a store one process serves, at start-up: whoever held the claims is
+        gone, so their rows need not wait out the lease. Never on a shared store."""
+
     # -- request idempotency ----------------------------------------------------------------
 
     @abc.abstractmethod

@@ -614,6 +614,15 @@ class PostgresStore(Store):
             await self._fetch("SELECT status, count(*) FROM outbox GROUP BY status")
         )
 
+    async def release_claims(self, *, now: float) -> int:
+        async with self.one_statement() as c:
+            cur = await c.execute(
+                "UPDATE outbox SET status = 'pending', lease_until = 0, next_attempt_at = %s "
+                "WHERE status = 'delivering'",
+                (now,),
+            )
+            return cur.rowcount
+
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         async with self.one_statement() as c:
             cur = await c.execute(

@@ -493,6 +493,16 @@ class SqliteStore(Store):
     async def outbox_counts(self) -> dict[str, int]:
         return outbox_counts(self._read("SELECT status, count(*) FROM outbox GROUP BY status"))
 
+    async def release_claims(self, *, now: float) -> int:
+        def unit(c: sqlite3.Connection) -> int:
+            return c.execute(
+                "UPDATE outbox SET status = 'pending', lease_until = 0, next_attempt_at = ? "
+                "WHERE status = 'delivering'",
+                (now,),
+            ).rowcount
+
+        return await self._write(unit)
+
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         def unit(c: sqlite3.Connection) -> bool:
             cur = c.execute(
