@@ -1,4 +1,5 @@
-"""run_detached: an engine call the caller's cancellation cannot stop half-way."""
+"""run_detached: an engine call the caller's cancellation cannot stop half-way; leave_eager:
+code bound to the running task sees the call's own task."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agenttx.api.detached import run_detached
+from agenttx.core.eager import leave_eager, run_detached
 
 
 async def test_a_call_that_never_suspends_runs_in_the_callers_task() -> None:
@@ -75,3 +76,28 @@ async def test_cancelling_the_caller_does_not_stop_the_call() -> None:
     gate.set()
     await asyncio.wait_for(finished.wait(), 1)
     assert steps == ["started", "finished"]
+
+
+async def test_leave_eager_moves_the_call_into_its_own_task_first() -> None:
+    caller = asyncio.current_task()
+    seen: list[asyncio.Task[object] | None] = []
+
+    async def call() -> str:
+        seen.append(asyncio.current_task())  # eager: the caller's task
+        await leave_eager()
+        seen.append(asyncio.current_task())  # its own task from here on
+        try:
+            async with asyncio.timeout(0.01):  # binds to the call's task: works
+                await asyncio.sleep(1)
+        except TimeoutError:
+            return "timed out"
+        return "not timed out"
+
+    assert await run_detached(call()) == "timed out"
+    assert seen[0] is caller
+    assert seen[1] is not caller
+    assert seen[1] is not None
+    # Outside run_detached it is a no-op: no suspension, same task.
+    before = asyncio.current_task()
+    await leave_eager()
+    assert asyncio.current_task() is before

@@ -284,6 +284,83 @@ async def test_a_deadline_passes_but_the_same_request_id_gets_the_reply(
     assert runs == ["sending"]
 
 
+async def test_timeouts_in_tools_undo_handlers_and_channels_hold_over_grpc(
+    serve: Callable[..., Awaitable[Served]],
+) -> None:
+    """Code that binds to the running task — ``asyncio.timeout``, the engine's per-tool
+    timeout — in tools, undo handlers and delivery channels must see the task the call runs
+    in for its whole life, or a timeout cancels the wrong task (the RPC's) and the code runs
+    on unbounded."""
+    undone: list[str] = []
+
+    @agenttx.tool(name="slow.call", effect="compensatable", timeout=0.2, idempotent=True)
+    async def slow_call(ctx: agenttx.ToolContext) -> dict[str, str]:
+        await asyncio.sleep(5)  # the engine's 0.2 s timeout must stop this
+        return {}
+
+    @agenttx.tool(name="inner.timeout", effect="compensatable")
+    async def inner_timeout(ctx: agenttx.ToolContext) -> dict[str, bool]:
+        await ctx.register_undo({})
+        try:
+            async with asyncio.timeout(0.05):  # entered before the first suspension
+                await asyncio.sleep(5)
+        except TimeoutError:
+            return {"timed_out": True}
+        return {"timed_out": False}
+
+    @inner_timeout.undo
+    async def undo_inner(ctx: agenttx.ToolContext) -> None:
+        try:
+            async with asyncio.timeout(0.05):  # the undo's own bound, before any suspension
+                await asyncio.sleep(5)
+        except TimeoutError:
+            undone.append("inner")
+
+    class TimingChannel:
+        async def deliver(self, effect: Any) -> None:
+            try:
+                async with asyncio.timeout(0.05):  # entered before the first suspension
+                    await asyncio.sleep(5)
+            except TimeoutError:
+                undone.append("channel timed out")
+
+    s = await serve(tools=[slow_call, inner_timeout], channels={"mail": TimingChannel()})
+    mail = await s.begin()
+    await s.stub.ExecuteStep(
+        pb.ExecuteStepRequest(
+            transaction_id=mail,
+            step_id=1,
+            tool_name="effect.stage",
+            arguments_json=json.dumps({"channel": "mail", "payload": {}}),
+        ),
+        timeout=10,  # a regression hangs the call: fail instead
+    )
+    c = await s.stub.CommitTransaction(pb.CommitTransactionRequest(transaction_id=mail), timeout=10)
+    assert c.effects_dispatched == 1
+    assert undone == ["channel timed out"]
+    undone.clear()
+    tx = await s.begin()
+    r = await s.stub.ExecuteStep(
+        pb.ExecuteStepRequest(transaction_id=tx, step_id=1, tool_name="inner.timeout"),
+        timeout=10,
+    )
+    assert json.loads(r.output_json) == {"timed_out": True}
+    started = asyncio.get_running_loop().time()
+    r = await s.stub.ExecuteStep(
+        pb.ExecuteStepRequest(transaction_id=tx, step_id=2, tool_name="slow.call"),
+        timeout=10,
+    )
+    assert asyncio.get_running_loop().time() - started < 2
+    assert r.status == pb.STEP_STATUS_ROLLBACK_TRIGGERED
+    assert r.error_category == "timeout", r
+    rb = await s.stub.RollbackTransaction(
+        pb.RollbackTransactionRequest(transaction_id=tx), timeout=10
+    )
+    assert rb.rolled_back
+    assert list(rb.compensation_errors) == []
+    assert undone == ["inner"]
+
+
 async def test_an_unexpected_error_is_internal_and_says_nothing_more(
     s: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from agenttx.core.base import LIVE_OWNERS
 from agenttx.core.controller import RollbackController
+from agenttx.core.eager import leave_eager
 from agenttx.core.engine import Clock, CoreEngine, EngineConfig, new_owner
 from agenttx.core.hints import HintCleaner
 from agenttx.core.types import RollbackPolicy
@@ -159,6 +160,7 @@ class Engine(CoreEngine):
         # failures go back to the queue for the background dispatcher's retries.
         if not rows:
             return 0, []
+        await leave_eager()  # channels are user code, under a delivery timeout
         result = await self.dispatcher.deliver_now(rows)
         self.dispatcher.wake()
         return result

@@ -19,9 +19,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agenttx.api.detached import run_detached
 from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.core.eager import run_detached
 from agenttx.core.types import (
     CommitResult,
     RollbackResult,

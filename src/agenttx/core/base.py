@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttx.core.controller import ControllerState, Decision, RollbackController
+from agenttx.core.eager import leave_eager
 from agenttx.core.events import EventBus, event_for
 from agenttx.core.hints import HintCleaner
 from agenttx.core.limits import (
@@ -410,6 +411,8 @@ class EngineBase:
         """Run undo handlers newest first, each up to ``compensation_retries`` times with
         exponential backoff; a handler that keeps failing is reported and its record kept."""
         errors: list[str] = []
+        if rows:
+            await leave_eager()  # undo handlers are user code
         for row in sorted(rows, key=lambda u: u.id, reverse=True):
             handler = self.registry.undo_handler(row.handler)
             last = ""

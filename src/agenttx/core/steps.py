@@ -22,6 +22,7 @@ from agenttx.core.base import (
     error_text,
 )
 from agenttx.core.controller import Failure
+from agenttx.core.eager import leave_eager
 from agenttx.core.limits import (
     MAX_OUTPUT_BYTES,
     check_step_request,
@@ -191,6 +192,8 @@ class StepPipeline(EngineBase):
         self, tool: Tool, scope: StepRun, resolved: Any, call_args: dict[str, Any] | None
     ) -> Any:
         timeout = self._timeout(tool)
+        if not tool.bounded:
+            await leave_eager()  # a timeout and user code follow: they need the call's task
         if tool.is_async:
             ctx: Any = ToolContext(scope)
             if call_args is None:
