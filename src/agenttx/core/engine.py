@@ -434,21 +434,15 @@ class CoreEngine(Maintenance):
                 raise CommitConflict(rt.id, keys, kind, errors)
             self._evict(rt)
         # Outside the lock: the transaction is over, delivery must not hold anything up.
-        rows = [
-            OutboxRow(
-                row_id, plan.tenant, rt.id, e.step_id, e.channel, e.payload_json,
-                e.idempotency_key, "delivering", 0, now, "", now, 0.0,
-            )
-            for row_id, e in zip(outcome.outbox_ids, plan.effects, strict=True)
-        ] if plan.claim_until > 0 else []  # fmt: skip
-        dispatched, dispatch_errors = await self._release(rows)
+        claimed = outcome.outbox if plan.claim_until > 0 else []
+        dispatched, dispatch_errors = await self._release(claimed)
         return CommitResult(
             transaction_id=rt.id,
             committed=True,
             steps_committed=steps_committed,
             effects_dispatched=dispatched,
             dispatch_errors=dispatch_errors,
-            effects_queued=len(outcome.outbox_ids),
+            effects_queued=len(outcome.outbox),
             transaction_status=TxStatus.COMMITTED,
             revision=rt.row.revision,
         )

@@ -179,7 +179,11 @@ class CommitOutcome:
     version: int  # the version the writes were published at (0 if not committed)
     revision: int  # the transaction's revision after the update that was applied
     conflicts: list[VersionCheck] = field(default_factory=list)
-    outbox_ids: list[int] = field(default_factory=list)
+    outbox: list[OutboxRow] = field(default_factory=list)  # the rows the commit enqueued
+
+    @property
+    def outbox_ids(self) -> list[int]:
+        return [row.id for row in self.outbox]
 
 
 class Store(abc.ABC):

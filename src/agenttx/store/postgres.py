@@ -498,7 +498,7 @@ class PostgresStore(Store):
                     (version, tenant, [k for k, _ in items]),
                 )
             now = plan.on_success.now
-            ids: list[int] = []
+            outbox: list[OutboxRow] = []
             status = "delivering" if plan.claim_until > 0 else "pending"
             for e in plan.effects:
                 got = await (
@@ -506,17 +506,18 @@ class PostgresStore(Store):
                         "INSERT INTO outbox (tenant, tx_id, step_id, channel, payload, "
                         "idempotency_key, status, attempts, next_attempt_at, last_error, "
                         "created_at, delivered_at, lease_until) "
-                        "VALUES (%s,%s,%s,%s,%s,%s,%s,0,%s,'',%s,0,%s) RETURNING id",
+                        "VALUES (%s,%s,%s,%s,%s,%s,%s,0,%s,'',%s,0,%s) "
+                        f"RETURNING {OUTBOX_COLS}",
                         (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
                          status, now, now, plan.claim_until),
                     )
                 ).fetchone()  # fmt: skip
                 assert got is not None
-                ids.append(int(got[0]))
-            if ids and status == "pending":
+                outbox.append(outbox_row(got))
+            if outbox and status == "pending":
                 await c.execute(f"NOTIFY {NOTIFY_CHANNEL}")  # delivered at COMMIT
             await c.execute("DELETE FROM undo WHERE tx_id = %s", (tx_id,))
-            return CommitOutcome(True, version, revision, [], ids)
+            return CommitOutcome(True, version, revision, [], outbox)
 
     # -- managed state ------------------------------------------------------------------------
 

@@ -380,19 +380,21 @@ class SqliteStore(Store):
                 )
             now = plan.on_success.now
             status = "delivering" if plan.claim_until > 0 else "pending"
-            ids = [
-                c.execute(
-                    "INSERT INTO outbox (tenant, tx_id, step_id, channel, payload, "
-                    "idempotency_key, status, attempts, next_attempt_at, last_error, "
-                    "created_at, delivered_at, lease_until) "
-                    "VALUES (?,?,?,?,?,?,?,0,?,'',?,0,?) RETURNING id",
-                    (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
-                     status, now, now, plan.claim_until),
-                ).fetchone()[0]
+            outbox = [
+                outbox_row(
+                    c.execute(
+                        "INSERT INTO outbox (tenant, tx_id, step_id, channel, payload, "
+                        "idempotency_key, status, attempts, next_attempt_at, last_error, "
+                        "created_at, delivered_at, lease_until) "
+                        f"VALUES (?,?,?,?,?,?,?,0,?,'',?,0,?) RETURNING {OUTBOX_COLS}",
+                        (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
+                         status, now, now, plan.claim_until),
+                    ).fetchone()
+                )
                 for e in plan.effects
             ]  # fmt: skip
             c.execute("DELETE FROM undo WHERE tx_id = ?", (tx_id,))
-            return CommitOutcome(True, version, revision, [], ids)
+            return CommitOutcome(True, version, revision, [], outbox)
 
         return await self._write(unit)
 
