@@ -199,21 +199,9 @@ class PostgresStore(Store):
 
     async def open(self) -> None:
         try:
-            self._pool = AsyncConnectionPool(
-                self.dsn,
-                min_size=1,
-                max_size=self.pool_size,
-                open=False,
-                kwargs={"autocommit": True},
-            )
+            self._pool = self._new_pool(1, self.pool_size)
             await self._pool.open(wait=True, timeout=30)
-            self._locks = AsyncConnectionPool(
-                self.dsn,
-                min_size=0,
-                max_size=self.lock_pool_size,
-                open=False,
-                kwargs={"autocommit": True},
-            )
+            self._locks = self._new_pool(0, self.lock_pool_size)
             await self._locks.open(wait=False)
             async with self._pool.connection() as c, c.transaction():
                 # Two replicas starting at once: the second waits here, then finds it done.
@@ -233,6 +221,13 @@ class PostgresStore(Store):
                     await c.execute("INSERT INTO agenttx_schema VALUES (%s)", (SCHEMA_VERSION,))
         except psycopg.Error as exc:
             raise InternalError(f"cannot open PostgreSQL store {self._safe_url()}: {exc}") from exc
+
+    def _new_pool(self, min_size: int, max_size: int) -> AsyncConnectionPool[AsyncConnection[Any]]:
+        # Autocommit: a lone statement is its own transaction; tx_row() opens explicit ones.
+        return AsyncConnectionPool(
+            self.dsn, min_size=min_size, max_size=max_size, open=False,
+            kwargs={"autocommit": True},
+        )  # fmt: skip
 
     def _safe_url(self) -> str:
         parts = urlsplit(self.url)
