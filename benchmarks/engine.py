@@ -1147,26 +1147,38 @@ def report(out: Out, res: dict[str, Any]) -> None:
             out.table(
                 f"Profile ({name}, cprofile): top functions by self time",
                 ["function", "calls/step", "self µs/step", "%"],
-                [
-                    [r["function"], r["calls_per_step"], r["self_us_per_step"], r["self_pct"]]
-                    for r in q["top_self"][:15]
-                ],
+                top_function_rows(q["top_self"], "step", "self_pct", md=False),
             )
     if res.get("targets"):
         out.table(
             "Targets",
             ["target", "bound", "measured", "unit", "met"],
-            [
-                [
-                    t["target"],
-                    t["bound"],
-                    t["measured"],
-                    t["unit"],
-                    "met" if t["met"] else "NOT met",
-                ]
-                for t in res["targets"]
-            ],
+            target_rows(res["targets"], "unit", md=False),
         )
+
+
+def target_rows(targets: list[dict[str, Any]], detail: str, *, md: bool) -> list[list[Any]]:
+    """One row per target: target, bound, measured, its ``detail`` column, met or not."""
+    missed = "**not met**" if md else "NOT met"
+    return [
+        [t["target"], t["bound"], t["measured"], t[detail], "met" if t["met"] else missed]
+        for t in targets
+    ]
+
+
+def top_function_rows(
+    top: list[dict[str, Any]], per: str, pct: str, *, md: bool
+) -> list[list[Any]]:
+    """The 15 functions with the most self time: name, calls and self µs per ``per``, %."""
+    return [
+        [
+            f"`{f['function']}`" if md else f["function"],
+            f[f"calls_per_{per}"],
+            f[f"self_us_per_{per}"],
+            f[pct],
+        ]
+        for f in top[:15]
+    ]
 
 
 def _md_table(columns: list[str], rows: list[list[Any]]) -> str:
@@ -1280,15 +1292,7 @@ def markdown(res: dict[str, Any]) -> str:
                 f"Top functions by self time, {name}, cProfile\n\n"
                 + _md_table(
                     ["function", "calls/step", "self µs/step", "%"],
-                    [
-                        [
-                            f"`{r['function']}`",
-                            r["calls_per_step"],
-                            r["self_us_per_step"],
-                            r["self_pct"],
-                        ]
-                        for r in q["top_self"][:15]
-                    ],
+                    top_function_rows(q["top_self"], "step", "self_pct", md=True),
                 )
             )
     if res.get("targets"):
@@ -1296,16 +1300,7 @@ def markdown(res: dict[str, Any]) -> str:
             "Targets\n\n"
             + _md_table(
                 ["target", "bound", "measured", "unit", "status"],
-                [
-                    [
-                        t["target"],
-                        t["bound"],
-                        t["measured"],
-                        t["unit"],
-                        "met" if t["met"] else "**not met**",
-                    ]
-                    for t in res["targets"]
-                ],
+                target_rows(res["targets"], "unit", md=True),
             )
         )
     return "\n\n".join(parts)

@@ -88,6 +88,8 @@ from benchmarks.engine import (
     machine_info,
     scratch,
     stats_us,
+    target_rows,
+    top_function_rows,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1099,18 +1101,12 @@ def report(out: Out, res: dict[str, Any]) -> None:
             out.table(
                 f"[{stack}] top server functions by self time, ExecuteStep, cProfile",
                 ["function", "calls/call", "self µs/call", "%"],
-                [
-                    [f["function"], f["calls_per_call"], f["self_us_per_call"], f["pct"]]
-                    for f in p["step"]["top_self"][:15]
-                ],
+                top_function_rows(p["step"]["top_self"], "call", "pct", md=False),
             )
     out.table(
         "Targets",
         ["target", "bound", "measured", "detail", "status"],
-        [
-            [t["target"], t["bound"], t["measured"], t["detail"], "met" if t["met"] else "NOT met"]
-            for t in res["targets"]
-        ],
+        target_rows(res["targets"], "detail", md=False),
     )
 
 
@@ -1156,31 +1152,14 @@ def markdown(res: dict[str, Any]) -> str:
                 f"`{stack}` stack, top server functions by self time (ExecuteStep, cProfile)\n\n"
                 + _md_table(
                     ["function", "calls/call", "self µs/call", "%"],
-                    [
-                        [
-                            f"`{f['function']}`",
-                            f["calls_per_call"],
-                            f["self_us_per_call"],
-                            f["pct"],
-                        ]
-                        for f in p["step"]["top_self"][:15]
-                    ],
+                    top_function_rows(p["step"]["top_self"], "call", "pct", md=True),
                 )
             )
     parts.append(
         "Targets\n\n"
         + _md_table(
             ["target", "bound", "measured", "detail", "status"],
-            [
-                [
-                    t["target"],
-                    t["bound"],
-                    t["measured"],
-                    t["detail"],
-                    "met" if t["met"] else "**not met**",
-                ]
-                for t in res["targets"]
-            ],
+            target_rows(res["targets"], "detail", md=True),
         )
     )
     return "\n\n".join(parts)
