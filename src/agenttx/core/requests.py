@@ -68,20 +68,15 @@ class RequestLog:
         except AgentTxError as exc:
             if isinstance(exc, errors.NotActive) and exc.status not in _FINAL_STATUSES:
                 raise  # busy (EXECUTING, ROLLING_BACK): the same request may run later
-            reply = {"error": {"type": type(exc).__name__, "message": exc.message}}
-            stored = await self._put(request_id, method, digest, reply)
+            error = {"error": {"type": type(exc).__name__, "message": exc.message}}
+            row = StoredReply(request_id, method, digest, json.dumps(error), self.clock())
+            stored = await self.store.put_request(self.tenant, row)
             return self._replay(stored, method, digest, result_type)
         row = StoredReply(request_id, method, digest, _reply_json(result), self.clock())
         stored = await self.store.put_request(self.tenant, row)
         if stored is row:
             return result  # this call's reply is the stored one: no need to decode it again
         return self._replay(stored, method, digest, result_type)  # a concurrent twin won
-
-    async def _put(
-        self, request_id: str, method: str, digest: str, reply: dict[str, Any]
-    ) -> StoredReply:
-        row = StoredReply(request_id, method, digest, json.dumps(reply), self.clock())
-        return await self.store.put_request(self.tenant, row)
 
     @staticmethod
     def _replay(stored: StoredReply, method: str, digest: str, result_type: type[T]) -> T:
