@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck pytest demo bench clean proto
 
-PROTO_OUT := src/agenttx/api/proto/agenttx_pb2.py
+PROTO_OUT := src/agenttx/wire/agenttx_pb2.py
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -45,4 +45,4 @@ bench: $(STAMP) $(PROTO_OUT)
 	$(BIN)/python -m benchmarks.engine
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache src/agenttx/api/proto/*_pb2*
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache src/agenttx/wire/*_pb2*

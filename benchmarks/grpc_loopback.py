@@ -78,8 +78,8 @@ from typing import Any
 
 import grpc
 
-from agenttx.api.proto import agenttx_pb2 as pb
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.wire import agenttx_pb2 as pb
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from benchmarks.engine import (
     Out,
     _md_table,

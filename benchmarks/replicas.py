@@ -75,8 +75,8 @@ import grpc
 import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agenttx.api.proto import agenttx_pb2 as pb
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.wire import agenttx_pb2 as pb
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from benchmarks.engine import Out, load_average, machine_info, stats_us
 
 RESULTS = Path(__file__).resolve().parent / "results" / "replicas.json"

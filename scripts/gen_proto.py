@@ -1,6 +1,6 @@
 """Generate the gRPC Python code from proto/agenttx/v1/agenttx.proto (run by the build).
 
-The generated modules live in src/agenttx/api/proto/ (ignored by git): agenttx_pb2.py,
+The generated modules live in src/agenttx/wire/ (ignored by git): agenttx_pb2.py,
 agenttx_pb2_grpc.py and agenttx_pb2.pyi. protoc writes the stub's import as a top-level
 ``import agenttx_pb2``; it is rewritten to the package path so nothing needs sys.path tricks.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto" / "agenttx" / "v1"
-OUT = ROOT / "src" / "agenttx" / "api" / "proto"
+OUT = ROOT / "src" / "agenttx" / "wire"
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
     stub.write_text(
         stub.read_text().replace(
             "import agenttx_pb2 as agenttx__pb2",
-            "from agenttx.api.proto import agenttx_pb2 as agenttx__pb2",
+            "from agenttx.wire import agenttx_pb2 as agenttx__pb2",
         )
     )
     return 0

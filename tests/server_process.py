@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
 TESTS_DIR = Path(__file__).parent
 AGENTTX = Path(sys.executable).with_name("agenttx")

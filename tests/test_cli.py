@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from agenttx import server as server_module
-from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.cli import main
-from agenttx.core.types import RollbackPolicy
 from agenttx.server import ServeConfig
+from agenttx.types import RollbackPolicy
+from agenttx.wire import agenttx_pb2 as pb
 from server_process import ServerProcess, start_server
 
 WIDE = {"COLUMNS": "240"}  # rich tables at a width that never truncates an id

@@ -22,7 +22,7 @@ from agenttx.core.controller import (
     Failure,
     RollbackController,
 )
-from agenttx.core.types import RollbackPolicy, Strategy
+from agenttx.types import RollbackPolicy, Strategy
 
 DEFAULT = RollbackPolicy()
 LB = Strategy.LOCAL_BACKTRACK

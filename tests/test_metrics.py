@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agenttx.api.metrics import Metrics
-from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.core.events import event_for
-from agenttx.core.types import TxStatus
+from agenttx.types import TxStatus
+from agenttx.wire import agenttx_pb2 as pb
 from server_process import ServerProcess, start_server
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -77,8 +77,8 @@ import psycopg
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agenttx.api.proto import agenttx_pb2 as pb
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.wire import agenttx_pb2 as pb
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from pg import create_database, drop_database, require_postgres, url_for
 
 pytestmark = pytest.mark.postgres

@@ -17,8 +17,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.server import ServeConfig, StartupError, parse_addr, redact, start
+from agenttx.wire import agenttx_pb2 as pb
 from server_process import ServerProcess, start_server
 
 SERVICE = "agenttx.v1.AgentTxService"

@@ -2,7 +2,7 @@
 
 Layering (imports only point down this list):
 
-1. ``errors``, ``core.types``            plain values and the error hierarchy; import nothing
+1. ``errors``, ``types``                 plain values and the error hierarchy; import nothing
 2. ``store.contract``, ``tools.*``       the ``Store`` and ``Tool`` contracts, built-in tools
 3. ``core``                              the engine: states, references, graph, controller,
                                          hints, runtime; never a concrete store or adapter
@@ -10,7 +10,7 @@ Layering (imports only point down this list):
 5. ``embedded`` (``Engine``)             composition: open a store, wire tools and dispatcher
 6. ``api.*``, ``server``, ``cli``        adapters (gRPC, metrics, logs) over ``Engine``
    ``client``                            speaks the wire protocol only: imports the generated
-                                         protobuf code, ``core.types`` and ``errors``
+                                         protobuf code (``wire``), ``types`` and ``errors``
 
 Users import from ``agenttx`` only; every other module is private.
 """
@@ -26,21 +26,6 @@ from agenttx.client import (
 )
 from agenttx.core.controller import RollbackController
 from agenttx.core.hints import Hint, HintCleaner, clean_hint
-from agenttx.core.types import (
-    BeginResult,
-    CommitResult,
-    ContextEntry,
-    EffectClass,
-    Isolation,
-    RollbackPolicy,
-    RollbackResult,
-    StepResult,
-    StepStatus,
-    StepView,
-    Strategy,
-    TransactionInfo,
-    TxStatus,
-)
 from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
 from agenttx.embedded import Engine
 from agenttx.errors import (
@@ -62,6 +47,21 @@ from agenttx.errors import (
 )
 from agenttx.tools.context import SyncToolContext, ToolContext
 from agenttx.tools.contract import Tool, tool
+from agenttx.types import (
+    BeginResult,
+    CommitResult,
+    ContextEntry,
+    EffectClass,
+    Isolation,
+    RollbackPolicy,
+    RollbackResult,
+    StepResult,
+    StepStatus,
+    StepView,
+    Strategy,
+    TransactionInfo,
+    TxStatus,
+)
 
 __version__ = "0.1.0"
 

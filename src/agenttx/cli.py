@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agenttx.core.types import RollbackPolicy, TxStatus
 from agenttx.logs import FORMATS, LEVELS
+from agenttx.types import RollbackPolicy, TxStatus
 
 T = TypeVar("T")
 
@@ -211,7 +211,7 @@ timeout_option = click.option(
 def _stub(server: str) -> Iterator[Any]:
     import grpc
 
-    from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+    from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(server) as channel:
         yield pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -322,7 +322,7 @@ def tx_list(
     timeout: float,
 ) -> None:
     """Transactions, oldest first."""
-    from agenttx.api.proto import agenttx_pb2 as pb
+    from agenttx.wire import agenttx_pb2 as pb
 
     def fetch(stub: Any) -> list[Any]:
         found: list[Any] = []
@@ -383,7 +383,7 @@ def tx_list(
 @timeout_option
 def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
     """One transaction: status, policy, constraints and every step attempt."""
-    from agenttx.api.proto import agenttx_pb2 as pb
+    from agenttx.wire import agenttx_pb2 as pb
 
     t = _call(
         server,
@@ -462,7 +462,7 @@ def tx_rollback(
     timeout: float,
 ) -> None:
     """Abort a transaction, or rewind it to a step with --to-step."""
-    from agenttx.api.proto import agenttx_pb2 as pb
+    from agenttx.wire import agenttx_pb2 as pb
 
     request = pb.RollbackTransactionRequest(transaction_id=transaction_id, reason=reason)
     if to_step is not None:
@@ -490,7 +490,7 @@ def tx_rollback(
 @timeout_option
 def tools(server: str, as_json: bool, timeout: float) -> None:
     """The tools a running server offers, with effect class and schemas."""
-    from agenttx.api.proto import agenttx_pb2 as pb
+    from agenttx.wire import agenttx_pb2 as pb
 
     reply = _call(server, lambda stub: stub.ListTools(pb.ListToolsRequest(), timeout=timeout))
     if as_json:

@@ -20,8 +20,8 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
-from agenttx.api.proto import agenttx_pb2 as pb
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
+from agenttx.wire import agenttx_pb2 as pb
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
 LAST_STEP = 6
 

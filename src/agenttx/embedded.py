@@ -20,7 +20,6 @@ from agenttx.core.controller import RollbackController
 from agenttx.core.eager import leave_eager
 from agenttx.core.engine import Clock, CoreEngine, EngineConfig, new_owner
 from agenttx.core.hints import HintCleaner
-from agenttx.core.types import RollbackPolicy
 from agenttx.effects.channels import Channel, JsonlChannel
 from agenttx.effects.dispatcher import OutboxDispatcher
 from agenttx.store.contract import OutboxRow, Store
@@ -29,6 +28,7 @@ from agenttx.tools.builtin import BUILTIN_TOOLS
 from agenttx.tools.builtin.fs import RESTORE_HANDLER, restore_file
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import ToolRegistry, load_tools
+from agenttx.types import RollbackPolicy
 
 log = logging.getLogger("agenttx")
 

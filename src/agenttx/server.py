@@ -28,11 +28,11 @@ from prometheus_client import disable_created_metrics
 
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
-from agenttx.core.types import RollbackPolicy
 from agenttx.embedded import Engine
 from agenttx.errors import AgentTxError
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import load_tools
+from agenttx.types import RollbackPolicy
 
 log = logging.getLogger("agenttx.server")
 

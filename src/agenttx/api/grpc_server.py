@@ -19,18 +19,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agenttx.api.proto import agenttx_pb2 as pb
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
 from agenttx.core.eager import run_detached
-from agenttx.core.types import (
+from agenttx.embedded import Engine
+from agenttx.errors import AgentTxError
+from agenttx.types import (
     CommitResult,
     RollbackResult,
     StepResult,
     StepStatus,
     TransactionInfo,
 )
-from agenttx.embedded import Engine
-from agenttx.errors import AgentTxError
+from agenttx.wire import agenttx_pb2 as pb
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
 log = logging.getLogger("agenttx.grpc")
 

@@ -25,9 +25,9 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client import start_http_server as _start_http_server
 
-from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.core.events import TxEvent
 from agenttx.store.contract import Store
+from agenttx.wire import agenttx_pb2 as pb
 
 log = logging.getLogger("agenttx.rpc")
 

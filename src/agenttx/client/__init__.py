@@ -7,7 +7,7 @@
             tx.step("kv.put", {"key": "invoice/1", "value": "draft"})
 
 It speaks the wire protocol only: it imports the generated protobuf code, the result types of
-``agenttx.core.types`` and the errors of ``agenttx.errors``, never the engine or a store (a
+``agenttx.types`` and the errors of ``agenttx.errors``, never the engine or a store (a
 test checks this). ``docs/api.md`` describes the protocol and the client.
 """
 

@@ -22,20 +22,20 @@ from agenttx.client._errors import (
     TransactionAborted,
 )
 from agenttx.client._wire import PolicyArg
-from agenttx.core.types import (
-    BeginResult,
-    CommitResult,
-    RollbackResult,
-    StepResult,
-    StepStatus,
-    TxStatus,
-)
 from agenttx.errors import (
     AgentTxError,
     CommitConflict,
     DeadlineExceeded,
     FailedPrecondition,
     NotActive,
+)
+from agenttx.types import (
+    BeginResult,
+    CommitResult,
+    RollbackResult,
+    StepResult,
+    StepStatus,
+    TxStatus,
 )
 
 _REPLY_MAY_BE_LOST = (ServerUnavailable, DeadlineExceeded)

@@ -20,8 +20,8 @@ import re
 from typing import Any, TypeVar
 
 from agenttx import errors
-from agenttx.core.types import StepResult
 from agenttx.errors import AgentTxError
+from agenttx.types import StepResult
 
 E = TypeVar("E", bound=AgentTxError)
 

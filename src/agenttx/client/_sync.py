@@ -10,8 +10,6 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agenttx.api.proto import agenttx_pb2 as pb
-from agenttx.api.proto import agenttx_pb2_grpc as pb_grpc
 from agenttx.client import _wire as wire
 from agenttx.client._cursor import TransactionCursor
 from agenttx.client._wire import (
@@ -24,7 +22,8 @@ from agenttx.client._wire import (
     TransactionListPage,
     TransactionSummary,
 )
-from agenttx.core.types import (
+from agenttx.errors import AgentTxError
+from agenttx.types import (
     BeginResult,
     CommitResult,
     RollbackResult,
@@ -32,7 +31,8 @@ from agenttx.core.types import (
     TransactionInfo,
     TxStatus,
 )
-from agenttx.errors import AgentTxError
+from agenttx.wire import agenttx_pb2 as pb
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
 
 class AgentTxClient:

@@ -1,5 +1,5 @@
 """What the sync and async clients share: requests built from Python values, replies turned
-into the result dataclasses of ``agenttx.core.types``, the retry policy, and the few result
+into the result dataclasses of ``agenttx.types``, the retry policy, and the few result
 types that exist only on the wire.
 
 Every mutating request carries a ``request_id`` (a new uuid4 unless the caller gives one); the
@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agenttx.api.proto import agenttx_pb2 as pb
 from agenttx.client._errors import ServerUnavailable, error_from_status
-from agenttx.core.types import (
+from agenttx.errors import AgentTxError, InternalError, InvalidArgument
+from agenttx.types import (
     BeginResult,
     CommitResult,
     ContextEntry,
@@ -32,7 +32,7 @@ from agenttx.core.types import (
     TransactionInfo,
     TxStatus,
 )
-from agenttx.errors import AgentTxError, InternalError, InvalidArgument
+from agenttx.wire import agenttx_pb2 as pb
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 SERVICE_NAME = "agenttx.v1.AgentTxService"

@@ -32,14 +32,6 @@ from agenttx.core.refs import Reference
 from agenttx.core.requests import RequestLog
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
-from agenttx.core.types import (
-    EffectClass,
-    Isolation,
-    RollbackPolicy,
-    StepStatus,
-    TransactionInfo,
-    TxStatus,
-)
 from agenttx.core.views import graph_step, rebuild_graph, transaction_info
 from agenttx.errors import (
     InvalidArgument,
@@ -57,6 +49,14 @@ from agenttx.store.contract import (
 )
 from agenttx.tools.contract import DEFAULT_TIMEOUT_S
 from agenttx.tools.registry import ToolRegistry
+from agenttx.types import (
+    EffectClass,
+    Isolation,
+    RollbackPolicy,
+    StepStatus,
+    TransactionInfo,
+    TxStatus,
+)
 
 log = logging.getLogger("agenttx.engine")
 

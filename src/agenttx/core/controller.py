@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agenttx.core.hints import ARGUMENT_CATEGORIES, TRANSIENT_CATEGORIES
-from agenttx.core.types import RollbackPolicy, Strategy
+from agenttx.types import RollbackPolicy, Strategy
 
 __all__ = [
     "ARGUMENT_CATEGORIES",

@@ -32,18 +32,6 @@ from agenttx.core.limits import (
 )
 from agenttx.core.recovery import Maintenance
 from agenttx.core.runtime import TxRuntime
-from agenttx.core.types import (
-    BeginResult,
-    CommitResult,
-    Isolation,
-    RollbackPolicy,
-    RollbackResult,
-    StepResult,
-    StepStatus,
-    TransactionInfo,
-    TransactionPage,
-    TxStatus,
-)
 from agenttx.core.views import transaction_info
 from agenttx.errors import (
     CommitConflict,
@@ -58,6 +46,18 @@ from agenttx.store.contract import (
     OutboxRow,
     TxRow,
     VersionCheck,
+)
+from agenttx.types import (
+    BeginResult,
+    CommitResult,
+    Isolation,
+    RollbackPolicy,
+    RollbackResult,
+    StepResult,
+    StepStatus,
+    TransactionInfo,
+    TransactionPage,
+    TxStatus,
 )
 
 log = logging.getLogger("agenttx.engine")

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
-from agenttx.core.types import TxStatus
+from agenttx.types import TxStatus
 
 _KIND = {
     TxStatus.ACTIVE: "state",

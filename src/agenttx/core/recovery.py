@@ -11,11 +11,6 @@ from typing import Any
 from agenttx.core.base import LIVE_OWNERS, OPEN, dumps_json
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.steps import StepPipeline
-from agenttx.core.types import (
-    StepStatus,
-    TransactionInfo,
-    TxStatus,
-)
 from agenttx.core.views import step_references
 from agenttx.errors import (
     DeadlineExceeded,
@@ -27,6 +22,11 @@ from agenttx.errors import (
 from agenttx.store.contract import (
     StepRow,
     TxRow,
+)
+from agenttx.types import (
+    StepStatus,
+    TransactionInfo,
+    TxStatus,
 )
 
 log = logging.getLogger("agenttx.engine")

@@ -22,10 +22,10 @@ from agenttx.core.controller import ControllerState
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.limits import MAX_STATE_VALUE_BYTES, check_state_key
 from agenttx.core.refs import Reference
-from agenttx.core.types import Isolation, RollbackPolicy
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
 from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, UndoRow
+from agenttx.types import Isolation, RollbackPolicy
 
 # One write of a step: (key, value_json or None for a delete, base_version). base_version is
 # the committed version of the key when the transaction first wrote it (read-committed

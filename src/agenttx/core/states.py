@@ -6,8 +6,8 @@ transaction can never take another step and a bug cannot silently resurrect one.
 
 from __future__ import annotations
 
-from agenttx.core.types import TxStatus
 from agenttx.errors import FailedPrecondition
+from agenttx.types import TxStatus
 
 A, E, R, C = TxStatus.ACTIVE, TxStatus.EXECUTING, TxStatus.ROLLING_BACK, TxStatus.COMMITTING
 DONE, ROLLED, FAILED = TxStatus.COMMITTED, TxStatus.ROLLED_BACK, TxStatus.FAILED

@@ -30,13 +30,6 @@ from agenttx.core.limits import (
 )
 from agenttx.core.refs import UnresolvedReference, find_references, resolve
 from agenttx.core.runtime import StepRun, TxRuntime, Write
-from agenttx.core.types import (
-    Isolation,
-    StepResult,
-    StepStatus,
-    Strategy,
-    TxStatus,
-)
 from agenttx.errors import (
     FatalToolError,
     NotActive,
@@ -49,6 +42,13 @@ from agenttx.store.contract import (
 )
 from agenttx.tools.context import SyncToolContext, ToolContext
 from agenttx.tools.contract import DEFAULT_TIMEOUT_S, ArgumentError, Tool
+from agenttx.types import (
+    Isolation,
+    StepResult,
+    StepStatus,
+    Strategy,
+    TxStatus,
+)
 
 log = logging.getLogger("agenttx.engine")
 

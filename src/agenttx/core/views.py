@@ -10,7 +10,11 @@ from collections.abc import Iterable
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.refs import Reference
 from agenttx.core.runtime import GraphStep
-from agenttx.core.types import (
+from agenttx.store.contract import (
+    StepRow,
+    TxRow,
+)
+from agenttx.types import (
     ContextEntry,
     Isolation,
     RollbackPolicy,
@@ -18,10 +22,6 @@ from agenttx.core.types import (
     StepView,
     TransactionInfo,
     TxStatus,
-)
-from agenttx.store.contract import (
-    StepRow,
-    TxRow,
 )
 
 log = logging.getLogger("agenttx.engine")

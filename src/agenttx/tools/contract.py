@@ -16,9 +16,9 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agenttx.core.types import EffectClass
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
+from agenttx.types import EffectClass
 
 Compensation = Literal["not_required", "supported", "best_effort", "rollback_not_supported"]
 DryRunFidelity = Literal["schema_only", "validated", "read_only_preview", "full_simulation"]
