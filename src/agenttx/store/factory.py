@@ -19,7 +19,16 @@ def open_store(url: str, *, sync_writes: bool = False) -> Store:
             raise InvalidArgument("sqlite URL needs a file path: sqlite:///path/to/agenttx.db")
         return SqliteStore(Path(path), sync_writes=sync_writes)
     if url.startswith(("postgresql://", "postgres://")):
-        from agenttx.store.postgres import PostgresStore
+        try:
+            from agenttx.store.postgres import PostgresStore
+        except ImportError as exc:
+            # The driver is the optional extra `agenttx[postgres]`; any other import error is a bug.
+            if not (exc.name or "").startswith("psycopg") and "pq wrapper" not in str(exc):
+                raise
+            raise InvalidArgument(
+                f"{url.split(':', 1)[0]}:// store URLs need the PostgreSQL driver (psycopg), "
+                "which is not installed: pip install 'agenttx[postgres]'"
+            ) from exc
 
         return PostgresStore(url)
     scheme = url.split(":", 1)[0] if ":" in url else url
