@@ -1,33 +1,55 @@
 """AgentTx: transactional tool calls for AI agents.
 
-Layering (imports only point down this list):
+Users import from ``agenttx`` only; every other module is private. ``import agenttx`` loads
+the bottom layer and nothing else: ``agenttx.errors`` and ``agenttx.types``, which need only the
+standard library. Every other public name is imported the first time it is used (the module
+``__getattr__`` below), so ``import agenttx.client`` — or ``from agenttx import AgentTxClient``
+— never loads the engine, a store or a database driver.
 
-1. ``errors``, ``types``                 plain values and the error hierarchy; import nothing
-2. ``store.contract``, ``tools.*``       the ``Store`` and ``Tool`` contracts, built-in tools
-3. ``core``                              the engine: states, references, graph, controller,
-                                         hints, runtime; never a concrete store or adapter
-4. ``store.sqlite`` …, ``effects``       backends chosen by URL, the outbox dispatcher
-5. ``embedded`` (``Engine``)             composition: open a store, wire tools and dispatcher
-6. ``api.*``, ``server``, ``cli``        adapters (gRPC, metrics, logs) over ``Engine``
-   ``client``                            speaks the wire protocol only: imports the generated
-                                         protobuf code (``wire``), ``types`` and ``errors``
+Layers (imports only point down this list):
 
-Users import from ``agenttx`` only; every other module is private.
+1. ``errors``, ``types``, ``jsontext``   plain values, the error tree, JSON text; import nothing
+2. ``wire``                              generated protobuf code (server and client share it)
+3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools
+4. ``core``                              the engine; never a concrete store, driver or adapter
+5. ``store.*`` backends, ``effects``     chosen by URL, imported lazily; the outbox dispatcher
+6. ``embedded`` (``Engine``)             composition: open a store, wire tools and dispatcher
+7. ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``
+   ``client``                            speaks the wire protocol only: ``wire``, ``types``,
+                                         ``errors``
+
+The import rule, by package prefix (a prefix covers that module and every module under it).
+``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
+every module's imports — statically (module- and function-level, not ``TYPE_CHECKING`` blocks)
+and by importing each package in a fresh interpreter. ``imports only`` limits a package's
+imports from AgentTx; ``never imports`` forbids any module, ours or not.
+
+    -- import rule --
+    agenttx.errors    imports only   agenttx.errors agenttx.types
+    agenttx.types     imports only   agenttx.errors agenttx.types
+    agenttx.jsontext  imports only   agenttx.jsontext
+    agenttx.wire      imports only   agenttx.wire
+    agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects agenttx.embedded
+                                     agenttx.api agenttx.server agenttx.cli agenttx.client
+    agenttx.store     never imports  agenttx.core agenttx.embedded agenttx.api agenttx.server
+                                     agenttx.cli agenttx.client
+    agenttx.core      never imports  agenttx.store.sql agenttx.store.sqlite agenttx.store.postgres
+                                     agenttx.store.sqlite_writer agenttx.embedded agenttx.api
+                                     agenttx.server agenttx.cli agenttx.client psycopg
+                                     psycopg_pool sqlite3
+    agenttx.client    never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
+                                     agenttx.embedded agenttx.api agenttx.server agenttx.cli
+                                     psycopg psycopg_pool sqlite3
+    --
 """
 
-from agenttx.client import (
-    AgentTxClient,
-    AsyncAgentTxClient,
-    OutcomeUnknown,
-    RetryPolicy,
-    RollbackTriggered,
-    ServerUnavailable,
-    TransactionAborted,
-)
-from agenttx.core.controller import RollbackController
-from agenttx.core.hints import Hint, HintCleaner, clean_hint
-from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
-from agenttx.embedded import Engine
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+from typing import TYPE_CHECKING, Any
+
 from agenttx.errors import (
     Aborted,
     AgentTxError,
@@ -45,8 +67,6 @@ from agenttx.errors import (
     UncertainOutcome,
     WrongStep,
 )
-from agenttx.tools.context import SyncToolContext, ToolContext
-from agenttx.tools.contract import Tool, tool
 from agenttx.types import (
     BeginResult,
     CommitResult,
@@ -63,7 +83,49 @@ from agenttx.types import (
     TxStatus,
 )
 
+if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from agenttx.client import (
+        AgentTxClient,
+        AsyncAgentTxClient,
+        OutcomeUnknown,
+        RetryPolicy,
+        RollbackTriggered,
+        ServerUnavailable,
+        TransactionAborted,
+    )
+    from agenttx.core.controller import RollbackController
+    from agenttx.core.hints import Hint, HintCleaner, clean_hint
+    from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
+    from agenttx.embedded import Engine
+    from agenttx.tools.context import SyncToolContext, ToolContext
+    from agenttx.tools.contract import Tool, tool
+
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it, imported on first use. Keep in step with the
+# TYPE_CHECKING block above (tests/test_layering.py checks both name the same things).
+_LAZY: dict[str, str] = {
+    "AgentTxClient": "agenttx.client",
+    "AsyncAgentTxClient": "agenttx.client",
+    "OutcomeUnknown": "agenttx.client",
+    "RetryPolicy": "agenttx.client",
+    "RollbackTriggered": "agenttx.client",
+    "ServerUnavailable": "agenttx.client",
+    "TransactionAborted": "agenttx.client",
+    "RollbackController": "agenttx.core.controller",
+    "Hint": "agenttx.core.hints",
+    "HintCleaner": "agenttx.core.hints",
+    "clean_hint": "agenttx.core.hints",
+    "Channel": "agenttx.effects.channels",
+    "Effect": "agenttx.effects.channels",
+    "JsonlChannel": "agenttx.effects.channels",
+    "PermanentDeliveryError": "agenttx.effects.channels",
+    "Engine": "agenttx.embedded",
+    "SyncToolContext": "agenttx.tools.context",
+    "ToolContext": "agenttx.tools.context",
+    "Tool": "agenttx.tools.contract",
+    "tool": "agenttx.tools.contract",
+}
 
 __all__ = [
     "Aborted",
@@ -116,3 +178,41 @@ __all__ = [
     "clean_hint",
     "tool",
 ]
+
+
+def _publish(value: Any) -> None:
+    """Show an exported class or function as ``agenttx.X`` (reprs, tracebacks, docs), as httpx
+    does. A class annotated in a ``from __future__ import annotations`` module keeps strings that
+    ``typing.get_type_hints`` and pydantic resolve in the namespace of ``__module__``, so they
+    are resolved in the defining module first; one that cannot be resolved keeps its module."""
+    if not (isinstance(value, type) or callable(value)) or value.__module__ == __name__:
+        return
+    if isinstance(value, type):
+        own = inspect.get_annotations(value)  # this class's own, as written
+        if any(isinstance(hint, str) for hint in own.values()):
+            try:
+                resolved = typing.get_type_hints(value, include_extras=True)
+            except Exception:  # an annotation only a type checker can see
+                return
+            value.__annotations__ = {name: resolved[name] for name in own}
+    value.__module__ = __name__
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    _publish(value)
+    globals()[name] = value  # later lookups find it directly, without this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+for _name in __all__:
+    if _name not in _LAZY and not _name.startswith("__"):
+        _publish(globals()[_name])
+del _name
