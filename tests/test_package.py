@@ -179,3 +179,32 @@ def test_the_wheel_works_in_a_fresh_venv_without_extras(wheel: Path, tmp_path: P
     # Run from outside the source tree, so only the installed package can be imported.
     done = _run([str(python), str(ROOT / "scripts" / "package_smoke.py")], tmp_path, 120)
     assert done.stdout.splitlines()[-1] == "smoke ok", done.stdout
+
+
+def test_type_checkers_see_every_lazy_name_and_reject_a_typo(tmp_path: Path) -> None:
+    """The lazy names are real types for mypy (the TYPE_CHECKING block), and the module
+    ``__getattr__`` is hidden from it, so a misspelt name is still an error."""
+    user = tmp_path / "user_code.py"
+    user.write_text(
+        "import agenttx\n"
+        "async def main() -> None:\n"
+        "    engine = await agenttx.Engine.open('sqlite:///x.db')\n"
+        "    reveal_type(engine)\n"
+        "    reveal_type(agenttx.AgentTxClient('127.0.0.1:50051'))\n"
+        "    agenttx.Engin\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", str(user)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    out = done.stdout
+    # Not Any: the defining class, wherever it lives (modules move; the public name does not).
+    assert re.search(r'Revealed type is "agenttx(\.\w+)+\.Engine"', out), out
+    assert re.search(r'Revealed type is "agenttx(\.\w+)+\.AgentTxClient"', out), out
+    assert 'user_code.py:6: error: Module has no attribute "Engin"' in out, out
+    assert "Found 1 error" in out, out

@@ -198,14 +198,16 @@ def _publish(value: Any) -> None:
     value.__module__ = __name__
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    _publish(value)
-    globals()[name] = value  # later lookups find it directly, without this hook
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers, so `agenttx.Typo` stays a type error
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        _publish(value)
+        globals()[name] = value  # later lookups find it directly, without this hook
+        return value
 
 
 def __dir__() -> list[str]:
