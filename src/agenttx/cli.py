@@ -142,6 +142,14 @@ def main() -> None:
     multiple=True,
     help="Load user tools from module[:attr] (repeatable; the env var is space-separated).",
 )
+@_option(
+    "--hint-rules",
+    "hint_rules",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML file of extra hint rules, tried before the built-in ones (repeatable; the env "
+    f"var separates files with {os.pathsep!r}).",
+)
 @_option("--metrics-addr", default="127.0.0.1:9464", help='Prometheus /metrics; "off" disables.')
 @_option(
     "--grace-secs",
@@ -168,6 +176,7 @@ def serve(**opts: Any) -> None:
         outbox_path=opts["outbox_path"],
         sync_writes=opts["sync_writes"],
         tools=tuple(opts["tools"]),
+        hint_rules=tuple(opts["hint_rules"]),
         policy=RollbackPolicy(
             max_local_depth=opts["max_local_depth"],
             max_global_resets=opts["max_global_resets"],
