@@ -107,7 +107,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "receipt_id": {"title": "Receipt Id", "type": "string"},
-            "lines": {"title": "Lines", "type": "array", "items": {"type": "string"}, "default": []},
+            "lines": {
+                "title": "Lines",
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [],
+            },
         },
         "required": ["receipt_id"],
     },

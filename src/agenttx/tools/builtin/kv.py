@@ -9,7 +9,6 @@ from agenttx.tools.context import ToolContext
 from agenttx.tools.contract import tool
 
 
-
 class KvEntry(TypedDict):
     """What ``kv.put`` and ``kv.get`` return (``value`` is null for a key never set)."""
 
