@@ -23,10 +23,13 @@ from agenttx.core.eager import run_detached
 from agenttx.embedded import Engine
 from agenttx.errors import AgentTxError
 from agenttx.types import (
+    ACCEPT_STRATEGIES_METADATA,
+    REFERENCE_FALLBACK,
     CommitResult,
     RollbackResult,
     StepResult,
     StepStatus,
+    Strategy,
     TransactionInfo,
 )
 from agenttx.wire import agenttx_pb2 as pb
@@ -73,11 +76,33 @@ async def _guard(
     raise AssertionError("unreachable: context.abort raises")
 
 
-def step_reply(r: StepResult) -> pb.ExecuteStepResponse:
+def accepted_strategies(context: grpc.aio.ServicerContext) -> frozenset[Strategy]:
+    """Our strategies beyond the reference's that the caller says it can name, from its
+    ``agenttx-accept-strategies`` metadata (unknown names are ignored: a newer client may
+    know more than this server)."""
+    names: set[str] = set()
+    for key, value in context.invocation_metadata() or ():
+        if key == ACCEPT_STRATEGIES_METADATA and isinstance(value, str):
+            names.update(n.strip().upper() for n in value.split(","))
+    return frozenset(s for s in REFERENCE_FALLBACK if s.value in names)
+
+
+def wire_strategy(strategy: Strategy, accepted: frozenset[Strategy]) -> Strategy:
+    """``strategy``, or what a caller that cannot name it is sent instead."""
+    if strategy in REFERENCE_FALLBACK and strategy not in accepted:
+        return REFERENCE_FALLBACK[strategy]
+    return strategy
+
+
+def step_reply(
+    r: StepResult, accepted: frozenset[Strategy] = frozenset()
+) -> pb.ExecuteStepResponse:
+    """The wire reply of a step. ``accepted``: the strategies beyond the reference's the caller
+    can name; by default none, so a reference client never sees an enum value it lacks."""
     reply = pb.ExecuteStepResponse(
         status=cast("pb.StepStatus", r.status.wire),
         output_json=r.output_json,
-        strategy=cast("pb.RollbackStrategy", r.strategy.wire),
+        strategy=cast("pb.RollbackStrategy", wire_strategy(r.strategy, accepted).wire),
         next_step_id=r.next_step_id,
         constraints=r.constraints,
         transaction_status=r.transaction_status.value,
@@ -220,7 +245,9 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 request.raw_context,
                 request_id=request.request_id,
             )
-            return step_reply(r)
+            # Mapped per call, not stored: a replay of this request_id to another client is
+            # shaped for that client.
+            return step_reply(r, accepted_strategies(context))
 
         return await _guard(context, call)
 

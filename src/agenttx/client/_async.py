@@ -58,6 +58,8 @@ class AsyncAgentTxClient:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.metadata = tuple(metadata)
+        # Sent on every call: the caller's metadata, then what this client understands.
+        self._call_metadata = (*self.metadata, *wire.CLIENT_METADATA)
         self._owns_channel = channel is None
         if channel is None:
             opts = [*self.retry.channel_options(), *options]
@@ -182,7 +184,7 @@ class AsyncAgentTxClient:
         failures = 0
         while True:
             req = pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=last)
-            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self.metadata or None)
+            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self._call_metadata)
             try:
                 async for message in stream:
                     failures = 0
@@ -229,7 +231,7 @@ class AsyncAgentTxClient:
         while True:
             attempt += 1
             try:
-                return await rpc(request, timeout=self.timeout, metadata=self.metadata or None)
+                return await rpc(request, timeout=self.timeout, metadata=self._call_metadata)
             except grpc.RpcError as exc:
                 status = wire.status_of(exc)
                 if status[0] not in self.retry.retry_on or attempt >= self.retry.max_attempts:

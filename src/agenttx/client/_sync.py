@@ -61,6 +61,8 @@ class AgentTxClient:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.metadata = tuple(metadata)
+        # Sent on every call: the caller's metadata, then what this client understands.
+        self._call_metadata = (*self.metadata, *wire.CLIENT_METADATA)
         self._owns_channel = channel is None
         if channel is None:
             opts = [*self.retry.channel_options(), *options]
@@ -190,7 +192,7 @@ class AgentTxClient:
         failures = 0
         while True:
             req = pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=last)
-            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self.metadata or None)
+            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self._call_metadata)
             try:
                 for message in stream:
                     failures = 0
@@ -239,7 +241,7 @@ class AgentTxClient:
         while True:
             attempt += 1
             try:
-                return rpc(request, timeout=self.timeout, metadata=self.metadata or None)
+                return rpc(request, timeout=self.timeout, metadata=self._call_metadata)
             except grpc.RpcError as exc:
                 status = wire.status_of(exc)
                 if status[0] not in self.retry.retry_on or attempt >= self.retry.max_attempts:

@@ -19,6 +19,8 @@ from typing import Any
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
 from agenttx.types import (
+    ACCEPT_STRATEGIES_METADATA,
+    REFERENCE_FALLBACK,
     BeginResult,
     CommitResult,
     ContextEntry,
@@ -36,6 +38,12 @@ from agenttx.wire import agenttx_pb2 as pb
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 SERVICE_NAME = "agenttx.v1.AgentTxService"
+
+# Metadata this client sends with every call: it can name ROLLBACK_STRATEGY_RETRY, so the
+# server sends it (other clients get LOCAL_BACKTRACK in its place).
+CLIENT_METADATA: tuple[tuple[str, str], ...] = (
+    (ACCEPT_STRATEGIES_METADATA, ",".join(s.value.lower() for s in REFERENCE_FALLBACK)),
+)
 
 PolicyArg = RollbackPolicy | Mapping[str, Any] | None
 
