@@ -385,6 +385,33 @@ def tx_list(
     console.print(f"{len(found)} transaction{'s' if len(found) != 1 else ''}")
 
 
+def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:
+    """GetTransaction, and if the server trimmed the history to fit one message, the whole
+    history read with ListSteps in its place (the reply then says nothing was left out)."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    t = stub.GetTransaction(
+        pb.GetTransactionRequest(transaction_id=transaction_id), timeout=timeout
+    )
+    if not t.history_trimmed:
+        return t
+    del t.steps[:]
+    del t.context[:]
+    token = ""
+    while True:
+        page = stub.ListSteps(
+            pb.ListStepsRequest(transaction_id=transaction_id, page_token=token), timeout=timeout
+        )
+        t.steps.extend(page.steps)
+        t.context.extend(page.context)
+        token = page.next_page_token
+        if not token:
+            break
+    for name in ("history_trimmed", "steps_omitted", "steps_page_token"):
+        t.ClearField(name)
+    return t
+
+
 @tx.command("show")
 @click.argument("transaction_id")
 @server_option
@@ -392,14 +419,8 @@ def tx_list(
 @timeout_option
 def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
     """One transaction: status, policy, constraints and every step attempt."""
-    from agenttx.wire import agenttx_pb2 as pb
 
-    t = _call(
-        server,
-        lambda stub: stub.GetTransaction(
-            pb.GetTransactionRequest(transaction_id=transaction_id), timeout=timeout
-        ),
-    )
+    t = _call(server, lambda stub: _whole_transaction(stub, transaction_id, timeout))
     if as_json:
         _echo_json(to_dict(t))
         return
