@@ -200,13 +200,15 @@ async def test_a_reasoning_log_over_the_limit_is_elided_in_the_reference_context
     assert [c.step_id for c in reply.context] == [c.step_id for c in full.context]
     elided = [c for c in reply.context if c.raw_context_elided]
     whole = [c for c in reply.context if not c.raw_context_elided]
-    assert elided and whole
+    assert elided
+    assert whole
     assert all(c.raw_context.startswith("[elided by agenttx: raw_context of ") for c in elided)
     assert all("ListSteps" in c.raw_context for c in elided)
     by_step = {c.step_id: c.raw_context for c in full.context}
     assert all(c.raw_context == by_step[c.step_id] for c in whole)
     # The small step records still fit beside it.
-    assert len(reply.steps) == 8 and not [s for s in reply.steps if s.elided]
+    assert len(reply.steps) == 8
+    assert not [s for s in reply.steps if s.elided]
 
     pages = await _pages(target, tx)
     assert [c.raw_context for p in pages for c in p.context] == [
