@@ -394,3 +394,26 @@ def test_a_reply_under_the_limit_is_left_alone() -> None:
     history.fit_transaction(reply, reply.ByteSize())
     assert reply.SerializeToString() == before
     assert not reply.history_trimmed
+
+
+def test_a_page_ends_before_the_limit_and_a_record_too_large_alone_is_elided() -> None:
+    records = [
+        pb.StepRecord(step_id=i, attempt=1, status="SUCCESS", live=True, output_json=json.dumps(t))
+        for i, t in enumerate(["a" * 900, "b" * 5_000, "c" * 900, "d" * 900], start=1)
+    ]
+    pages: list[pb.ListStepsResponse] = []
+    start = 0
+    while start < len(records):
+        page = pb.ListStepsResponse(total_steps=len(records))
+        start += history.fill_page(page, ((r, None) for r in records[start:]), 50, limit=2_000)
+        pages.append(page)
+
+    assert all(p.ByteSize() <= 2_000 for p in pages)
+    # Record 2 alone is over the limit: it opens a page, elided; record 3 still fits beside it.
+    assert [[s.step_id for s in p.steps] for p in pages] == [[1], [2, 3], [4]]
+    alone = pages[1].steps[0]
+    assert list(alone.elided) == ["output_json"]
+    assert "no reply can carry this step whole" in json.loads(alone.output_json)
+    others = [s for p in pages for s in p.steps if s.step_id != 2]
+    assert [s.output_json for s in others] == [r.output_json for r in records if r.step_id != 2]
+    assert not [s for s in others if s.elided]

@@ -26,6 +26,7 @@ twice the size of one elided.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,9 +43,7 @@ _TRIM_FIELDS_BYTES = 32
 _MIN_ELIDED_BYTES = 256
 
 READ_IN_FULL = "read it in full with ListSteps"
-TOO_LARGE_FOR_ANY_REPLY = (
-    "it cannot fit in any reply; the embedded Engine.get_transaction returns it"
-)
+TOO_LARGE_FOR_ANY_REPLY = "no reply can carry this step whole; Engine.get_transaction returns it"
 
 # Field numbers of the repeated fields whose elements are measured.
 _CONTEXT = pb.GetTransactionResponse.CONTEXT_FIELD_NUMBER
@@ -197,9 +196,7 @@ def fill_page(
     large texts elided, with a marker saying so."""
     budget = limit - _TRIM_FIELDS_BYTES - page.ByteSize()
     taken = 0
-    for record, entry in records:
-        if taken == count:
-            break
+    for record, entry in itertools.islice(records, count):
         cost = element_bytes(_PAGE_STEPS, record.ByteSize())
         if entry is not None:
             cost += element_bytes(_PAGE_CONTEXT, entry.ByteSize())
