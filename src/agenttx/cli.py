@@ -142,6 +142,14 @@ def main() -> None:
     multiple=True,
     help="Load user tools from module[:attr] (repeatable; the env var is space-separated).",
 )
+@_option(
+    "--hint-rules",
+    "hint_rules",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML file of extra hint rules, tried before the built-in ones (repeatable; the env "
+    f"var separates files with {os.pathsep!r}).",
+)
 @_option("--metrics-addr", default="127.0.0.1:9464", help='Prometheus /metrics; "off" disables.')
 @_option(
     "--grace-secs",
@@ -168,6 +176,7 @@ def serve(**opts: Any) -> None:
         outbox_path=opts["outbox_path"],
         sync_writes=opts["sync_writes"],
         tools=tuple(opts["tools"]),
+        hint_rules=tuple(opts["hint_rules"]),
         policy=RollbackPolicy(
             max_local_depth=opts["max_local_depth"],
             max_global_resets=opts["max_global_resets"],
@@ -376,6 +385,33 @@ def tx_list(
     console.print(f"{len(found)} transaction{'s' if len(found) != 1 else ''}")
 
 
+def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:
+    """GetTransaction, and if the server trimmed the history to fit one message, the whole
+    history read with ListSteps in its place (the reply then says nothing was left out)."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    t = stub.GetTransaction(
+        pb.GetTransactionRequest(transaction_id=transaction_id), timeout=timeout
+    )
+    if not t.history_trimmed:
+        return t
+    del t.steps[:]
+    del t.context[:]
+    token = ""
+    while True:
+        page = stub.ListSteps(
+            pb.ListStepsRequest(transaction_id=transaction_id, page_token=token), timeout=timeout
+        )
+        t.steps.extend(page.steps)
+        t.context.extend(page.context)
+        token = page.next_page_token
+        if not token:
+            break
+    for name in ("history_trimmed", "steps_omitted", "steps_page_token"):
+        t.ClearField(name)
+    return t
+
+
 @tx.command("show")
 @click.argument("transaction_id")
 @server_option
@@ -383,14 +419,8 @@ def tx_list(
 @timeout_option
 def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
     """One transaction: status, policy, constraints and every step attempt."""
-    from agenttx.wire import agenttx_pb2 as pb
 
-    t = _call(
-        server,
-        lambda stub: stub.GetTransaction(
-            pb.GetTransactionRequest(transaction_id=transaction_id), timeout=timeout
-        ),
-    )
+    t = _call(server, lambda stub: _whole_transaction(stub, transaction_id, timeout))
     if as_json:
         _echo_json(to_dict(t))
         return

@@ -56,6 +56,7 @@ class ServeConfig:
     outbox_path: Path | None = None  # default: <data_dir>/outbox.jsonl
     sync_writes: bool = False
     tools: tuple[str, ...] = ()  # module[:attr] specs of user tools
+    hint_rules: tuple[Path, ...] = ()  # TOML files of user hint rules, in the order given
     policy: RollbackPolicy = field(default_factory=RollbackPolicy)
     step_timeout_ms: int = 30_000
     tx_idle_timeout_secs: int = 900  # 0 turns the idle reaper off
@@ -94,6 +95,20 @@ def _join(host: str, port: int) -> str:
 def redact(url: str) -> str:
     """The URL with any password replaced, for logs: ``postgresql://u:***@host/db``."""
     return re.sub(r"(//[^:/@]+:)[^@/]*@", r"\1***@", url)
+
+
+def check_hint_rules(paths: Sequence[Path]) -> None:
+    """Every ``--hint-rules`` file is a readable file. Checked before the store opens, so a
+    typo in a path stops the start with the flag and the path named; a file that reads but
+    does not parse is refused by the engine's rule loader, whose message names the file and
+    the rule."""
+    for path in paths:
+        try:
+            with path.open("rb"):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise StartupError(f"--hint-rules {path}: cannot read the file: {reason}") from exc
 
 
 def _load(specs: Sequence[str]) -> list[Tool]:
@@ -165,6 +180,7 @@ async def start(config: ServeConfig) -> RunningServer:
     )
     parse_addr(config.listen_addr, "--listen-addr")
     tools = _load(config.tools)
+    check_hint_rules(config.hint_rules)
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -181,8 +197,9 @@ async def start(config: ServeConfig) -> RunningServer:
             tx_idle_timeout_secs=config.tx_idle_timeout_secs,
             compensation_retries=config.compensation_retries,
             max_constraints=config.max_constraints,
+            hint_rule_files=config.hint_rules,
         )
-    except AgentTxError as exc:  # its message says what is wrong (store URL, tool clash)
+    except AgentTxError as exc:  # its message says what is wrong (store URL, tool clash, rules)
         raise StartupError(exc.message) from exc
     except (OSError, ImportError) as exc:
         raise StartupError(f"cannot open store {redact(config.store_url)}: {exc}") from exc

@@ -67,6 +67,14 @@ class Strategy(enum.StrEnum):
 
 _STRATEGY_WIRE = {s: i for i, s in enumerate(Strategy)}
 
+# The request metadata entry through which a client says which of our strategies beyond the
+# reference's it can name: a comma-separated list of lowercase names (today only ``retry``).
+# A client built from the reference's proto sends none; its enum stops at ABORT, so it is sent
+# LOCAL_BACKTRACK in place of RETRY, with the same rollback_to_step and next_step_id.
+ACCEPT_STRATEGIES_METADATA = "agenttx-accept-strategies"
+# What a client that names none of our strategies is sent in their place.
+REFERENCE_FALLBACK = {Strategy.RETRY: Strategy.LOCAL_BACKTRACK}
+
 
 class EffectClass(enum.StrEnum):
     READ = "read"  # runs at the step; nothing to undo

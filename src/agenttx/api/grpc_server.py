@@ -12,21 +12,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from agenttx.api import history
+from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.core.eager import run_detached
 from agenttx.embedded import Engine
 from agenttx.errors import AgentTxError
 from agenttx.types import (
+    ACCEPT_STRATEGIES_METADATA,
+    REFERENCE_FALLBACK,
     CommitResult,
     RollbackResult,
     StepResult,
     StepStatus,
+    StepView,
+    Strategy,
     TransactionInfo,
 )
 from agenttx.wire import agenttx_pb2 as pb
@@ -35,7 +41,6 @@ from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 log = logging.getLogger("agenttx.grpc")
 
 SERVICE_NAME = "agenttx.v1.AgentTxService"
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the reference's cap; arguments are capped at 1 MiB
 
 T = TypeVar("T")
 
@@ -73,11 +78,33 @@ async def _guard(
     raise AssertionError("unreachable: context.abort raises")
 
 
-def step_reply(r: StepResult) -> pb.ExecuteStepResponse:
+def accepted_strategies(context: grpc.aio.ServicerContext) -> frozenset[Strategy]:
+    """Our strategies beyond the reference's that the caller says it can name, from its
+    ``agenttx-accept-strategies`` metadata (unknown names are ignored: a newer client may
+    know more than this server)."""
+    names: set[str] = set()
+    for key, value in context.invocation_metadata() or ():
+        if key == ACCEPT_STRATEGIES_METADATA and isinstance(value, str):
+            names.update(n.strip().upper() for n in value.split(","))
+    return frozenset(s for s in REFERENCE_FALLBACK if s.value in names)
+
+
+def wire_strategy(strategy: Strategy, accepted: frozenset[Strategy]) -> Strategy:
+    """``strategy``, or what a caller that cannot name it is sent instead."""
+    if strategy in REFERENCE_FALLBACK and strategy not in accepted:
+        return REFERENCE_FALLBACK[strategy]
+    return strategy
+
+
+def step_reply(
+    r: StepResult, accepted: frozenset[Strategy] = frozenset()
+) -> pb.ExecuteStepResponse:
+    """The wire reply of a step. ``accepted``: the strategies beyond the reference's the caller
+    can name; by default none, so a reference client never sees an enum value it lacks."""
     reply = pb.ExecuteStepResponse(
         status=cast("pb.StepStatus", r.status.wire),
         output_json=r.output_json,
-        strategy=cast("pb.RollbackStrategy", r.strategy.wire),
+        strategy=cast("pb.RollbackStrategy", wire_strategy(r.strategy, accepted).wire),
         next_step_id=r.next_step_id,
         constraints=r.constraints,
         transaction_status=r.transaction_status.value,
@@ -139,23 +166,7 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
         compensation_errors=t.compensation_errors,
         outcome_unknown_step=t.outcome_unknown_step,
         edges=[pb.DependencyEdge(from_step=a, to_step=b, key=k) for a, b, k in t.edges],
-        steps=[
-            pb.StepRecord(
-                step_id=s.step_id,
-                attempt=s.attempt,
-                tool_name=s.tool_name,
-                status=s.status,
-                live=s.live,
-                arguments_json=_json(s.arguments),
-                output_json=_json(s.output),
-                clean_hint=s.clean_hint,
-                error_category=s.error_category,
-                epoch=s.epoch,
-                started_at=s.started_at,
-                finished_at=s.finished_at,
-            )
-            for s in t.steps
-        ],
+        steps=[step_record(s) for s in t.steps],
         created_at=t.created_at,
         updated_at=t.updated_at,
         policy=pb.RollbackPolicy(
@@ -164,6 +175,41 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
             replay_budget_factor=t.policy.replay_budget_factor,
         ),
     )
+
+
+def step_record(s: StepView) -> pb.StepRecord:
+    return pb.StepRecord(
+        step_id=s.step_id,
+        attempt=s.attempt,
+        tool_name=s.tool_name,
+        status=s.status,
+        live=s.live,
+        arguments_json=_json(s.arguments),
+        output_json=_json(s.output),
+        clean_hint=s.clean_hint,
+        error_category=s.error_category,
+        epoch=s.epoch,
+        started_at=s.started_at,
+        finished_at=s.finished_at,
+    )
+
+
+def history_records(
+    t: TransactionInfo, start: int
+) -> Iterator[tuple[pb.StepRecord, pb.ContextEntry | None]]:
+    """The history from its ``start``-th attempt on, each with its context entry (live
+    successful steps have one), built as they are asked for."""
+    context = {c.step_id: c for c in t.context}  # live step ids are unique
+    for s in t.steps[start:]:
+        c = context.get(s.step_id) if s.live and s.status == StepStatus.SUCCESS.value else None
+        entry = (
+            None
+            if c is None
+            else pb.ContextEntry(
+                step_id=c.step_id, tool_name=c.tool_name, raw_context=c.raw_context
+            )
+        )
+        yield step_record(s), entry
 
 
 def _json(value: Any) -> str:
@@ -220,7 +266,9 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 request.raw_context,
                 request_id=request.request_id,
             )
-            return step_reply(r)
+            # Mapped per call, not stored: a replay of this request_id to another client is
+            # shaped for that client.
+            return step_reply(r, accepted_strategies(context))
 
         return await _guard(context, call)
 
@@ -249,7 +297,25 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         self, request: pb.GetTransactionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetTransactionResponse:
         async def call() -> pb.GetTransactionResponse:
-            return transaction_reply(await self.engine.get_transaction(request.transaction_id))
+            t = await self.engine.get_transaction(request.transaction_id)
+            # Over the message limit gRPC would refuse to send it (RESOURCE_EXHAUSTED after an
+            # OK answer): trimmed to fit instead, and ListSteps reads the rest.
+            return history.fit_transaction(transaction_reply(t), MAX_MESSAGE_BYTES)
+
+        return await _guard(context, call)
+
+    async def ListSteps(
+        self, request: pb.ListStepsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListStepsResponse:
+        async def call() -> pb.ListStepsResponse:
+            start = history.page_offset(request.page_token)
+            count = history.page_size(request.page_size)
+            t = await self.engine.get_transaction(request.transaction_id)
+            page = pb.ListStepsResponse(total_steps=len(t.steps))
+            taken = history.fill_page(page, history_records(t, start), count, MAX_MESSAGE_BYTES)
+            if start + taken < len(t.steps):
+                page.next_page_token = history.page_token(start + taken)
+            return page
 
         return await _guard(context, call)
 

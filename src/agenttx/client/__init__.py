@@ -24,6 +24,7 @@ from agenttx.client._sync import AgentTxClient, Transaction
 from agenttx.client._wire import (
     DEFAULT_TARGET,
     RetryPolicy,
+    StepPage,
     ToolInfo,
     TransactionEvent,
     TransactionListPage,
@@ -40,6 +41,7 @@ __all__ = [
     "RollbackTriggered",
     "ServerUnavailable",
     "StepError",
+    "StepPage",
     "ToolInfo",
     "Transaction",
     "TransactionAborted",

@@ -21,6 +21,7 @@ from agenttx.client._wire import (
     SERVICE_NAME,
     PolicyArg,
     RetryPolicy,
+    StepPage,
     ToolInfo,
     TransactionEvent,
     TransactionListPage,
@@ -32,6 +33,7 @@ from agenttx.types import (
     CommitResult,
     RollbackResult,
     StepResult,
+    StepView,
     TransactionInfo,
     TxStatus,
 )
@@ -58,6 +60,8 @@ class AsyncAgentTxClient:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.metadata = tuple(metadata)
+        # Sent on every call: the caller's metadata, then what this client understands.
+        self._call_metadata = (*self.metadata, *wire.CLIENT_METADATA)
         self._owns_channel = channel is None
         if channel is None:
             opts = [*self.retry.channel_options(), *options]
@@ -132,8 +136,43 @@ class AsyncAgentTxClient:
         return wire.rollback_result(await self._call("RollbackTransaction", req), transaction_id)
 
     async def get_transaction(self, transaction_id: str) -> TransactionInfo:
+        """The transaction and its whole history. A history too large for one reply (the
+        server trims it to the 4 MiB message limit) is completed page by page with
+        ``ListSteps``, so the result is the same as the embedded engine's."""
         req = pb.GetTransactionRequest(transaction_id=transaction_id)
-        return wire.transaction_info(await self._call("GetTransaction", req))
+        reply = await self._call("GetTransaction", req)
+        info = wire.transaction_info(reply)
+        if not reply.history_trimmed:
+            return info
+        pages: list[wire.StepPage] = []
+        token = ""
+        while True:
+            pages.append(await self.list_steps(transaction_id, page_token=token))
+            token = pages[-1].next_page_token
+            if not token:
+                return wire.with_history(info, pages)
+
+    async def list_steps(
+        self, transaction_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> StepPage:
+        """One page of the history (every attempt, execution order), at most ``page_size``
+        records (default 50, at most 500) and one message; pass ``next_page_token`` back for
+        the next."""
+        req = wire.steps_request(transaction_id, page_size, page_token)
+        return wire.step_page(await self._call("ListSteps", req))
+
+    async def iter_steps(
+        self, transaction_id: str, *, page_size: int = 0
+    ) -> AsyncIterator[StepView]:
+        """Every attempt of every step, in execution order, fetching pages as it goes."""
+        token = ""
+        while True:
+            page = await self.list_steps(transaction_id, page_size=page_size, page_token=token)
+            for step in page.steps:
+                yield step
+            token = page.next_page_token
+            if not token:
+                return
 
     # ------------------------------------------------------------------ ours
 
@@ -182,7 +221,7 @@ class AsyncAgentTxClient:
         failures = 0
         while True:
             req = pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=last)
-            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self.metadata or None)
+            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self._call_metadata)
             try:
                 async for message in stream:
                     failures = 0
@@ -229,7 +268,7 @@ class AsyncAgentTxClient:
         while True:
             attempt += 1
             try:
-                return await rpc(request, timeout=self.timeout, metadata=self.metadata or None)
+                return await rpc(request, timeout=self.timeout, metadata=self._call_metadata)
             except grpc.RpcError as exc:
                 status = wire.status_of(exc)
                 if status[0] not in self.retry.retry_on or attempt >= self.retry.max_attempts:

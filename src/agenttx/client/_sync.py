@@ -17,6 +17,7 @@ from agenttx.client._wire import (
     SERVICE_NAME,
     PolicyArg,
     RetryPolicy,
+    StepPage,
     ToolInfo,
     TransactionEvent,
     TransactionListPage,
@@ -28,6 +29,7 @@ from agenttx.types import (
     CommitResult,
     RollbackResult,
     StepResult,
+    StepView,
     TransactionInfo,
     TxStatus,
 )
@@ -61,6 +63,8 @@ class AgentTxClient:
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.metadata = tuple(metadata)
+        # Sent on every call: the caller's metadata, then what this client understands.
+        self._call_metadata = (*self.metadata, *wire.CLIENT_METADATA)
         self._owns_channel = channel is None
         if channel is None:
             opts = [*self.retry.channel_options(), *options]
@@ -138,8 +142,40 @@ class AgentTxClient:
         return wire.rollback_result(self._call("RollbackTransaction", req), transaction_id)
 
     def get_transaction(self, transaction_id: str) -> TransactionInfo:
+        """The transaction and its whole history. A history too large for one reply (the
+        server trims it to the 4 MiB message limit) is completed page by page with
+        ``ListSteps``, so the result is the same as the embedded engine's."""
         req = pb.GetTransactionRequest(transaction_id=transaction_id)
-        return wire.transaction_info(self._call("GetTransaction", req))
+        reply = self._call("GetTransaction", req)
+        info = wire.transaction_info(reply)
+        if not reply.history_trimmed:
+            return info
+        pages: list[wire.StepPage] = []
+        token = ""
+        while True:
+            pages.append(self.list_steps(transaction_id, page_token=token))
+            token = pages[-1].next_page_token
+            if not token:
+                return wire.with_history(info, pages)
+
+    def list_steps(
+        self, transaction_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> StepPage:
+        """One page of the history (every attempt, execution order), at most ``page_size``
+        records (default 50, at most 500) and one message; pass ``next_page_token`` back for
+        the next."""
+        req = wire.steps_request(transaction_id, page_size, page_token)
+        return wire.step_page(self._call("ListSteps", req))
+
+    def iter_steps(self, transaction_id: str, *, page_size: int = 0) -> Iterator[StepView]:
+        """Every attempt of every step, in execution order, fetching pages as it goes."""
+        token = ""
+        while True:
+            page = self.list_steps(transaction_id, page_size=page_size, page_token=token)
+            yield from page.steps
+            token = page.next_page_token
+            if not token:
+                return
 
     # ------------------------------------------------------------------ ours
 
@@ -190,7 +226,7 @@ class AgentTxClient:
         failures = 0
         while True:
             req = pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=last)
-            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self.metadata or None)
+            stream = self._stub.WatchTransaction(req, timeout=None, metadata=self._call_metadata)
             try:
                 for message in stream:
                     failures = 0
@@ -239,7 +275,7 @@ class AgentTxClient:
         while True:
             attempt += 1
             try:
-                return rpc(request, timeout=self.timeout, metadata=self.metadata or None)
+                return rpc(request, timeout=self.timeout, metadata=self._call_metadata)
             except grpc.RpcError as exc:
                 status = wire.status_of(exc)
                 if status[0] not in self.retry.retry_on or attempt >= self.retry.max_attempts:

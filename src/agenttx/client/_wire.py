@@ -9,6 +9,7 @@ runs it at most once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import uuid
@@ -19,6 +20,8 @@ from typing import Any
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
 from agenttx.types import (
+    ACCEPT_STRATEGIES_METADATA,
+    REFERENCE_FALLBACK,
     BeginResult,
     CommitResult,
     ContextEntry,
@@ -36,6 +39,12 @@ from agenttx.wire import agenttx_pb2 as pb
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 SERVICE_NAME = "agenttx.v1.AgentTxService"
+
+# Metadata this client sends with every call: it can name ROLLBACK_STRATEGY_RETRY, so the
+# server sends it (other clients get LOCAL_BACKTRACK in its place).
+CLIENT_METADATA: tuple[tuple[str, str], ...] = (
+    (ACCEPT_STRATEGIES_METADATA, ",".join(s.value.lower() for s in REFERENCE_FALLBACK)),
+)
 
 PolicyArg = RollbackPolicy | Mapping[str, Any] | None
 
@@ -116,6 +125,17 @@ class TransactionSummary:
 class TransactionListPage:
     transactions: list[TransactionSummary]
     next_page_token: str  # empty when this is the last page
+
+
+@dataclass(frozen=True, slots=True)
+class StepPage:
+    """One page of ``ListSteps``: attempts in execution order, with the context entries
+    (reasoning) of the live successful ones among them."""
+
+    steps: list[StepView]
+    context: list[ContextEntry]
+    next_page_token: str  # empty when this is the last page
+    total_steps: int  # attempts in the whole history
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +243,10 @@ def rollback_request(
     if to_step is not None:
         req.to_step = to_step
     return req
+
+
+def steps_request(tx_id: str, page_size: int, token: str) -> pb.ListStepsRequest:
+    return pb.ListStepsRequest(transaction_id=tx_id, page_size=page_size, page_token=token)
 
 
 def list_request(
@@ -346,24 +370,44 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
         outcome_unknown_step=r.outcome_unknown_step,
         created_at=r.created_at,
         updated_at=r.updated_at,
-        steps=[
-            StepView(
-                step_id=s.step_id,
-                attempt=s.attempt,
-                tool_name=s.tool_name,
-                status=s.status,
-                live=s.live,
-                arguments=_json(s.arguments_json),
-                output=_json(s.output_json),
-                clean_hint=s.clean_hint,
-                error_category=s.error_category,
-                epoch=s.epoch,
-                started_at=s.started_at,
-                finished_at=s.finished_at,
-            )
-            for s in r.steps
-        ],
+        steps=[step_view(s) for s in r.steps],
         edges=[(e.from_step, e.to_step, e.key) for e in r.edges],
+    )
+
+
+def step_view(s: pb.StepRecord) -> StepView:
+    return StepView(
+        step_id=s.step_id,
+        attempt=s.attempt,
+        tool_name=s.tool_name,
+        status=s.status,
+        live=s.live,
+        arguments=_json(s.arguments_json),
+        output=_json(s.output_json),
+        clean_hint=s.clean_hint,
+        error_category=s.error_category,
+        epoch=s.epoch,
+        started_at=s.started_at,
+        finished_at=s.finished_at,
+    )
+
+
+def step_page(r: pb.ListStepsResponse) -> StepPage:
+    return StepPage(
+        steps=[step_view(s) for s in r.steps],
+        context=[ContextEntry(c.step_id, c.tool_name, c.raw_context) for c in r.context],
+        next_page_token=r.next_page_token,
+        total_steps=r.total_steps,
+    )
+
+
+def with_history(info: TransactionInfo, pages: Sequence[StepPage]) -> TransactionInfo:
+    """``info`` (from a trimmed GetTransaction reply) with the steps and context read in full
+    through ListSteps."""
+    return dataclasses.replace(
+        info,
+        steps=[s for p in pages for s in p.steps],
+        context=[c for p in pages for c in p.context],
     )
 
 

@@ -2,19 +2,39 @@
 
 ``@tool`` turns a function ``(ctx, **arguments)`` into a ``Tool``. The input schema comes from
 the type hints of the arguments after ``ctx`` (a pydantic model), so arguments are validated
-before the function runs and ``list_tools`` can show the schema. A tool of effect class
+before the function runs and ``list_tools`` can show the schema; the output schema comes from
+the return annotation the same way (no annotation, or one pydantic cannot describe: ``{}``,
+"any JSON"), and is only shown, never enforced. A tool of effect class
 ``compensatable`` declares how it is undone with ``@my_tool.undo``; the undo handler is looked
 up by name, so an undo recorded before a crash still runs after a restart.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    Required,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+import typing_extensions
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
@@ -82,6 +102,11 @@ class Tool:
         schema.pop("title", None)
         return schema
 
+    @functools.cached_property
+    def output_schema(self) -> dict[str, Any]:
+        """JSON schema of what the tool returns, from its return annotation."""
+        return output_schema(self.fn)
+
     def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Decorator: the compensation for this tool, called as ``fn(ctx, **undo_args)``."""
         self.undo_fn = fn
@@ -112,6 +137,7 @@ class Tool:
             "compensation": self.compensation,
             "dry_run": self.dry_run,
             "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
             "examples": self.examples,
         }
 
@@ -193,6 +219,46 @@ def _input_model(name: str, fn: Callable[..., Any], extra: str) -> tuple[type[Ba
     model_name = "".join(part.capitalize() for part in name.replace("-", ".").split(".")) + "Input"
     config = ConfigDict(extra="forbid" if extra == "forbid" else "ignore")
     return create_model(model_name, __config__=config, **fields), takes_context
+
+
+def output_schema(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON schema of ``fn``'s return annotation, as a tool's output would be serialised:
+    ``-> None`` is ``{"type": "null"}``, ``-> str`` a string, a TypedDict or pydantic model an
+    object with its fields. No annotation, ``Any``, or a type pydantic cannot describe is
+    ``{}``: the output schema is documentation, so a tool that runs is never refused for it."""
+    try:
+        annotation = get_type_hints(fn).get("return", Any)
+    except Exception:  # an unresolvable forward reference; the input schema reports it
+        return {}
+    if annotation is Any:
+        return {}
+    if is_typeddict(annotation):
+        annotation = _portable_typeddict(annotation)
+    try:
+        schema = TypeAdapter(annotation).json_schema(mode="serialization")
+    except (PydanticUserError, TypeError, ValueError):
+        return {}
+    schema.pop("title", None)
+    return schema
+
+
+def _portable_typeddict(typed: Any) -> Any:
+    # pydantic on Python < 3.12 refuses ``typing.TypedDict``; the ``typing_extensions`` one
+    # with the same keys (required ones required) has the same JSON schema. TypedDicts held
+    # directly in its fields are converted too.
+    # With ``from __future__ import annotations`` Python 3.11 cannot see ``NotRequired`` in
+    # the string annotations when it builds ``__required_keys__``: the resolved hints can.
+    hints = get_type_hints(typed, include_extras=True)
+    fields: dict[str, Any] = {}
+    for key, annotation in hints.items():
+        required = key in typed.__required_keys__
+        if get_origin(annotation) in (Required, NotRequired):
+            required = get_origin(annotation) is Required
+            annotation = get_args(annotation)[0]
+        if is_typeddict(annotation):
+            annotation = _portable_typeddict(annotation)
+        fields[key] = Required[annotation] if required else NotRequired[annotation]
+    return typing_extensions.TypedDict(typed.__name__, fields)  # type: ignore[operator]
 
 
 def _is_context_type(annotation: Any) -> bool:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from agenttx.tools.builtin.args import as_object, identifier, optional_str, required_str
 from agenttx.tools.context import ToolContext
 from agenttx.tools.contract import tool
+
+
+class EffectStaged(TypedDict):
+    """What ``effect.stage`` returns; ``idempotency_key`` is the given one or a new uuid."""
+
+    staged: bool
+    channel: str
+    idempotency_key: str
 
 
 @tool(
@@ -26,7 +34,7 @@ from agenttx.tools.contract import tool
     },
     examples=[{"channel": "email", "payload": {"to": "a@example.com"}, "idempotency_key": "wf-5"}],
 )
-async def effect_stage(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+async def effect_stage(ctx: ToolContext, arguments: Any) -> EffectStaged:
     args = as_object(arguments)
     channel = identifier(required_str(args, "channel"), "channel")
     key = optional_str(args, "idempotency_key") or str(uuid.uuid4())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agenttx.tools.builtin.args import as_object, required_str
 from agenttx.tools.context import ToolContext
@@ -51,6 +51,20 @@ def atomic_write(target: Path, data: bytes) -> None:
     os.replace(tmp, target)
 
 
+class FileWritten(TypedDict):
+    """What ``fs.write`` returns: the path as given and the UTF-8 bytes written."""
+
+    path: str
+    bytes: int
+
+
+class FileRead(TypedDict):
+    """What ``fs.read`` returns (invalid UTF-8 replaced by U+FFFD)."""
+
+    path: str
+    contents: str
+
+
 @tool(
     name="fs.write",
     effect="compensatable",
@@ -63,7 +77,7 @@ def atomic_write(target: Path, data: bytes) -> None:
     },
     examples=[{"path": "drafts/c-1.json", "contents": '{"status":"draft"}'}],
 )
-async def fs_write(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+async def fs_write(ctx: ToolContext, arguments: Any) -> FileWritten:
     args = as_object(arguments)
     path = required_str(args, "path")
     contents = required_str(args, "contents")
@@ -108,7 +122,7 @@ async def restore_file(ctx: Any, path: str, prior_hex: str | None) -> None:
     schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     examples=[{"path": "drafts/c-1.json"}],
 )
-async def fs_read(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+async def fs_read(ctx: ToolContext, arguments: Any) -> FileRead:
     path = required_str(as_object(arguments), "path")
     ctx.fs_root.mkdir(parents=True, exist_ok=True)
     target = sandbox_path(ctx.fs_root, path)

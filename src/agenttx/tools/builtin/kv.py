@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from agenttx.tools.builtin.args import SCHEMA_KEY, as_object, required_str
 from agenttx.tools.context import ToolContext
 from agenttx.tools.contract import tool
+
+
+class KvEntry(TypedDict):
+    """What ``kv.put`` and ``kv.get`` return (``value`` is null for a key never set)."""
+
+    key: str
+    value: Any
+
+
+class KvDeleted(TypedDict):
+    """What ``kv.delete`` returns: ``deleted`` is true iff the key existed."""
+
+    key: str
+    deleted: bool
+
 
 _KEY_ONLY = {
     "type": "object",
@@ -28,7 +43,7 @@ _KEY_ONLY = {
     },
     examples=[{"key": "session/customer", "value": "c-1"}],
 )
-async def kv_put(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+async def kv_put(ctx: ToolContext, arguments: Any) -> KvEntry:
     args = as_object(arguments)
     key = required_str(args, "key")
     value = args.get("value")
@@ -45,7 +60,7 @@ async def kv_put(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     schema=_KEY_ONLY,
     examples=[{"key": "session/customer"}],
 )
-async def kv_get(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+async def kv_get(ctx: ToolContext, arguments: Any) -> KvEntry:
     key = required_str(as_object(arguments), "key")
     state_key = f"kv/{key}"
     if not await ctx.state.exists(state_key):
@@ -62,6 +77,6 @@ async def kv_get(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     schema=_KEY_ONLY,
     examples=[{"key": "session/customer"}],
 )
-async def kv_delete(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
+async def kv_delete(ctx: ToolContext, arguments: Any) -> KvDeleted:
     key = required_str(as_object(arguments), "key")
     return {"key": key, "deleted": await ctx.state.delete(f"kv/{key}")}

@@ -125,11 +125,12 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     },
     examples=[{"table": "customers", "id": "c-1"}],
 )
-async def record_get(ctx: ToolContext, arguments: Any) -> Any:
+async def record_get(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     args = as_object(arguments)
     table = identifier(required_str(args, "table"), "table")
     row_id = _key_part(_row_id(args))
     key = f"records/{table}/{row_id}"
     if not await ctx.state.exists(key):
         raise LookupError(f'no row with id={row_id} in table "{table}"')
-    return await ctx.state.get(key)
+    row: dict[str, Any] = await ctx.state.get(key)
+    return row
