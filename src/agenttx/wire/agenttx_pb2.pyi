@@ -198,14 +198,16 @@ class GetTransactionRequest(_message.Message):
     def __init__(self, transaction_id: _Optional[str] = ...) -> None: ...
 
 class ContextEntry(_message.Message):
-    __slots__ = ("step_id", "tool_name", "raw_context")
+    __slots__ = ("step_id", "tool_name", "raw_context", "raw_context_elided")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     RAW_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    RAW_CONTEXT_ELIDED_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     tool_name: str
     raw_context: str
-    def __init__(self, step_id: _Optional[int] = ..., tool_name: _Optional[str] = ..., raw_context: _Optional[str] = ...) -> None: ...
+    raw_context_elided: bool
+    def __init__(self, step_id: _Optional[int] = ..., tool_name: _Optional[str] = ..., raw_context: _Optional[str] = ..., raw_context_elided: _Optional[bool] = ...) -> None: ...
 
 class DependencyEdge(_message.Message):
     __slots__ = ("from_step", "to_step", "key")
@@ -218,7 +220,7 @@ class DependencyEdge(_message.Message):
     def __init__(self, from_step: _Optional[int] = ..., to_step: _Optional[int] = ..., key: _Optional[str] = ...) -> None: ...
 
 class StepRecord(_message.Message):
-    __slots__ = ("step_id", "attempt", "tool_name", "status", "live", "arguments_json", "output_json", "clean_hint", "error_category", "epoch", "started_at", "finished_at")
+    __slots__ = ("step_id", "attempt", "tool_name", "status", "live", "arguments_json", "output_json", "clean_hint", "error_category", "epoch", "started_at", "finished_at", "elided")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -231,6 +233,7 @@ class StepRecord(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    ELIDED_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     attempt: int
     tool_name: str
@@ -243,10 +246,11 @@ class StepRecord(_message.Message):
     epoch: int
     started_at: float
     finished_at: float
-    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., tool_name: _Optional[str] = ..., status: _Optional[str] = ..., live: _Optional[bool] = ..., arguments_json: _Optional[str] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., error_category: _Optional[str] = ..., epoch: _Optional[int] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ...) -> None: ...
+    elided: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., tool_name: _Optional[str] = ..., status: _Optional[str] = ..., live: _Optional[bool] = ..., arguments_json: _Optional[str] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., error_category: _Optional[str] = ..., epoch: _Optional[int] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., elided: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetTransactionResponse(_message.Message):
-    __slots__ = ("transaction_id", "status", "next_step_id", "constraints", "global_resets", "context", "agent_id", "revision", "metadata", "isolation", "epoch", "requires_human", "abort_reason", "compensation_errors", "outcome_unknown_step", "edges", "steps", "created_at", "updated_at", "policy")
+    __slots__ = ("transaction_id", "status", "next_step_id", "constraints", "global_resets", "context", "agent_id", "revision", "metadata", "isolation", "epoch", "requires_human", "abort_reason", "compensation_errors", "outcome_unknown_step", "edges", "steps", "created_at", "updated_at", "policy", "history_trimmed", "steps_omitted", "steps_page_token")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +278,9 @@ class GetTransactionResponse(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_TRIMMED_FIELD_NUMBER: _ClassVar[int]
+    STEPS_OMITTED_FIELD_NUMBER: _ClassVar[int]
+    STEPS_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     status: str
     next_step_id: int
@@ -294,7 +301,10 @@ class GetTransactionResponse(_message.Message):
     created_at: float
     updated_at: float
     policy: RollbackPolicy
-    def __init__(self, transaction_id: _Optional[str] = ..., status: _Optional[str] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., global_resets: _Optional[int] = ..., context: _Optional[_Iterable[_Union[ContextEntry, _Mapping]]] = ..., agent_id: _Optional[str] = ..., revision: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., isolation: _Optional[str] = ..., epoch: _Optional[int] = ..., requires_human: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., outcome_unknown_step: _Optional[int] = ..., edges: _Optional[_Iterable[_Union[DependencyEdge, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., policy: _Optional[_Union[RollbackPolicy, _Mapping]] = ...) -> None: ...
+    history_trimmed: bool
+    steps_omitted: int
+    steps_page_token: str
+    def __init__(self, transaction_id: _Optional[str] = ..., status: _Optional[str] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., global_resets: _Optional[int] = ..., context: _Optional[_Iterable[_Union[ContextEntry, _Mapping]]] = ..., agent_id: _Optional[str] = ..., revision: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., isolation: _Optional[str] = ..., epoch: _Optional[int] = ..., requires_human: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., outcome_unknown_step: _Optional[int] = ..., edges: _Optional[_Iterable[_Union[DependencyEdge, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., policy: _Optional[_Union[RollbackPolicy, _Mapping]] = ..., history_trimmed: _Optional[bool] = ..., steps_omitted: _Optional[int] = ..., steps_page_token: _Optional[str] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
     __slots__ = ("statuses", "agent_id", "label", "page_size", "page_token")
@@ -339,6 +349,28 @@ class ListTransactionsResponse(_message.Message):
     transactions: _containers.RepeatedCompositeFieldContainer[TransactionSummary]
     next_page_token: str
     def __init__(self, transactions: _Optional[_Iterable[_Union[TransactionSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListStepsRequest(_message.Message):
+    __slots__ = ("transaction_id", "page_token", "page_size")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    page_token: str
+    page_size: int
+    def __init__(self, transaction_id: _Optional[str] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListStepsResponse(_message.Message):
+    __slots__ = ("steps", "context", "next_page_token", "total_steps")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_STEPS_FIELD_NUMBER: _ClassVar[int]
+    steps: _containers.RepeatedCompositeFieldContainer[StepRecord]
+    context: _containers.RepeatedCompositeFieldContainer[ContextEntry]
+    next_page_token: str
+    total_steps: int
+    def __init__(self, steps: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., context: _Optional[_Iterable[_Union[ContextEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_steps: _Optional[int] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
     __slots__ = ()

@@ -78,6 +78,11 @@ class AgentTxServiceStub:
                 request_serializer=agenttx__pb2.WatchTransactionRequest.SerializeToString,
                 response_deserializer=agenttx__pb2.TransactionEvent.FromString,
                 _registered_method=True)
+        self.ListSteps = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ListSteps',
+                request_serializer=agenttx__pb2.ListStepsRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ListStepsResponse.FromString,
+                _registered_method=True)
 
 
 class AgentTxServiceServicer:
@@ -137,6 +142,14 @@ class AgentTxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSteps(self, request, context):
+        """Every attempt of every step, in execution order, a page at a time: the whole history,
+        however large, in messages that each fit the 4 MiB limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentTxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -179,6 +192,11 @@ def add_AgentTxServiceServicer_to_server(servicer, server):
                     servicer.WatchTransaction,
                     request_deserializer=agenttx__pb2.WatchTransactionRequest.FromString,
                     response_serializer=agenttx__pb2.TransactionEvent.SerializeToString,
+            ),
+            'ListSteps': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSteps,
+                    request_deserializer=agenttx__pb2.ListStepsRequest.FromString,
+                    response_serializer=agenttx__pb2.ListStepsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -398,6 +416,33 @@ class AgentTxService:
             '/agenttx.v1.AgentTxService/WatchTransaction',
             agenttx__pb2.WatchTransactionRequest.SerializeToString,
             agenttx__pb2.TransactionEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSteps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ListSteps',
+            agenttx__pb2.ListStepsRequest.SerializeToString,
+            agenttx__pb2.ListStepsResponse.FromString,
             options,
             channel_credentials,
             insecure,
