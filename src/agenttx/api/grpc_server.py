@@ -4,7 +4,9 @@ Thin on purpose: translate the request, call the engine, translate the reply. St
 follow the reference: OK for steps that failed and were rolled back (a failure is data in the
 reply), INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION (the message names the expected step),
 ABORTED (commit conflict), ALREADY_EXISTS (a request_id reused with another payload),
-INTERNAL. Health (``grpc.health.v1``) and server reflection are served beside it.
+INTERNAL, each from the one table in ``agenttx.errors``; a refusal also carries the error's
+reason and fields as trailing metadata (``agenttx.errors``, docs/api.md). Health
+(``grpc.health.v1``) and server reflection are served beside it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from agenttx.core.eager import run_detached
 from agenttx.embedded import Engine
-from agenttx.errors import AgentTxError
+from agenttx.errors import AgentTxError, error_code, to_metadata
 from agenttx.types import (
     CommitResult,
     RollbackResult,
@@ -39,19 +41,16 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the reference's cap; arguments are capped
 
 T = TypeVar("T")
 
-_CODES = {
-    "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
-    "NOT_FOUND": grpc.StatusCode.NOT_FOUND,
-    "FAILED_PRECONDITION": grpc.StatusCode.FAILED_PRECONDITION,
-    "ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
-    "ABORTED": grpc.StatusCode.ABORTED,
-    "DEADLINE_EXCEEDED": grpc.StatusCode.DEADLINE_EXCEEDED,
-    "INTERNAL": grpc.StatusCode.INTERNAL,
-}
-
 
 def status_code(exc: AgentTxError) -> grpc.StatusCode:
-    return _CODES.get(exc.code, grpc.StatusCode.INTERNAL)
+    """The status a call refused with ``exc`` fails with (the table in ``agenttx.errors``)."""
+    return grpc.StatusCode[error_code(exc).grpc_status]
+
+
+async def _refuse(context: grpc.aio.ServicerContext, exc: AgentTxError) -> None:
+    """Fail the call with ``exc``: its status and human message, as a reference client expects,
+    and its reason and fields as trailing metadata, which such a client ignores."""
+    await context.abort(status_code(exc), exc.message, trailing_metadata=to_metadata(exc))
 
 
 async def _guard(
@@ -64,7 +63,7 @@ async def _guard(
     try:
         return await run_detached(call())
     except AgentTxError as exc:
-        await context.abort(status_code(exc), exc.message)
+        await _refuse(context, exc)
     except grpc.aio.AbortError:
         raise
     except Exception:
@@ -321,7 +320,7 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                     at=e.at,
                 )
         except AgentTxError as exc:
-            await context.abort(status_code(exc), exc.message)
+            await _refuse(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
         except Exception:

@@ -14,7 +14,7 @@ import random
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
@@ -130,24 +130,36 @@ class TransactionEvent:
     at: float  # unix seconds
 
 
-def status_of(exc: Any) -> tuple[str, str]:
-    """``(status code name, details)`` of a failed gRPC call (a ``grpc.RpcError``)."""
+class CallStatus(NamedTuple):
+    """How a gRPC call failed: the status code's name, the message, the trailing metadata
+    (where the server puts the error's reason and fields)."""
+
+    code: str
+    details: str
+    trailing_metadata: tuple[tuple[str, Any], ...]
+
+
+def status_of(exc: Any) -> CallStatus:
+    """The status of a failed gRPC call (a ``grpc.RpcError``)."""
     try:
         code, details = exc.code(), exc.details()
     except AttributeError:  # a bare RpcError carries no status
-        return "UNKNOWN", str(exc)
-    return str(getattr(code, "name", "UNKNOWN")), details or ""
+        return CallStatus("UNKNOWN", str(exc), ())
+    try:
+        metadata = tuple(exc.trailing_metadata() or ())
+    except (AttributeError, TypeError, ValueError):
+        metadata = ()
+    return CallStatus(str(getattr(code, "name", "UNKNOWN")), details or "", metadata)
 
 
-def failure(status: tuple[str, str], attempts: int, target: str) -> AgentTxError:
-    code, details = status
-    if code == "UNAVAILABLE":
+def failure(status: CallStatus, attempts: int, target: str) -> AgentTxError:
+    if status.code == "UNAVAILABLE":
         return ServerUnavailable(
             f"AgentTx server at {target} is unavailable after {attempts} attempt(s): "
-            f"{details or 'no details'}",
+            f"{status.details or 'no details'}",
             attempts,
         )
-    return error_from_status(code, details)
+    return error_from_status(status.code, status.details, status.trailing_metadata)
 
 
 # ---------------------------------------------------------------------------- requests
