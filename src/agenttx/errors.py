@@ -8,7 +8,8 @@ for humans and may be reworded. ``fields`` names the attributes an error carries
 gRPC adapter sends them beside the status (docs/api.md) and the client rebuilds the error from
 them, never from the message.
 
-    AgentTxError                      code / reason      when
+    class                             reason             when
+    AgentTxError                      AGENTTX_ERROR      the base (its code is INTERNAL)
     ├── a refused call: the RPC fails with the status named by ``code`` (table ERROR_CODES)
     │   ├── InvalidArgument           INVALID_ARGUMENT   request malformed or over a limit
     │   ├── NotFound                  NOT_FOUND          no such transaction (or step, tool)
@@ -23,7 +24,7 @@ them, never from the message.
     │   │   └── TransactionAborted    TRANSACTION_ABORTED  (client) a step ended the transaction
     │   ├── DeadlineExceeded          DEADLINE_EXCEEDED  waited too long for a busy transaction
     │   ├── InternalError             INTERNAL           a bug or a store failure
-    │   └── ServerUnavailable         UNAVAILABLE        (client) no server on any attempt
+    │   └── ServerUnavailable         UNAVAILABLE        the client found no server on any try
     ├── StepFailure                   STEP_FAILED        raised while a step runs
     │   ├── ArgumentError             INVALID_TOOL_ARGUMENTS  arguments fail the tool's schema
     │   ├── UnresolvedReference       UNRESOLVED_REFERENCE    a ${steps.N.path} cannot resolve
@@ -31,7 +32,7 @@ them, never from the message.
     │   └── ToolSignal                TOOL_SIGNAL        raised by a tool to steer the engine
     │       ├── FatalToolError        FATAL_TOOL_ERROR   abort at once, no retry, no rewind
     │       └── UncertainOutcome      UNCERTAIN_OUTCOME  the outside call may have happened
-    ├── StepError                     STEP_FAILED        (client) the reply of a failed step
+    ├── StepError                     STEP_ERROR         (client) the reply of a failed step
     │   ├── RollbackTriggered         ROLLBACK_TRIGGERED rewound; the transaction is still open
     │   ├── TransactionAborted        (above: it is also an Aborted)
     │   └── OutcomeUnknown            OUTCOME_UNKNOWN    an outside call may or may not have run
@@ -62,7 +63,7 @@ class AgentTxError(Exception):
     wire-visible; ``fields`` names the attributes that carry the error's data."""
 
     code: str = "INTERNAL"  # not a ClassVar: an error rebuilt from an unknown status keeps it
-    reason: ClassVar[str] = "INTERNAL"
+    reason: ClassVar[str] = "AGENTTX_ERROR"
     # name -> type of each attribute that is data (sent on the wire, kept in a stored reply)
     fields: ClassVar[Mapping[str, type]] = MappingProxyType({})
 

@@ -22,6 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from agenttx.core.eager import run_detached
+from agenttx.core.hints import reference_category
 from agenttx.embedded import Engine
 from agenttx.errors import AgentTxError, error_code, to_metadata
 from agenttx.types import (
@@ -86,7 +87,9 @@ def step_reply(r: StepResult) -> pb.ExecuteStepResponse:
         reply.clean_hint = r.clean_hint
         reply.rollback_to_step = r.rollback_to_step
         reply.context_reset = r.context_reset
-        reply.error_category = r.error_category
+        # Field 9 speaks the reference's vocabulary; our finer name has a field of its own.
+        reply.error_category = reference_category(r.error_category)
+        reply.error_category_detail = r.error_category
         reply.rollback_latency_ms = r.rollback_latency_ms
         reply.abort_reason = r.abort_reason
         reply.compensation_errors.extend(r.compensation_errors)
@@ -148,7 +151,8 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
                 arguments_json=_json(s.arguments),
                 output_json=_json(s.output),
                 clean_hint=s.clean_hint,
-                error_category=s.error_category,
+                error_category=reference_category(s.error_category),
+                error_category_detail=s.error_category,
                 epoch=s.epoch,
                 started_at=s.started_at,
                 finished_at=s.finished_at,

@@ -38,7 +38,8 @@ class StepError(AgentTxError):
     """A step that did not succeed. ``result`` is the full reply; the fields an agent loop
     needs are attributes too."""
 
-    code = reason = "STEP_FAILED"
+    code = "STEP_FAILED"
+    reason = "STEP_ERROR"
 
     def __init__(self, result: StepResult, message: str) -> None:
         super().__init__(message)
@@ -52,6 +53,7 @@ class StepError(AgentTxError):
         self.constraints = list(result.constraints)
         self.context_reset = result.context_reset
         self.error_category = result.error_category
+        self.reference_category = result.reference_category
 
 
 class RollbackTriggered(StepError):

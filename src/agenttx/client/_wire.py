@@ -289,7 +289,10 @@ def step_result(r: pb.ExecuteStepResponse, req: pb.ExecuteStepRequest) -> StepRe
         next_step_id=r.next_step_id,
         constraints=list(r.constraints),
         context_reset=r.context_reset,
-        error_category=r.error_category,
+        # Ours: the fine name in its own field; a server that sends only field 9 (the
+        # reference) gives its coarser name in both.
+        error_category=r.error_category_detail or r.error_category,
+        reference_category=r.error_category,
         rollback_latency_ms=r.rollback_latency_ms,
         abort_reason=r.abort_reason,
         compensation_errors=list(r.compensation_errors),
@@ -368,7 +371,8 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
                 arguments=_json(s.arguments_json),
                 output=_json(s.output_json),
                 clean_hint=s.clean_hint,
-                error_category=s.error_category,
+                error_category=s.error_category_detail or s.error_category,
+                reference_category=s.error_category,
                 epoch=s.epoch,
                 started_at=s.started_at,
                 finished_at=s.finished_at,
