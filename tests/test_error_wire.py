@@ -181,6 +181,63 @@ async def test_every_refusal_carries_its_reason_and_fields(s: Served) -> None:
     assert fields == {"transaction_id": tx, "status": "FAILED", "action": "execute a step"}
 
 
+# One instance of every error a call can be refused with, as the engine raises it.
+REFUSALS: list[errors.AgentTxError] = [
+    errors.InvalidArgument("step_id must be >= 1"),
+    errors.NotFound("transaction `t` not found"),
+    errors.FailedPrecondition("illegal transition"),
+    errors.WrongStep("t", 5, 2),
+    errors.NotActive("t", "EXECUTING", "commit"),
+    errors.OutcomeUnknownPending("t", 3),
+    errors.AlreadyExists("request_id 'r' was already used", request_id="r"),
+    errors.Aborted("already compensated"),
+    errors.CommitConflict("t", ["kv/a", "kv/ключ"], "read", ["undo of step 2 failed"]),
+    errors.RevisionConflict("transaction t changed concurrently (revision 3)"),
+    errors.DeadlineExceeded("transaction t is busy; gave up waiting"),
+    errors.InternalError("store unavailable: connection refused"),
+]
+
+
+def test_every_refusal_of_the_table_has_a_sample() -> None:
+    sampled = {type(exc) for exc in REFUSALS}
+    assert sampled == {r.error for r in errors.ERROR_CODES.values()} - {errors.ServerUnavailable}
+
+
+@pytest.mark.parametrize("sent", REFUSALS, ids=lambda exc: exc.reason)
+async def test_each_status_code_arrives_with_its_reason_and_fields(
+    s: Served, monkeypatch: pytest.MonkeyPatch, sent: errors.AgentTxError
+) -> None:
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        raise sent
+
+    monkeypatch.setattr(s.engine, "get_transaction", refuse)
+    code, message, reason, fields = await refusal(
+        s.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="t"))
+    )
+    row = errors.ERROR_CODES[sent.reason]
+    assert (code.name, message, reason) == (row.grpc_status, sent.message, sent.reason)
+    assert fields == sent.details()
+    with pytest.raises(errors.AgentTxError) as rebuilt:
+        await s.client.get_transaction("t")
+    assert type(rebuilt.value) is type(sent)
+    assert (rebuilt.value.message, rebuilt.value.details()) == (sent.message, sent.details())
+
+
+async def test_a_step_failure_that_escapes_is_internal_and_says_nothing_more(
+    s: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def escaped(*args: Any, **kwargs: Any) -> None:
+        raise errors.ArgumentError("invalid arguments for tool secret.tool: token=abc")
+
+    monkeypatch.setattr(s.engine, "get_transaction", escaped)
+    code, message, reason, _ = await refusal(
+        s.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="t"))
+    )
+    assert (code, reason) == (Code.INTERNAL, "")
+    assert "secret" not in message
+    assert "server log" in message
+
+
 async def test_a_pending_outcome_and_an_internal_error_carry_theirs(
     serve: Callable[..., Awaitable[Served]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from agenttx.core.eager import run_detached
 from agenttx.core.hints import reference_category
 from agenttx.embedded import Engine
-from agenttx.errors import AgentTxError, error_code, to_metadata
+from agenttx.errors import AgentTxError, StepFailure, error_code, to_metadata
 from agenttx.types import (
     CommitResult,
     RollbackResult,
@@ -51,6 +51,11 @@ def status_code(exc: AgentTxError) -> grpc.StatusCode:
 async def _refuse(context: grpc.aio.ServicerContext, exc: AgentTxError) -> None:
     """Fail the call with ``exc``: its status and human message, as a reference client expects,
     and its reason and fields as trailing metadata, which such a client ignores."""
+    if isinstance(exc, StepFailure):
+        # Raised inside a step, where the engine turns it into a failed step; one that gets
+        # here is a bug, and its text (a tool's error) is for the log, not the caller.
+        log.error("a step failure escaped the step pipeline", exc_info=exc)
+        await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
     await context.abort(status_code(exc), exc.message, trailing_metadata=to_metadata(exc))
 
 

@@ -24,8 +24,14 @@ from agenttx.store.contract import Store, StoredReply
 T = TypeVar("T")
 
 MAX_REQUEST_ID_BYTES = 256
-# Errors that say nothing final about the request: a retry should run it again.
-_TRANSIENT = (errors.RevisionConflict, errors.InternalError, errors.DeadlineExceeded)
+# Errors that say nothing final about the request: a retry should run it again. A step failure
+# that escaped its step is a bug (InternalError's kind), not the request's outcome.
+_TRANSIENT = (
+    errors.RevisionConflict,
+    errors.InternalError,
+    errors.DeadlineExceeded,
+    errors.StepFailure,
+)
 _FINAL_STATUSES = ("COMMITTED", "ROLLED_BACK", "FAILED")
 
 
