@@ -6,8 +6,11 @@ error from — so rewording a message changes nothing the client recovers. Also 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,6 +33,7 @@ class Served:
 
     def __init__(self, engine: agenttx.Engine, target: str) -> None:
         self.engine = engine
+        self.target = target
         self.channel = grpc.aio.insecure_channel(target)
         self.stub = pb_grpc.AgentTxServiceStub(self.channel)
         self.client = AsyncAgentTxClient(target, retry=RetryPolicy(max_attempts=1), timeout=10)
@@ -429,3 +433,85 @@ async def test_field_9_speaks_the_reference_and_our_client_keeps_the_fine_name(
     ]
     result = await s.client.execute_step(tx, 2, "kv.get", {"key": "missing"})
     assert (result.error_category, result.reference_category) == ("not_found", "missing_record")
+
+
+# ---------------------------------------------------------------------------- a reference client
+
+REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
+
+# Generated from the reference's proto subset in a process of its own (the messages share full
+# names with ours); prints field 9 of each failed step and the refusals exactly as it sees them.
+REFERENCE_DRIVER = r"""
+import importlib, json, sys
+from pathlib import Path
+
+import grpc
+from grpc_tools import protoc
+
+proto, out, target = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+out.mkdir(parents=True, exist_ok=True)
+include = Path(protoc.__file__).parent / "_proto"
+assert protoc.main(["protoc", f"-I{proto.parent}", f"-I{include}", f"--python_out={out}",
+                    f"--grpc_python_out={out}", str(proto)]) == 0
+sys.path.insert(0, str(out))
+pb = importlib.import_module("reference_subset_pb2")
+pb_grpc = importlib.import_module("reference_subset_pb2_grpc")
+stub = pb_grpc.AgentTxServiceStub(grpc.insecure_channel(target))
+seen = {"categories": [], "refusals": []}
+failing = [
+    ("kv.get", {"key": "missing"}),
+    ("record.insert", {"table": "t", "id": "1", "fields": {"c": "x"}, "references": {"c": "u"}}),
+    ("record.get", {"table": "t", "id": "404"}),
+    ("no.such_tool", {}),
+    ("fs.write", {"path": "../escape", "contents": ""}),
+    ("kv.put", {"value": 1}),
+    ("kv.put", {"key": "${steps.9.value}", "value": 1}),
+]
+for tool, arguments in failing:
+    tx = stub.BeginTransaction(pb.BeginTransactionRequest()).transaction_id
+    r = stub.ExecuteStep(pb.ExecuteStepRequest(transaction_id=tx, step_id=1, tool_name=tool,
+                                               arguments_json=json.dumps(arguments)))
+    seen["categories"].append([tool, pb.StepStatus.Name(r.status), r.error_category])
+tx = stub.BeginTransaction(pb.BeginTransactionRequest()).transaction_id
+try:
+    stub.ExecuteStep(pb.ExecuteStepRequest(transaction_id=tx, step_id=7, tool_name="kv.get"))
+except grpc.RpcError as exc:
+    seen["refusals"].append([tx, exc.code().name, exc.details()])
+print(json.dumps(seen))
+"""
+
+
+async def test_a_reference_client_sees_its_own_category_names_and_plain_refusals(
+    tmp_path: Path, s: Served
+) -> None:
+    driver = tmp_path / "reference_client.py"
+    driver.write_text(REFERENCE_DRIVER)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(driver),
+        str(REFERENCE_PROTO),
+        str(tmp_path / "reference_client"),
+        s.target,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,  # nothing of ours on the path
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    seen = json.loads(out)
+    assert seen["categories"] == [
+        ["kv.get", "STEP_STATUS_ROLLBACK_TRIGGERED", "missing_record"],
+        ["record.insert", "STEP_STATUS_ROLLBACK_TRIGGERED", "foreign_key_violation"],
+        ["record.get", "STEP_STATUS_ROLLBACK_TRIGGERED", "missing_record"],
+        ["no.such_tool", "STEP_STATUS_ROLLBACK_TRIGGERED", "unknown_tool"],
+        ["fs.write", "STEP_STATUS_ROLLBACK_TRIGGERED", "permission_denied"],
+        ["kv.put", "STEP_STATUS_ROLLBACK_TRIGGERED", "missing_argument"],
+        ["kv.put", "STEP_STATUS_ROLLBACK_TRIGGERED", "unresolved_reference"],
+    ]
+    assert all(c in REFERENCE_CATEGORIES for _, _, c in seen["categories"])
+    # A refusal is what it always was for such a client: the status code and the sentence.
+    [[tx, code, details]] = seen["refusals"]
+    assert (code, details) == (
+        "FAILED_PRECONDITION",
+        f"transaction {tx} expects step 1, got step 7; send step_id=1",
+    )
