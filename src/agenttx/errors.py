@@ -101,6 +101,8 @@ class AgentTxError(Exception):
 
 
 def _is(value: Any, kind: type) -> bool:
+    # A field's type as the wire can carry it: a bool is not an int, and every list field holds
+    # strings (keys, error texts).
     if kind is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if kind is list:
