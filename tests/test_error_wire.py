@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 import agenttx
 from agenttx import errors
 from agenttx.api.grpc_server import build_server, mark_serving
+from agenttx.api.metrics import CallObserver
 from agenttx.client import AsyncAgentTxClient, RetryPolicy, TransactionAborted, error_from_status
 from agenttx.core.hints import REFERENCE_CATEGORIES, REFERENCE_CATEGORY, Category
 from agenttx.errors import FIELDS_KEY, MAX_FIELDS_BYTES, REASON_KEY, to_metadata
@@ -515,3 +517,29 @@ async def test_a_reference_client_sees_its_own_category_names_and_plain_refusals
         "FAILED_PRECONDITION",
         f"transaction {tx} expects step 1, got step 7; send step_id=1",
     )
+
+
+async def test_the_call_log_keeps_our_finer_category(
+    open_engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = await open_engine()
+    server = build_server(engine, interceptors=[CallObserver()])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.AgentTxServiceStub(channel)
+            tx = (await stub.BeginTransaction(pb.BeginTransactionRequest())).transaction_id
+            with caplog.at_level(logging.INFO, logger="agenttx.rpc"):
+                await stub.ExecuteStep(
+                    pb.ExecuteStepRequest(
+                        transaction_id=tx,
+                        step_id=1,
+                        tool_name="kv.get",
+                        arguments_json=json.dumps({"key": "missing"}),
+                    )
+                )
+    finally:
+        await server.stop(None)
+    [record] = [r for r in caplog.records if r.getMessage().startswith("ExecuteStep")]
+    assert record.__dict__["error_category"] == "not_found"
