@@ -47,6 +47,7 @@ from agenttx.client import (
     TransactionListPage,
     error_from_status,
 )
+from agenttx.errors import to_metadata
 
 T = TypeVar("T")
 FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
@@ -324,39 +325,68 @@ def test_a_helper_that_was_not_begun_says_so(client: AgentTxClient) -> None:
 # ---------------------------------------------------------------------------- errors
 
 
+# Each refusal with the trailing metadata our server sends beside it (agenttx.errors.to_metadata):
+# the class comes from the reason and fields, never from the message.
+_SENT = {
+    "not active": to_metadata(agenttx.NotActive("t", "COMMITTED", "commit")),
+    "pending": to_metadata(agenttx.OutcomeUnknownPending("t", 3)),
+    "revision": to_metadata(agenttx.RevisionConflict("x")),
+}
+
+
 @pytest.mark.parametrize(
-    ("code", "message", "cls"),
+    ("code", "message", "cls", "sent"),
     [
-        ("INVALID_ARGUMENT", "step_id must be >= 1", agenttx.InvalidArgument),
-        ("NOT_FOUND", "transaction `x` not found", agenttx.NotFound),
-        ("FAILED_PRECONDITION", "illegal transition", agenttx.FailedPrecondition),
-        ("FAILED_PRECONDITION", "transaction t is COMMITTED; cannot commit", agenttx.NotActive),
-        ("FAILED_PRECONDITION", "step 3 has an unknown outcome", agenttx.OutcomeUnknownPending),
-        ("ALREADY_EXISTS", "request_id 'r' was already used", agenttx.AlreadyExists),
-        ("ABORTED", "already compensated", agenttx.Aborted),
-        ("ABORTED", "transaction t changed concurrently (revision 3)", agenttx.RevisionConflict),
-        ("DEADLINE_EXCEEDED", "Deadline Exceeded", agenttx.DeadlineExceeded),
-        ("INTERNAL", "internal error; see the server log", agenttx.InternalError),
-        ("UNKNOWN", "boom", agenttx.InternalError),
+        ("INVALID_ARGUMENT", "step_id must be >= 1", agenttx.InvalidArgument, ()),
+        ("NOT_FOUND", "transaction `x` not found", agenttx.NotFound, ()),
+        ("FAILED_PRECONDITION", "illegal transition", agenttx.FailedPrecondition, ()),
+        (
+            "FAILED_PRECONDITION",
+            "transaction t is COMMITTED; cannot commit",
+            agenttx.NotActive,
+            _SENT["not active"],
+        ),
+        (
+            "FAILED_PRECONDITION",
+            "step 3 has an unknown outcome",
+            agenttx.OutcomeUnknownPending,
+            _SENT["pending"],
+        ),
+        ("ALREADY_EXISTS", "request_id 'r' was already used", agenttx.AlreadyExists, ()),
+        ("ABORTED", "already compensated", agenttx.Aborted, ()),
+        (
+            "ABORTED",
+            "transaction t changed concurrently (revision 3)",
+            agenttx.RevisionConflict,
+            _SENT["revision"],
+        ),
+        ("DEADLINE_EXCEEDED", "Deadline Exceeded", agenttx.DeadlineExceeded, ()),
+        ("INTERNAL", "internal error; see the server log", agenttx.InternalError, ()),
+        ("UNKNOWN", "boom", agenttx.InternalError, ()),
     ],
 )
-def test_status_codes_map_back_to_agenttx_errors(code: str, message: str, cls: type) -> None:
-    exc = error_from_status(code, message)
+def test_status_codes_map_back_to_agenttx_errors(
+    code: str, message: str, cls: type, sent: tuple[tuple[str, str], ...]
+) -> None:
+    exc = error_from_status(code, message, sent)
     assert type(exc) is cls
     assert exc.message == message
 
 
 def test_parsed_errors_carry_their_data() -> None:
+    sent_wrong = agenttx.WrongStep("t", 9, 4)
     wrong = error_from_status(
-        "FAILED_PRECONDITION", "transaction t expects step 4, got step 9; send step_id=4"
+        "FAILED_PRECONDITION",
+        "transaction t expects step 4, got step 9; send step_id=4",
+        to_metadata(sent_wrong),
     )
     assert isinstance(wrong, agenttx.WrongStep)
     assert (wrong.expected, wrong.got) == (4, 9)
-    conflict = error_from_status(
-        "ABORTED", str(agenttx.CommitConflict("t", [f"k{i}" for i in range(12)]))
-    )
+    sent_conflict = agenttx.CommitConflict("t", [f"k{i}" for i in range(12)])
+    conflict = error_from_status("ABORTED", str(sent_conflict), to_metadata(sent_conflict))
     assert isinstance(conflict, agenttx.CommitConflict)
-    assert conflict.keys == [f"k{i}" for i in range(10)]  # the server names the first ten
+    # The message names the first ten keys; the structured details carry all of them.
+    assert conflict.keys == [f"k{i}" for i in range(12)]
     other = error_from_status("RESOURCE_EXHAUSTED", "message too large")
     assert type(other) is agenttx.AgentTxError
     assert other.code == "RESOURCE_EXHAUSTED"

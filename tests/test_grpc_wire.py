@@ -190,7 +190,7 @@ async def test_a_reference_client_drives_a_full_transaction(tmp_path: Path, targ
     assert "c-404" in failure["clean_hint"]
     assert failure["constraints"] == [failure["clean_hint"]]
     assert failure["context_reset"] is False
-    assert failure["error_category"] == "foreign_key"
+    assert failure["error_category"] == "foreign_key_violation"  # the reference's own name
     assert steps[0]["strategy"] == "ROLLBACK_STRATEGY_NONE"
     assert [s["next_step_id"] for s in steps if s["status"] == "STEP_STATUS_SUCCESS"] == [
         2,

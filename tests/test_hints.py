@@ -962,7 +962,7 @@ def test_the_prefilter_never_changes_which_rule_matches(pieces: list[str]) -> No
 
 def test_needles_never_change_the_hint_of_a_realistic_error(tmp_path: Path) -> None:
     # The same rules without needles: every rule is tried, in order, on every error.
-    builtin = resources.files("agenttx.core").joinpath("hint_rules.toml").read_text("utf-8")
+    builtin = resources.files("agenttx.core.hints").joinpath("hint_rules.toml").read_text("utf-8")
     rules = tmp_path / "no_needles.toml"
     rules.write_text(re.sub(r"(?m)^needles = .*\n", "", builtin))
     every_rule = HintCleaner([rules], include_builtin=False)

@@ -161,7 +161,7 @@ def test_the_wheel_holds_the_generated_code_and_data_files(wheel: Path) -> None:
     for needed in (
         *(f"agenttx/wire/{name}" for name in GENERATED),
         "agenttx/py.typed",
-        "agenttx/core/hint_rules.toml",
+        "agenttx/core/hints/hint_rules.toml",
     ):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "scripts/"))]

@@ -1,41 +1,73 @@
-"""Every error AgentTx raises, with a stable code that adapters map to gRPC, HTTP and MCP.
+"""Every error AgentTx raises, each with a stable ``reason``, and the one table that maps a
+reason to its gRPC and HTTP status.
 
-    AgentTxError                      code
-    ├── InvalidArgument               INVALID_ARGUMENT   request malformed or over a limit
-    ├── NotFound                      NOT_FOUND          no such transaction (or step, tool)
-    ├── FailedPrecondition            FAILED_PRECONDITION
-    │   ├── WrongStep                 the step id is not the one the server expects
-    │   ├── NotActive                 the transaction cannot take this call in its status
-    │   └── OutcomeUnknownPending     a step's outcome must be reconciled first
-    ├── AlreadyExists                 ALREADY_EXISTS     request_id reused with another payload
-    ├── Aborted                       ABORTED
-    │   ├── CommitConflict            first committer won; the keys are named
-    │   └── RevisionConflict          another writer moved the transaction (compare-and-set lost)
-    ├── DeadlineExceeded              DEADLINE_EXCEEDED  waited too long for a busy transaction
-    └── InternalError                 INTERNAL           a bug or a store failure
+Two names per error: ``code`` is the family (for a refused call, the name of the gRPC status the
+call fails with; shared by a family's members), ``reason`` is the error's own name, unique in
+the tree (``google.rpc.ErrorInfo`` calls it so). Both are stable and wire-visible; messages are
+for humans and may be reworded. ``fields`` names the attributes an error carries as data; the
+gRPC adapter sends them beside the status (docs/api.md) and the client rebuilds the error from
+them, never from the message.
 
-Tools raise their own errors; two of them carry meaning to the engine:
+    class                             reason             when
+    AgentTxError                      AGENTTX_ERROR      the base (its code is INTERNAL)
+    ├── a refused call: the RPC fails with the status named by ``code`` (table ERROR_CODES)
+    │   ├── InvalidArgument           INVALID_ARGUMENT   request malformed or over a limit
+    │   ├── NotFound                  NOT_FOUND          no such transaction (or step, tool)
+    │   ├── FailedPrecondition        FAILED_PRECONDITION
+    │   │   ├── WrongStep             WRONG_STEP         the step id is not the one expected
+    │   │   ├── NotActive             NOT_ACTIVE         the status does not allow the call
+    │   │   └── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
+    │   ├── AlreadyExists             ALREADY_EXISTS     request_id reused with another payload
+    │   ├── Aborted                   ABORTED
+    │   │   ├── CommitConflict        COMMIT_CONFLICT    first committer won; the keys are named
+    │   │   ├── RevisionConflict      REVISION_CONFLICT  another writer moved the transaction
+    │   │   └── TransactionAborted    TRANSACTION_ABORTED  (client) a step ended the transaction
+    │   ├── DeadlineExceeded          DEADLINE_EXCEEDED  waited too long for a busy transaction
+    │   ├── InternalError             INTERNAL           a bug or a store failure
+    │   └── ServerUnavailable         UNAVAILABLE        the client found no server on any try
+    ├── StepFailure                   STEP_FAILED        raised while a step runs
+    │   ├── ArgumentError             INVALID_TOOL_ARGUMENTS  arguments fail the tool's schema
+    │   ├── UnresolvedReference       UNRESOLVED_REFERENCE    a ${steps.N.path} cannot resolve
+    │   ├── SandboxError              SANDBOX_ESCAPE     a path leaves the fs root (PermissionError)
+    │   └── ToolSignal                TOOL_SIGNAL        raised by a tool to steer the engine
+    │       ├── FatalToolError        FATAL_TOOL_ERROR   abort at once, no retry, no rewind
+    │       └── UncertainOutcome      UNCERTAIN_OUTCOME  the outside call may have happened
+    ├── StepError                     STEP_ERROR         (client) the reply of a failed step
+    │   ├── RollbackTriggered         ROLLBACK_TRIGGERED rewound; the transaction is still open
+    │   ├── TransactionAborted        (above: it is also an Aborted)
+    │   └── OutcomeUnknown            OUTCOME_UNKNOWN    an outside call may or may not have run
+    ├── StartupError                  STARTUP_FAILED     ``agenttx serve`` cannot start so
+    └── PermanentDeliveryError        DELIVERY_REJECTED  a channel says retrying cannot help
 
-    ToolSignal
-    ├── FatalToolError                abort the transaction at once, no retry, no rewind
-    └── UncertainOutcome              the outside call may or may not have happened
-
-Any other exception a tool raises is a step failure: its text and traceback become the raw
-error the hint cleaner reads. Driver errors are re-raised as ``InternalError`` ``from exc`` at
-the store boundary.
+A step failure is not a protocol error: the engine turns it (and any other exception a tool
+raises) into a failed step, data in an OK reply (status, hint, strategy); its text and
+traceback are the raw error the hint cleaner reads. The client raises a ``StepError`` for such
+a reply. The classes marked (client) live in ``agenttx.client`` because they carry a reply type
+(``agenttx.types``, which imports this module); they take their codes from here. Driver errors
+are re-raised as ``InternalError`` ``from exc`` at the store boundary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal, TypeVar
+
+E = TypeVar("E", bound="AgentTxError")
 
 
 class AgentTxError(Exception):
-    """Base of every error AgentTx raises on purpose. ``code`` is stable and wire-visible."""
+    """Base of every error AgentTx raises on purpose. ``code`` and ``reason`` are stable and
+    wire-visible; ``fields`` names the attributes that carry the error's data."""
 
-    code = "INTERNAL"
+    code: str = "INTERNAL"  # not a ClassVar: an error rebuilt from an unknown status keeps it
+    reason: ClassVar[str] = "AGENTTX_ERROR"
+    # name -> type of each attribute that is data (sent on the wire, kept in a stored reply)
+    fields: ClassVar[Mapping[str, type]] = MappingProxyType({})
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str = "") -> None:
         super().__init__(message)
         self.message = message
 
@@ -45,27 +77,70 @@ class AgentTxError(Exception):
         self.args = (message,)
         return self
 
+    def details(self) -> dict[str, Any]:
+        """The error's data: each of ``fields`` this instance has, by name."""
+        return {name: getattr(self, name) for name in self.fields if hasattr(self, name)}
+
+    @classmethod
+    def rebuilt(cls: type[E], message: str, details: Mapping[str, Any]) -> E | None:
+        """An instance saying ``message`` with the attributes in ``details``, or ``None`` if a
+        field is missing or of the wrong type (the caller then falls back to the family)."""
+        values: dict[str, Any] = {}
+        for name, kind in cls.fields.items():
+            value = details.get(name)
+            if not _is(value, kind):
+                return None
+            values[name] = value
+        # These classes build their message from their arguments; the words said the first
+        # time (by the server, or before a replay) are kept instead.
+        exc = cls.__new__(cls)
+        AgentTxError.__init__(exc, message)
+        for name, value in values.items():
+            setattr(exc, name, value)
+        return exc
+
+
+def _is(value: Any, kind: type) -> bool:
+    # A field's type as the wire can carry it: a bool is not an int, and every list field holds
+    # strings (keys, error texts).
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, kind)
+
+
+def _fields(**kinds: type) -> Mapping[str, type]:
+    return MappingProxyType(kinds)
+
+
+# ---------------------------------------------------------------------------- refused calls
+
 
 class InvalidArgument(AgentTxError):
-    code = "INVALID_ARGUMENT"
+    code = reason = "INVALID_ARGUMENT"
 
 
 class NotFound(AgentTxError):
-    code = "NOT_FOUND"
+    code = reason = "NOT_FOUND"
 
 
 class FailedPrecondition(AgentTxError):
-    code = "FAILED_PRECONDITION"
+    code = reason = "FAILED_PRECONDITION"
 
 
 class WrongStep(FailedPrecondition):
     """The request's step id is not ``expected`` (the transaction's ``next_step_id``)."""
+
+    reason = "WRONG_STEP"
+    fields = _fields(transaction_id=str, expected=int, got=int)
 
     def __init__(self, transaction_id: str, got: int, expected: int) -> None:
         super().__init__(
             f"transaction {transaction_id} expects step {expected}, got step {got}; "
             f"send step_id={expected}"
         )
+        self.transaction_id = transaction_id
         self.expected = expected
         self.got = got
 
@@ -73,28 +148,44 @@ class WrongStep(FailedPrecondition):
 class NotActive(FailedPrecondition):
     """The transaction's status does not allow the call (e.g. a step after commit)."""
 
+    reason = "NOT_ACTIVE"
+    fields = _fields(transaction_id=str, status=str, action=str)
+
     def __init__(self, transaction_id: str, status: str, action: str) -> None:
         super().__init__(f"transaction {transaction_id} is {status}; cannot {action}")
+        self.transaction_id = transaction_id
         self.status = status
+        self.action = action
 
 
 class OutcomeUnknownPending(FailedPrecondition):
     """A step's outside effect has an unknown outcome; reconcile it before going on."""
+
+    reason = "OUTCOME_UNKNOWN_PENDING"
+    fields = _fields(transaction_id=str, step_id=int)
 
     def __init__(self, transaction_id: str, step_id: int) -> None:
         super().__init__(
             f"transaction {transaction_id}: step {step_id} has an unknown outcome; "
             "reconcile it (happened / not happened) or roll back before the next step"
         )
+        self.transaction_id = transaction_id
         self.step_id = step_id
 
 
 class AlreadyExists(AgentTxError):
-    code = "ALREADY_EXISTS"
+    """A ``request_id`` already used for another request (``request_id`` is "" if unknown)."""
+
+    code = reason = "ALREADY_EXISTS"
+    fields = _fields(request_id=str)
+
+    def __init__(self, message: str = "", *, request_id: str = "") -> None:
+        super().__init__(message)
+        self.request_id = request_id
 
 
 class Aborted(AgentTxError):
-    code = "ABORTED"
+    code = reason = "ABORTED"
 
 
 class CommitConflict(Aborted):
@@ -102,6 +193,9 @@ class CommitConflict(Aborted):
 
     By the time this is raised the transaction is ``FAILED`` and its compensations have run.
     """
+
+    reason = "COMMIT_CONFLICT"
+    fields = _fields(transaction_id=str, keys=list, kind=str, compensation_errors=list)
 
     def __init__(
         self,
@@ -115,6 +209,7 @@ class CommitConflict(Aborted):
             f"transaction {transaction_id} aborted: {kind}-{'write' if kind == 'write' else 'set'} "
             f"conflict on {shown}; another transaction committed first. Begin a new transaction"
         )
+        self.transaction_id = transaction_id
         self.keys = list(keys)
         self.kind = kind
         self.compensation_errors = list(compensation_errors)
@@ -123,21 +218,103 @@ class CommitConflict(Aborted):
 class RevisionConflict(Aborted):
     """A compare-and-set on the transaction's revision lost: someone else changed it."""
 
+    reason = "REVISION_CONFLICT"
+
 
 class DeadlineExceeded(AgentTxError):
-    code = "DEADLINE_EXCEEDED"
+    code = reason = "DEADLINE_EXCEEDED"
 
 
 class InternalError(AgentTxError):
-    code = "INTERNAL"
+    code = reason = "INTERNAL"
 
 
-class ToolSignal(Exception):
+class ServerUnavailable(AgentTxError, ConnectionError):
+    """The server could not be reached (gRPC UNAVAILABLE) on any attempt. Every attempt
+    carried the same request_id, so calling again with that id is safe."""
+
+    code = reason = "UNAVAILABLE"
+    fields = _fields(attempts=int)
+
+    def __init__(self, message: str, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+# ---------------------------------------------------------------------------- step failures
+
+
+class StepFailure(AgentTxError):
+    """Raised while a step runs. The step fails (data in an OK reply); the call does not."""
+
+    code = reason = "STEP_FAILED"
+
+
+class ArgumentError(StepFailure):
+    """Arguments failed the tool's schema; the message is the validator's, for the hint."""
+
+    reason = "INVALID_TOOL_ARGUMENTS"
+
+
+UnresolvedKind = Literal["unavailable_step", "missing_key", "bad_syntax"]
+
+
+class UnresolvedReference(StepFailure):
+    """A reference that cannot be resolved; the step fails with this message as its error.
+
+    ``kind`` is ``unavailable_step`` (the step is the current one, a later one, or has not
+    completed), ``missing_key`` (the output has no such key or index) or ``bad_syntax``.
+    ``step_id`` is the referenced step (0 for ``bad_syntax``: no earlier step is at fault).
+    ``available_keys`` lists, sorted, the object keys that do exist where the lookup stopped
+    (empty when it stopped at an array or a scalar; the message then says what it found).
+    """
+
+    reason = "UNRESOLVED_REFERENCE"
+    fields = _fields(reference=str, step_id=int, key=str, kind=str, available_keys=list)
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reference: str,
+        step_id: int,
+        key: str,
+        kind: UnresolvedKind,
+        available_keys: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.reference = reference
+        self.step_id = step_id
+        self.key = key
+        self.kind: UnresolvedKind = kind
+        self.available_keys = list(available_keys)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields: the default Exception pickling would call cls(message) only.
+        return (_unpickle_unresolved, (self.message, self.details()))
+
+
+def _unpickle_unresolved(message: str, details: dict[str, Any]) -> UnresolvedReference:
+    return UnresolvedReference(message, **details)
+
+
+class SandboxError(StepFailure, PermissionError):
+    """A path that leaves the sandbox root (``..``, absolute, through or naming a symlink).
+    Also a ``PermissionError``, as the OS would say for a path it refuses."""
+
+    reason = "SANDBOX_ESCAPE"
+
+
+class ToolSignal(StepFailure):
     """Base of the exceptions a tool raises to tell the engine something specific."""
+
+    reason = "TOOL_SIGNAL"
 
 
 class FatalToolError(ToolSignal):
     """The failure cannot be fixed by retrying or rewinding: abort the transaction now."""
+
+    reason = "FATAL_TOOL_ERROR"
 
 
 class UncertainOutcome(ToolSignal):
@@ -146,6 +323,175 @@ class UncertainOutcome(ToolSignal):
     ``operation_id`` is the provider's id for the call, if known, kept for reconciliation.
     """
 
+    reason = "UNCERTAIN_OUTCOME"
+
     def __init__(self, message: str, operation_id: str | None = None) -> None:
         super().__init__(message)
         self.operation_id = operation_id
+
+
+# ---------------------------------------------------------------------------- outside a call
+
+
+class StartupError(AgentTxError):
+    """A setting the server cannot start with; the message names it and says why."""
+
+    code = reason = "STARTUP_FAILED"
+
+
+class PermanentDeliveryError(AgentTxError):
+    """Raised by a channel when retrying cannot help: the effect goes to dead letters now."""
+
+    code = reason = "DELIVERY_REJECTED"
+
+
+# ---------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCode:
+    """How every adapter and the client map one error: by its ``reason``."""
+
+    reason: str
+    error: type[AgentTxError]
+    grpc_status: str  # the grpc.StatusCode name the call fails with (== error.code)
+    http_status: int  # the HTTP status an HTTP adapter answers with
+
+
+def _row(error: type[AgentTxError], http_status: int) -> ErrorCode:
+    return ErrorCode(error.reason, error, error.code, http_status)
+
+
+# Every error a call can be refused with. HTTP statuses follow google.rpc.Code's mapping, except
+# FAILED_PRECONDITION: 409, since a wrong step or an ended transaction conflicts with the
+# transaction's current state (the request itself is well-formed).
+ERROR_CODES: Mapping[str, ErrorCode] = MappingProxyType(
+    {
+        row.reason: row
+        for row in (
+            _row(InvalidArgument, 400),
+            _row(NotFound, 404),
+            _row(FailedPrecondition, 409),
+            _row(WrongStep, 409),
+            _row(NotActive, 409),
+            _row(OutcomeUnknownPending, 409),
+            _row(AlreadyExists, 409),
+            _row(Aborted, 409),
+            _row(CommitConflict, 409),
+            _row(RevisionConflict, 409),
+            _row(DeadlineExceeded, 504),
+            _row(InternalError, 500),
+            _row(ServerUnavailable, 503),
+        )
+    }
+)
+
+# The family class of each status a client may meet: ours, and those gRPC or a proxy make up.
+# UNAVAILABLE has none: the client retries it and then raises ServerUnavailable itself.
+_FAMILIES: Mapping[str, type[AgentTxError]] = MappingProxyType(
+    {
+        **{
+            row.grpc_status: row.error
+            for row in ERROR_CODES.values()
+            if row.reason == row.error.code and row.error is not ServerUnavailable
+        },
+        "OUT_OF_RANGE": InvalidArgument,
+        "UNKNOWN": InternalError,
+        "DATA_LOSS": InternalError,
+    }
+)
+
+
+def error_code(exc: AgentTxError) -> ErrorCode:
+    """The table row of ``exc``: its own, else its nearest ancestor's, else INTERNAL's (an
+    error that is not a refusal, e.g. a step failure that escaped, is a bug)."""
+    for cls in type(exc).__mro__:
+        row = ERROR_CODES.get(getattr(cls, "reason", ""))
+        if row is not None and row.error is cls:
+            return row
+    return ERROR_CODES[InternalError.reason]
+
+
+def error_from_wire(
+    status: str, message: str, reason: str = "", details: Mapping[str, Any] | None = None
+) -> AgentTxError:
+    """The error a refused call stands for: the class of ``reason`` with its ``details`` when
+    both agree with ``status``; else the family of ``status``; an unknown status keeps its
+    name as ``code`` (e.g. RESOURCE_EXHAUSTED). Never raises."""
+    row = ERROR_CODES.get(reason)
+    if row is not None and row.grpc_status == status:
+        exc = row.error.rebuilt(message, details or {})
+        if exc is not None:
+            return exc
+    family = _FAMILIES.get(status)
+    if family is None:
+        unknown = AgentTxError(message or status)
+        unknown.code = status  # an unexpected status keeps its name
+        return unknown
+    return family(message)
+
+
+# ---------------------------------------------------------------------------- on the wire
+
+# A refused call's reason and fields travel as gRPC trailing metadata beside the status code
+# and message (docs/api.md, "Errors"), both ASCII so any gRPC stack passes them on:
+#   agenttx-error-reason   the error's reason (WRONG_STEP, COMMIT_CONFLICT …)
+#   agenttx-error-fields   a compact JSON object of its fields ({"expected":2,"got":5,…})
+# The fields entry is at most MAX_FIELDS_BYTES (gRPC refuses metadata past a few KiB): lists are
+# shortened to fit, and "truncated" then says how many items of which list were left out.
+# Reading never raises: missing or malformed details read as ("", {}), and the client falls
+# back to the status code's family class.
+REASON_KEY = "agenttx-error-reason"
+FIELDS_KEY = "agenttx-error-fields"
+MAX_FIELDS_BYTES = 4096
+
+
+def to_metadata(exc: AgentTxError) -> tuple[tuple[str, str], ...]:
+    """The trailing metadata that carries ``exc``'s reason and fields (the gRPC adapter)."""
+    fields = exc.details()
+    if not fields:
+        return ((REASON_KEY, exc.reason),)
+    return ((REASON_KEY, exc.reason), (FIELDS_KEY, _fitted(fields)))
+
+
+def from_metadata(metadata: Iterable[tuple[str, Any]] | None) -> tuple[str, dict[str, Any]]:
+    """``(reason, fields)`` from a call's trailing metadata (the client); ``("", {})`` if it
+    has none."""
+    reason, fields = "", {}
+    for key, value in metadata or ():
+        if isinstance(value, bytes):
+            value = value.decode("ascii", "replace")
+        if key == REASON_KEY and isinstance(value, str):
+            reason = value
+        elif key == FIELDS_KEY and isinstance(value, str):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(decoded, dict):
+                fields = decoded
+    return reason, fields
+
+
+def _encoded(fields: Mapping[str, Any]) -> str:
+    # ensure_ascii: a metadata value that is not binary must be printable ASCII.
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
+
+
+def _fitted(fields: dict[str, Any]) -> str:
+    text = _encoded(fields)
+    if len(text) <= MAX_FIELDS_BYTES:
+        return text
+    fitted = dict(fields)
+    truncated: dict[str, int] = {}
+    while len(text) > MAX_FIELDS_BYTES:
+        lists = [name for name, value in fitted.items() if isinstance(value, list) and value]
+        if not lists:
+            break  # only scalars left: they are small by construction (ids, statuses)
+        longest = max(lists, key=lambda name: len(_encoded({name: fitted[name]})))
+        items = fitted[longest]
+        kept = items[: len(items) // 2]
+        truncated[longest] = truncated.get(longest, 0) + len(items) - len(kept)
+        fitted[longest] = kept
+        text = _encoded({**fitted, "truncated": truncated})
+    return text

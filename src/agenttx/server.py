@@ -30,6 +30,7 @@ from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
 from agenttx.embedded import Engine
 from agenttx.errors import AgentTxError
+from agenttx.errors import StartupError as StartupError  # re-exported: its old home
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import load_tools
 from agenttx.types import RollbackPolicy
@@ -39,10 +40,6 @@ log = logging.getLogger("agenttx.server")
 DEFAULT_LISTEN_ADDR = "127.0.0.1:50051"
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 DEFAULT_DATA_DIR = Path("agenttx-data")
-
-
-class StartupError(Exception):
-    """A setting the server cannot start with; the message names it and says why."""
 
 
 @dataclass(frozen=True)

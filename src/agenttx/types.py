@@ -168,6 +168,8 @@ class StepResult:
     transaction_status: TxStatus = TxStatus.ACTIVE
     revision: int = 0
     hint_key: str = ""  # the key the hint names, if any (used for root-cause tracing)
+    # The reference server's name for error_category (wire field 9); "" iff error_category is.
+    reference_category: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,7 @@ class StepView:
     epoch: int
     started_at: float
     finished_at: float
+    reference_category: str = ""  # the reference's name for error_category, as in StepResult
 
 
 @dataclass(frozen=True, slots=True)

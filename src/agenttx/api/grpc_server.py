@@ -4,7 +4,9 @@ Thin on purpose: translate the request, call the engine, translate the reply. St
 follow the reference: OK for steps that failed and were rolled back (a failure is data in the
 reply), INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION (the message names the expected step),
 ABORTED (commit conflict), ALREADY_EXISTS (a request_id reused with another payload),
-INTERNAL. Health (``grpc.health.v1``) and server reflection are served beside it.
+INTERNAL, each from the one table in ``agenttx.errors``; a refusal also carries the error's
+reason and fields as trailing metadata (``agenttx.errors``, docs/api.md). Health
+(``grpc.health.v1``) and server reflection are served beside it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from grpc_reflection.v1alpha import reflection
 from agenttx.api import history
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.core.eager import run_detached
+from agenttx.core.hints import reference_category
 from agenttx.embedded import Engine
-from agenttx.errors import AgentTxError
+from agenttx.errors import AgentTxError, StepFailure, error_code, to_metadata
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,
@@ -44,19 +47,21 @@ SERVICE_NAME = "agenttx.v1.AgentTxService"
 
 T = TypeVar("T")
 
-_CODES = {
-    "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
-    "NOT_FOUND": grpc.StatusCode.NOT_FOUND,
-    "FAILED_PRECONDITION": grpc.StatusCode.FAILED_PRECONDITION,
-    "ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
-    "ABORTED": grpc.StatusCode.ABORTED,
-    "DEADLINE_EXCEEDED": grpc.StatusCode.DEADLINE_EXCEEDED,
-    "INTERNAL": grpc.StatusCode.INTERNAL,
-}
-
 
 def status_code(exc: AgentTxError) -> grpc.StatusCode:
-    return _CODES.get(exc.code, grpc.StatusCode.INTERNAL)
+    """The status a call refused with ``exc`` fails with (the table in ``agenttx.errors``)."""
+    return grpc.StatusCode[error_code(exc).grpc_status]
+
+
+async def _refuse(context: grpc.aio.ServicerContext, exc: AgentTxError) -> None:
+    """Fail the call with ``exc``: its status and human message, as a reference client expects,
+    and its reason and fields as trailing metadata, which such a client ignores."""
+    if isinstance(exc, StepFailure):
+        # Raised inside a step, where the engine turns it into a failed step; one that gets
+        # here is a bug, and its text (a tool's error) is for the log, not the caller.
+        log.error("a step failure escaped the step pipeline", exc_info=exc)
+        await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
+    await context.abort(status_code(exc), exc.message, trailing_metadata=to_metadata(exc))
 
 
 async def _guard(
@@ -69,7 +74,7 @@ async def _guard(
     try:
         return await run_detached(call())
     except AgentTxError as exc:
-        await context.abort(status_code(exc), exc.message)
+        await _refuse(context, exc)
     except grpc.aio.AbortError:
         raise
     except Exception:
@@ -114,7 +119,9 @@ def step_reply(
         reply.clean_hint = r.clean_hint
         reply.rollback_to_step = r.rollback_to_step
         reply.context_reset = r.context_reset
-        reply.error_category = r.error_category
+        # Field 9 speaks the reference's vocabulary; our finer name has a field of its own.
+        reply.error_category = reference_category(r.error_category)
+        reply.error_category_detail = r.error_category
         reply.rollback_latency_ms = r.rollback_latency_ms
         reply.abort_reason = r.abort_reason
         reply.compensation_errors.extend(r.compensation_errors)
@@ -187,7 +194,8 @@ def step_record(s: StepView) -> pb.StepRecord:
         arguments_json=_json(s.arguments),
         output_json=_json(s.output),
         clean_hint=s.clean_hint,
-        error_category=s.error_category,
+        error_category=reference_category(s.error_category),
+        error_category_detail=s.error_category,
         epoch=s.epoch,
         started_at=s.started_at,
         finished_at=s.finished_at,
@@ -387,7 +395,7 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                     at=e.at,
                 )
         except AgentTxError as exc:
-            await context.abort(status_code(exc), exc.message)
+            await _refuse(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
         except Exception:

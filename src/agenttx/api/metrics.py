@@ -250,7 +250,8 @@ def _call_fields(request: Any, reply: Any) -> dict[str, Any]:
         fields["strategy"] = _strategy(reply.strategy)
         fields["next_step_id"] = reply.next_step_id
         if reply.error_category:
-            fields["error_category"] = reply.error_category
+            # Our finer name, as before field 9 spoke the reference's vocabulary.
+            fields["error_category"] = reply.error_category_detail or reply.error_category
         if reply.compensation_errors:
             fields["compensation_errors"] = len(reply.compensation_errors)
     elif isinstance(reply, pb.RollbackTransactionResponse) and reply.compensation_errors:

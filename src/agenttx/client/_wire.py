@@ -15,7 +15,7 @@ import random
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
@@ -150,24 +150,36 @@ class TransactionEvent:
     at: float  # unix seconds
 
 
-def status_of(exc: Any) -> tuple[str, str]:
-    """``(status code name, details)`` of a failed gRPC call (a ``grpc.RpcError``)."""
+class CallStatus(NamedTuple):
+    """How a gRPC call failed: the status code's name, the message, the trailing metadata
+    (where the server puts the error's reason and fields)."""
+
+    code: str
+    details: str
+    trailing_metadata: tuple[tuple[str, Any], ...]
+
+
+def status_of(exc: Any) -> CallStatus:
+    """The status of a failed gRPC call (a ``grpc.RpcError``)."""
     try:
         code, details = exc.code(), exc.details()
     except AttributeError:  # a bare RpcError carries no status
-        return "UNKNOWN", str(exc)
-    return str(getattr(code, "name", "UNKNOWN")), details or ""
+        return CallStatus("UNKNOWN", str(exc), ())
+    try:
+        metadata = tuple(exc.trailing_metadata() or ())
+    except (AttributeError, TypeError, ValueError):
+        metadata = ()
+    return CallStatus(str(getattr(code, "name", "UNKNOWN")), details or "", metadata)
 
 
-def failure(status: tuple[str, str], attempts: int, target: str) -> AgentTxError:
-    code, details = status
-    if code == "UNAVAILABLE":
+def failure(status: CallStatus, attempts: int, target: str) -> AgentTxError:
+    if status.code == "UNAVAILABLE":
         return ServerUnavailable(
             f"AgentTx server at {target} is unavailable after {attempts} attempt(s): "
-            f"{details or 'no details'}",
+            f"{status.details or 'no details'}",
             attempts,
         )
-    return error_from_status(code, details)
+    return error_from_status(status.code, status.details, status.trailing_metadata)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -301,7 +313,10 @@ def step_result(r: pb.ExecuteStepResponse, req: pb.ExecuteStepRequest) -> StepRe
         next_step_id=r.next_step_id,
         constraints=list(r.constraints),
         context_reset=r.context_reset,
-        error_category=r.error_category,
+        # Ours: the fine name in its own field; a server that sends only field 9 (the
+        # reference) gives its coarser name in both.
+        error_category=r.error_category_detail or r.error_category,
+        reference_category=r.error_category,
         rollback_latency_ms=r.rollback_latency_ms,
         abort_reason=r.abort_reason,
         compensation_errors=list(r.compensation_errors),
@@ -385,7 +400,8 @@ def step_view(s: pb.StepRecord) -> StepView:
         arguments=_json(s.arguments_json),
         output=_json(s.output_json),
         clean_hint=s.clean_hint,
-        error_category=s.error_category,
+        error_category=s.error_category_detail or s.error_category,
+        reference_category=s.error_category,
         epoch=s.epoch,
         started_at=s.started_at,
         finished_at=s.finished_at,

@@ -24,6 +24,7 @@ from typing import Any
 from agenttx.core.base import OPEN, Clock, EngineConfig, new_owner
 from agenttx.core.controller import ControllerState
 from agenttx.core.events import TxEvent, event_for
+from agenttx.core.hints import reference_category
 from agenttx.core.limits import (
     arguments_text,
     check_begin,
@@ -239,6 +240,7 @@ class CoreEngine(Maintenance):
             ),
             clean_hint=str(row.detail.get("hint", "")),
             error_category=str(row.detail.get("category", "")),
+            reference_category=reference_category(str(row.detail.get("category", ""))),
             next_step_id=0 if ended else tx.next_step_id,
             constraints=constraints,
             abort_reason=str(tx.body.get("abort_reason", "")) if ended else "",

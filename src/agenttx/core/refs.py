@@ -34,7 +34,11 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+
+# Defined in the one error tree; re-exported here, where callers find them.
+from agenttx.errors import UnresolvedKind as UnresolvedKind
+from agenttx.errors import UnresolvedReference as UnresolvedReference
 
 __all__ = [
     "Reference",
@@ -44,8 +48,6 @@ __all__ = [
     "lookup_path",
     "resolve",
 ]
-
-UnresolvedKind = Literal["unavailable_step", "missing_key", "bad_syntax"]
 
 # Step ids and indexes are capped at 18 digits: int() refuses strings past ~4300 digits, and
 # no real step or array gets near 10**18. A longer id fails the reference pattern and is
@@ -95,67 +97,6 @@ class Reference:
     def text(self) -> str:
         """The reference as written: ``${steps.2.customer.id}``."""
         return "${steps." + ".".join((str(self.step_id), *self.path)) + "}"
-
-
-class UnresolvedReference(Exception):
-    """A reference that cannot be resolved; the step fails with this message as its error.
-
-    ``kind`` is ``unavailable_step`` (the step is the current one, a later one, or has not
-    completed), ``missing_key`` (the output has no such key or index) or ``bad_syntax``.
-    ``step_id`` is the referenced step (0 for ``bad_syntax``: no earlier step is at fault).
-    ``available_keys`` lists, sorted, the object keys that do exist where the lookup stopped
-    (empty when it stopped at an array or a scalar; the message then says what it found).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        reference: str,
-        step_id: int,
-        key: str,
-        kind: UnresolvedKind,
-        available_keys: Sequence[str] = (),
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.reference = reference
-        self.step_id = step_id
-        self.key = key
-        self.kind: UnresolvedKind = kind
-        self.available_keys = list(available_keys)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only fields: the default Exception pickling would call cls(message) only.
-        return (
-            _rebuild_unresolved,
-            (
-                self.message,
-                self.reference,
-                self.step_id,
-                self.key,
-                self.kind,
-                self.available_keys,
-            ),
-        )
-
-
-def _rebuild_unresolved(
-    message: str,
-    reference: str,
-    step_id: int,
-    key: str,
-    kind: UnresolvedKind,
-    available_keys: list[str],
-) -> UnresolvedReference:
-    return UnresolvedReference(
-        message,
-        reference=reference,
-        step_id=step_id,
-        key=key,
-        kind=kind,
-        available_keys=available_keys,
-    )
 
 
 # --- walking JSON ----------------------------------------------------------------------------

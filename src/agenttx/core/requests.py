@@ -24,8 +24,14 @@ from agenttx.store.contract import Store, StoredReply
 T = TypeVar("T")
 
 MAX_REQUEST_ID_BYTES = 256
-# Errors that say nothing final about the request: a retry should run it again.
-_TRANSIENT = (errors.RevisionConflict, errors.InternalError, errors.DeadlineExceeded)
+# Errors that say nothing final about the request: a retry should run it again. A step failure
+# that escaped its step is a bug (InternalError's kind), not the request's outcome.
+_TRANSIENT = (
+    errors.RevisionConflict,
+    errors.InternalError,
+    errors.DeadlineExceeded,
+    errors.StepFailure,
+)
 _FINAL_STATUSES = ("COMMITTED", "ROLLED_BACK", "FAILED")
 
 
@@ -68,7 +74,13 @@ class RequestLog:
         except AgentTxError as exc:
             if isinstance(exc, errors.NotActive) and exc.status not in _FINAL_STATUSES:
                 raise  # busy (EXECUTING, ROLLING_BACK): the same request may run later
-            error = {"error": {"type": type(exc).__name__, "message": exc.message}}
+            error = {
+                "error": {
+                    "type": type(exc).__name__,
+                    "message": exc.message,
+                    "fields": exc.details(),  # a replay refuses with the same data
+                }
+            }
             row = StoredReply(request_id, method, digest, json.dumps(error), self.clock())
             stored = await self.store.put_request(self.tenant, row)
             return self._replay(stored, method, digest, result_type)
@@ -83,20 +95,28 @@ class RequestLog:
         if stored.method != method or stored.payload_hash != digest:
             raise AlreadyExists(
                 f"request_id {stored.request_id!r} was already used for a different "
-                f"{stored.method} request; use a new request_id for a new request"
+                f"{stored.method} request; use a new request_id for a new request",
+                request_id=stored.request_id,
             )
         reply = json.loads(stored.reply_json)
         if "error" in reply:
-            raise rebuild_error(reply["error"]["type"], reply["error"]["message"])
+            stored_error = reply["error"]
+            raise rebuild_error(
+                stored_error["type"], stored_error["message"], stored_error.get("fields", {})
+            )
         return from_json(result_type, reply["ok"])
 
 
-def rebuild_error(type_name: str, message: str) -> AgentTxError:
+def rebuild_error(type_name: str, message: str, fields: Any = None) -> AgentTxError:
     cls = getattr(errors, type_name, None)
     if not (isinstance(cls, type) and issubclass(cls, AgentTxError)):
         cls = AgentTxError
-    exc = cls.__new__(cls)
-    AgentTxError.__init__(exc, message)  # the message is what was said the first time
+    # The message is what was said the first time, and the fields too (a reply stored
+    # before errors kept their fields has none: the error then comes back without them).
+    exc = cls.rebuilt(message, fields if isinstance(fields, dict) else {})
+    if exc is None:
+        exc = cls.__new__(cls)
+        AgentTxError.__init__(exc, message)
     return exc
 
 

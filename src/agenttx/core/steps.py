@@ -23,6 +23,7 @@ from agenttx.core.base import (
 )
 from agenttx.core.controller import Failure
 from agenttx.core.eager import leave_eager
+from agenttx.core.hints import reference_category
 from agenttx.core.limits import (
     MAX_OUTPUT_BYTES,
     check_step_request,
@@ -362,6 +363,7 @@ class StepPipeline(EngineBase):
             constraints=constraints,
             context_reset=decision.context_reset,
             error_category=hint.category,
+            reference_category=reference_category(hint.category),
             rollback_latency_ms=latency,
             abort_reason=str(rt.body.get("abort_reason", "")) if abort else "",
             compensation_errors=errors,
@@ -396,6 +398,7 @@ class StepPipeline(EngineBase):
             next_step_id=att.step_id,
             constraints=list(rt.body.get("constraints", [])),
             error_category=hint.category,
+            reference_category=reference_category(hint.category),
             transaction_status=TxStatus.ACTIVE,
             revision=rt.row.revision,
         )

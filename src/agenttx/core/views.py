@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterable
 
 from agenttx.core.graph import DependencyGraph
+from agenttx.core.hints import reference_category
 from agenttx.core.refs import Reference
 from agenttx.core.runtime import GraphStep
 from agenttx.store.contract import (
@@ -86,6 +87,7 @@ def transaction_info(
                 output=json.loads(s.output_json) if s.output_json else None,
                 clean_hint=str(s.detail.get("hint", "")),
                 error_category=str(s.detail.get("category", "")),
+                reference_category=reference_category(str(s.detail.get("category", ""))),
                 epoch=s.epoch,
                 started_at=s.started_at,
                 finished_at=s.finished_at,

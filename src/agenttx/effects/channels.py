@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-
-class PermanentDeliveryError(Exception):
-    """Raised by a channel when retrying cannot help: the effect goes to dead letters now."""
+# Defined in the one error tree; re-exported here, where channels have always found it.
+from agenttx.errors import PermanentDeliveryError as PermanentDeliveryError
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,8 @@ from pydantic import (
     create_model,
 )
 
+# ArgumentError is defined in the one error tree; re-exported here, where callers find it.
+from agenttx.errors import ArgumentError as ArgumentError
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
 from agenttx.types import EffectClass
@@ -45,10 +47,6 @@ DryRunFidelity = Literal["schema_only", "validated", "read_only_preview", "full_
 
 MAX_TOOL_NAME_BYTES = 128
 DEFAULT_TIMEOUT_S = 30.0
-
-
-class ArgumentError(Exception):
-    """Arguments failed the tool's schema; the message is the validator's, for the hint."""
 
 
 @dataclass(eq=False)

@@ -104,7 +104,7 @@ class ExecuteStepRequest(_message.Message):
     def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., raw_context: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ExecuteStepResponse(_message.Message):
-    __slots__ = ("status", "output_json", "clean_hint", "strategy", "rollback_to_step", "next_step_id", "constraints", "context_reset", "error_category", "rollback_latency_ms", "abort_reason", "compensation_errors", "transaction_status", "revision", "hint_key")
+    __slots__ = ("status", "output_json", "clean_hint", "strategy", "rollback_to_step", "next_step_id", "constraints", "context_reset", "error_category", "rollback_latency_ms", "abort_reason", "compensation_errors", "transaction_status", "revision", "hint_key", "error_category_detail")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     CLEAN_HINT_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,7 @@ class ExecuteStepResponse(_message.Message):
     TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     HINT_KEY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CATEGORY_DETAIL_FIELD_NUMBER: _ClassVar[int]
     status: StepStatus
     output_json: str
     clean_hint: str
@@ -135,7 +136,8 @@ class ExecuteStepResponse(_message.Message):
     transaction_status: str
     revision: int
     hint_key: str
-    def __init__(self, status: _Optional[_Union[StepStatus, str]] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., strategy: _Optional[_Union[RollbackStrategy, str]] = ..., rollback_to_step: _Optional[int] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., context_reset: _Optional[bool] = ..., error_category: _Optional[str] = ..., rollback_latency_ms: _Optional[float] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., hint_key: _Optional[str] = ...) -> None: ...
+    error_category_detail: str
+    def __init__(self, status: _Optional[_Union[StepStatus, str]] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., strategy: _Optional[_Union[RollbackStrategy, str]] = ..., rollback_to_step: _Optional[int] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., context_reset: _Optional[bool] = ..., error_category: _Optional[str] = ..., rollback_latency_ms: _Optional[float] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., hint_key: _Optional[str] = ..., error_category_detail: _Optional[str] = ...) -> None: ...
 
 class CommitTransactionRequest(_message.Message):
     __slots__ = ("transaction_id", "request_id")
@@ -220,7 +222,7 @@ class DependencyEdge(_message.Message):
     def __init__(self, from_step: _Optional[int] = ..., to_step: _Optional[int] = ..., key: _Optional[str] = ...) -> None: ...
 
 class StepRecord(_message.Message):
-    __slots__ = ("step_id", "attempt", "tool_name", "status", "live", "arguments_json", "output_json", "clean_hint", "error_category", "epoch", "started_at", "finished_at", "elided")
+    __slots__ = ("step_id", "attempt", "tool_name", "status", "live", "arguments_json", "output_json", "clean_hint", "error_category", "epoch", "started_at", "finished_at", "error_category_detail", "elided")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -233,6 +235,7 @@ class StepRecord(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CATEGORY_DETAIL_FIELD_NUMBER: _ClassVar[int]
     ELIDED_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     attempt: int
@@ -246,8 +249,9 @@ class StepRecord(_message.Message):
     epoch: int
     started_at: float
     finished_at: float
+    error_category_detail: str
     elided: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., tool_name: _Optional[str] = ..., status: _Optional[str] = ..., live: _Optional[bool] = ..., arguments_json: _Optional[str] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., error_category: _Optional[str] = ..., epoch: _Optional[int] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., elided: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., tool_name: _Optional[str] = ..., status: _Optional[str] = ..., live: _Optional[bool] = ..., arguments_json: _Optional[str] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., error_category: _Optional[str] = ..., epoch: _Optional[int] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., error_category_detail: _Optional[str] = ..., elided: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetTransactionResponse(_message.Message):
     __slots__ = ("transaction_id", "status", "next_step_id", "constraints", "global_resets", "context", "agent_id", "revision", "metadata", "isolation", "epoch", "requires_human", "abort_reason", "compensation_errors", "outcome_unknown_step", "edges", "steps", "created_at", "updated_at", "policy", "history_trimmed", "steps_omitted", "steps_page_token")

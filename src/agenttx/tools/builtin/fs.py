@@ -13,16 +13,13 @@ import os
 from pathlib import Path
 from typing import Any, TypedDict
 
+from agenttx.errors import SandboxError as SandboxError  # re-exported: its old home
 from agenttx.tools.builtin.args import as_object, required_str
 from agenttx.tools.context import ToolContext
 from agenttx.tools.contract import tool
 
 TMP_SUFFIX = ".agenttx-tmp"
 RESTORE_HANDLER = "fs.restore_file"
-
-
-class SandboxError(PermissionError):
-    pass
 
 
 def sandbox_path(root: Path, path: str) -> Path:
