@@ -2,20 +2,19 @@
 a clean exit, abort on an exception, rollbacks the agent loop catches and resumes from), the
 async twin, error mapping, and retries that resend the same request_id.
 
-The server runs on its own event loop in a thread, so the blocking client can call it from
-the test's thread.
+The server is ``server_process.ServerThread``: its own event loop in a thread, so the
+blocking client can call it from the test's thread.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
-import socket
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import pytest
@@ -31,7 +30,6 @@ from agenttx import (
     TransactionInfo,
     TxStatus,
 )
-from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.client import (
     AgentTxClient,
     AsyncAgentTxClient,
@@ -48,8 +46,8 @@ from agenttx.client import (
     error_from_status,
 )
 from agenttx.errors import to_metadata
+from server_process import ServerThread, free_port
 
-T = TypeVar("T")
 FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
 CALLS: dict[str, int] = {}  # test.count's calls, by key
 
@@ -70,54 +68,17 @@ async def uncertain(ctx: agenttx.ToolContext) -> None:
     raise agenttx.UncertainOutcome("gateway timed out after sending")
 
 
-class ServerThread:
-    """An engine and its gRPC server on an event loop of their own."""
+TOOLS = [count, fatal, uncertain]
 
-    def __init__(self, tmp_path: Path, port: int = 0) -> None:
-        self.tmp_path = tmp_path
-        self.port = port
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
-
-    async def _start(self) -> None:
-        self.engine = await agenttx.Engine.open(
-            f"sqlite:///{self.tmp_path / 'agenttx.db'}",
-            fs_root=self.tmp_path / "files",
-            outbox_path=self.tmp_path / "outbox.jsonl",
-            tools=[count, fatal, uncertain],
-        )
-        self.server = build_server(self.engine)
-        self.port = self.server.add_insecure_port(f"127.0.0.1:{self.port}")
-        await self.server.start()
-        await mark_serving(self.server)
-
-    async def _stop(self) -> None:
-        await self.server.stop(None)
-        await self.engine.close()
-
-    def start(self) -> ServerThread:
-        self.run(self._start())
-        return self
-
-    def stop(self) -> None:
-        if hasattr(self, "server"):
-            self.run(self._stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        self.loop.close()
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
+def client_server(tmp_path: Path, port: int = 0) -> ServerThread:
+    """A server with this module's tools (not started)."""
+    return ServerThread(tmp_path, port, tools=TOOLS)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerThread]:
-    s = ServerThread(tmp_path).start()
+    s = client_server(tmp_path).start()
     yield s
     s.stop()
 
@@ -126,12 +87,6 @@ def server(tmp_path: Path) -> Iterator[ServerThread]:
 def client(server: ServerThread) -> Iterator[AgentTxClient]:
     with AgentTxClient(server.target, retry=FAST_RETRY, timeout=10) as c:
         yield c
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def customer_plan(step: int, learned: bool) -> tuple[str, dict[str, Any]]:
@@ -501,7 +456,7 @@ def test_the_helper_resends_the_request_id_after_server_unavailable(
 
 
 def test_a_client_started_before_the_server_retries_until_it_listens(tmp_path: Path) -> None:
-    late = ServerThread(tmp_path, port=free_port())
+    late = client_server(tmp_path, port=free_port())
     timer = threading.Timer(0.3, late.start)
     timer.start()
     try:
@@ -646,7 +601,7 @@ async def test_async_retry_resends_the_same_request_id(server: ServerThread) -> 
 
 
 async def test_async_client_started_before_the_server(tmp_path: Path) -> None:
-    late = ServerThread(tmp_path, port=free_port())
+    late = client_server(tmp_path, port=free_port())
     timer = threading.Timer(0.3, late.start)
     timer.start()
     try:

@@ -6,6 +6,7 @@ history that outlives a transaction, health, reflection, listing, tools and the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -16,9 +17,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import agenttx
-from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from server_process import serving
 
 MiB = 1 << 20
 Code = grpc.StatusCode
@@ -52,25 +53,19 @@ class Served:
 @pytest.fixture
 async def serve(open_engine: Any) -> AsyncIterator[Callable[..., Awaitable[Served]]]:
     """``await serve(**engine_kwargs)``: an engine behind a started server, and a stub."""
-    servers: list[Any] = []
-    channels: list[Any] = []
+    async with contextlib.AsyncExitStack() as servers:
+        channels: list[Any] = []
 
-    async def factory(**kwargs: Any) -> Served:
-        engine = await open_engine(**kwargs)
-        server = build_server(engine)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        await mark_serving(server)
-        servers.append(server)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-        channels.append(channel)
-        return Served(engine, channel)
+        async def factory(**kwargs: Any) -> Served:
+            engine = await open_engine(**kwargs)
+            target = await servers.enter_async_context(serving(engine))
+            channel = grpc.aio.insecure_channel(target)
+            channels.append(channel)
+            return Served(engine, channel)
 
-    yield factory
-    for channel in channels:
-        await channel.close()
-    for server in servers:
-        await server.stop(None)
+        yield factory
+        for channel in channels:
+            await channel.close()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import agenttx
-from agenttx.api.grpc_server import build_server
+from server_process import serving
 
 REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
 
@@ -139,11 +139,8 @@ print(json.dumps(seen))
 
 @pytest.fixture
 async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
-    server = build_server(engine)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield f"127.0.0.1:{port}"
-    await server.stop(None)
+    async with serving(engine) as address:
+        yield address
 
 
 async def run_reference_client(tmp_path: Path, target: str) -> dict[str, Any]:

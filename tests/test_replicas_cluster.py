@@ -61,10 +61,6 @@ import collections
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -75,19 +71,17 @@ from typing import Any
 import grpc
 import psycopg
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from pg import create_database, drop_database, require_postgres, url_for
+from server_process import Replica
 
 pytestmark = pytest.mark.postgres
 
-TESTS_DIR = Path(__file__).parent
 SEED = int(os.environ.get("AGENTTX_CLUSTER_SEED", "20240917"))
 CHANNEL = "transfers"
 OPENING_BALANCE = 100
-START_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 30.0  # the server waits up to 60 s for a busy transaction; none should be
 RETRY_BUDGET_S = 30.0  # how long one call is retried over replicas before the test gives up
 SETTLE_TIMEOUT_S = 60.0  # recovery (every 5 s) and the outbox claim lease (30 s)
@@ -101,132 +95,6 @@ OPEN_STATUSES = ("EXECUTING", "ROLLING_BACK", "COMMITTING")
 
 
 # --------------------------------------------------------------------------- the replicas
-
-
-@dataclass
-class Replica:
-    """One ``agenttx serve`` subprocess; ``restart`` brings it back on the same port."""
-
-    index: int
-    store_url: str
-    data_dir: Path
-    fs_root: Path  # shared by all replicas: any of them may undo another's fs.write
-    port: int = field(default_factory=lambda: free_port())
-    proc: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def outbox(self) -> Path:
-        return self.data_dir / "outbox.jsonl"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir.with_suffix(".log")
-
-    def spawn(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTTX_")}
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p
-        )
-        command = [
-            *agenttx_command(),
-            "serve",
-            "--listen-addr",
-            self.address,
-            "--store",
-            self.store_url,
-            "--data-dir",
-            str(self.data_dir),
-            "--fs-root",
-            str(self.fs_root),
-            "--tools",
-            "cluster_tools",
-            "--metrics-addr",
-            "off",
-            "--log-format",
-            "json",
-            "--log-level",
-            "warning",
-        ]
-        with self.log_path.open("ab") as log:
-            log.write(f"--- start {self.starts + 1}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                command, cwd=TESTS_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-        self.starts += 1
-
-    def wait_started(self) -> None:
-        """Wait until the replica's health service says SERVING (it is marked so only once
-        recovery ran and gRPC is bound)."""
-        assert self.proc is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        with grpc.insecure_channel(self.address) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            while True:
-                try:
-                    reply = stub.Check(
-                        health_pb2.HealthCheckRequest(service="agenttx.v1.AgentTxService"),
-                        timeout=1,
-                    )
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                except grpc.RpcError:
-                    pass
-                if self.proc.poll() is not None:
-                    raise AssertionError(
-                        f"replica {self.index} exited with {self.proc.returncode}:\n"
-                        f"{self.log_path.read_text(errors='replace')[-4000:]}"
-                    )
-                if time.monotonic() > deadline:
-                    self.proc.kill()
-                    raise AssertionError(
-                        f"replica {self.index} did not start:\n{self.log_path.read_text()}"
-                    )
-                time.sleep(0.05)
-
-    def sigkill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def restart(self) -> None:
-        self.spawn()
-        self.wait_started()
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def agenttx_command() -> list[str]:
-    script = Path(sys.executable).with_name("agenttx")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from agenttx.cli import main; main()"]
-
-
-def free_port() -> int:
-    """A port nothing listens on now (the replica binds it a moment later; a clash is
-    reported by the replica's own start-up error)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
