@@ -1,4 +1,21 @@
-"""Shared fixtures: every test gets its own SQLite file and sandbox under tmp_path."""
+"""Shared fixtures: every test gets its own store, sandbox and outbox under ``tmp_path``.
+
+Engine-level tests run on every store backend, as the store contract does
+(``store_contract.py``): a test that asks for ``engine`` or ``open_engine`` runs twice,
+``[sqlite]`` on a SQLite file under ``tmp_path`` and ``[postgres]`` on a fresh PostgreSQL
+database (``pg.py``; required under ``CI=true``, else a visible skip). All engines a test
+opens share its one store, so a test that closes an engine and opens another sees the same
+data on both backends.
+
+A test that is about one backend (SQLite files, WAL, fsync counts, a SQLite process crash) or
+that picks its stores itself (``url=``) says so with a marker, on the test or the module::
+
+    pytestmark = pytest.mark.stores("sqlite")
+
+``stores(*names)`` lists the backends ``engine``/``open_engine`` run it on (default: all of
+``STORES``). A ``[postgres]`` test also carries the ``postgres`` marker, so
+``-m "not postgres"`` leaves only SQLite.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +26,35 @@ from typing import Any
 import pytest
 
 import agenttx
+from pg import create_database, drop_database, require_postgres, url_for
+
+STORES = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "stores(*names): the store backends (sqlite, postgres) the engine and open_engine "
+        "fixtures run this test on; default all",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_backend" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("stores")
+    names = tuple(marker.args) if marker else STORES
+    unknown = set(names) - set(STORES)
+    if unknown or not names:
+        raise pytest.UsageError(f"stores({', '.join(names)}): backends are {', '.join(STORES)}")
+    metafunc.parametrize(
+        "store_backend",
+        [
+            pytest.param(name, id=name, marks=[pytest.mark.postgres] if name == "postgres" else [])
+            for name in names
+        ],
+        indirect=True,
+    )
 
 
 class FakeClock:
@@ -35,22 +81,42 @@ def db_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def open_engine(tmp_path: Path) -> AsyncIterator[Any]:
-    """A factory: ``await open_engine(**kwargs)`` opens an engine on this test's database;
-    every engine opened is closed at the end."""
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The backend this run of the test uses (set by ``pytest_generate_tests``)."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def open_engine(store_backend: str, tmp_path: Path) -> AsyncIterator[Any]:
+    """A factory: ``await open_engine(**kwargs)`` opens an engine on this test's store (or on
+    ``url=`` if given); every engine opened is closed at the end, then a PostgreSQL database
+    made for the test is dropped."""
     engines: list[agenttx.Engine] = []
+    databases: list[str] = []
+
+    def store_url() -> str:
+        if store_backend == "sqlite":
+            return f"sqlite:///{tmp_path / 'agenttx.db'}"
+        if not databases:  # made on first use: one database for every engine of the test
+            require_postgres()
+            databases.append(create_database())
+        return url_for(databases[0])
 
     async def factory(**kwargs: Any) -> agenttx.Engine:
         kwargs.setdefault("fs_root", tmp_path / "files")
         kwargs.setdefault("outbox_path", tmp_path / "outbox.jsonl")
-        url = kwargs.pop("url", f"sqlite:///{tmp_path / 'agenttx.db'}")
+        url = kwargs.pop("url", None) or store_url()
         engine = await agenttx.Engine.open(url, **kwargs)
         engines.append(engine)
         return engine
 
-    yield factory
-    for engine in engines:
-        await engine.close()
+    try:
+        yield factory
+    finally:
+        for engine in engines:
+            await engine.close()
+        for name in databases:
+            drop_database(name)
 
 
 @pytest.fixture

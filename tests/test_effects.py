@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agenttx
 from agenttx.effects import Effect, PermanentDeliveryError
 
@@ -176,6 +178,9 @@ async def test_jsonl_channel_writes_each_key_once(tmp_path: Path) -> None:
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1
 
 
+# SQLite only: a SQLite store has one owner, so a new start releases a dead predecessor's
+# claims at once; a PostgreSQL store is shared by replicas, so there the claim lease runs out.
+@pytest.mark.stores("sqlite")
 async def test_effects_a_dead_process_had_claimed_go_out_at_the_next_start(
     open_engine: Any, tmp_path: Path
 ) -> None:

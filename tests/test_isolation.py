@@ -19,6 +19,8 @@ from pg import create_database, drop_database, require_postgres, url_for
 
 SNAPSHOT, SERIALIZABLE, READ_COMMITTED = "snapshot", "serializable", "read_committed"
 LEVELS = [SNAPSHOT, SERIALIZABLE, READ_COMMITTED]
+# The engines fixture picks its stores itself (SQLite and PostgreSQL, one or two engines).
+pytestmark = pytest.mark.stores("sqlite")
 
 
 @agenttx.tool(name="counter.incr", effect="state")
