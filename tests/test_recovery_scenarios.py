@@ -1,4 +1,5 @@
-"""The reference's 12 recovery scenarios (``benchmarks/recovery``) against our targets.
+"""The reference's 12 recovery scenarios (``tests/recovery_scenarios``, which
+``benchmarks/recovery`` also runs) against our targets.
 
 All 24 runs (12 scenarios × baseline and AgentTx) happen once per module; together they take
 about two seconds.
@@ -7,16 +8,12 @@ about two seconds.
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
-
-from benchmarks.recovery import SIZES, Kind, Scenario, run_scenario, scenarios
-from benchmarks.recovery.reference import BAD_EFFECTS_TOTAL, CALLS, TOKENS
+from recovery_scenarios import SIZES, Kind, Scenario, run_scenario, scenarios
+from recovery_scenarios.reference import BAD_EFFECTS_TOTAL, CALLS, TOKENS
 
 IDS = [s.id for s in scenarios(SIZES)]
 

@@ -1,23 +1,15 @@
 """Recovery scenarios: the reference's 12 scripted-agent runs, naive baseline vs AgentTx.
 
 Run ``python -m benchmarks.recovery [--quick]``; see ``docs/benchmarks.md`` (Recovery
-scenarios) for the method and the results, ``runner.py`` for how each run is made.
+scenarios) for the method and the results. The scenarios themselves (plan, tools, runner,
+reference figures) are test data in ``tests/recovery_scenarios``, which the tests check and
+this benchmark only runs and records; ``tests/`` goes on the path so it imports as
+``recovery_scenarios``, the name the tests use.
 """
 
-from .reference import check_baseline_fidelity, check_targets
-from .runner import RunMetrics, run_agenttx, run_baseline, run_scenario
-from .scenario import QUICK_SIZES, SIZES, Kind, Scenario, scenarios
+import sys
+from pathlib import Path
 
-__all__ = [
-    "QUICK_SIZES",
-    "SIZES",
-    "Kind",
-    "RunMetrics",
-    "Scenario",
-    "check_baseline_fidelity",
-    "check_targets",
-    "run_agenttx",
-    "run_baseline",
-    "run_scenario",
-    "scenarios",
-]
+TESTS_DIR = Path(__file__).resolve().parents[2] / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))

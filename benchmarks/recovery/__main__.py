@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .reference import (
+from recovery_scenarios.reference import (
     BAD_EFFECTS_TOTAL,
     CALLS,
     PATHS,
@@ -19,8 +19,8 @@ from .reference import (
     check_baseline_fidelity,
     check_targets,
 )
-from .runner import run_scenario
-from .scenario import QUICK_SIZES, SIZES, scenarios
+from recovery_scenarios.runner import run_scenario
+from recovery_scenarios.scenario import QUICK_SIZES, SIZES, scenarios
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "recovery.json"
 
