@@ -7,7 +7,9 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.engine --only step --only floor
 
 Prints one table per section and writes ``benchmarks/results/engine.json`` (with ``--only``
-the other sections already in that file are kept). Sections:
+the other sections already in that file are kept; a ``--quick`` run writes only to
+``--output``). Samples, stats, tables and the results file come from
+``benchmarks.harness``. Sections:
 
 - ``floor``: one raw SQLite transaction (``BEGIN IMMEDIATE``; ``INSERT`` one row; ``COMMIT``)
   on a WAL file with ``synchronous=NORMAL`` (default durability) and ``FULL``
@@ -35,32 +37,45 @@ the other sections already in that file are kept). Sections:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import cProfile
-import datetime as dt
 import gc
-import json
 import os
-import platform
 import pstats
-import shutil
 import sqlite3
-import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import agenttx
 from agenttx.store.contract import StepRow, TxRow, TxUpdate
 from agenttx.store.sqlite import SqliteStore
+from benchmarks.harness import (
+    RESULTS_DIR,
+    Out,
+    bench_parser,
+    best_round,
+    finish_machine,
+    machine_info,
+    md_table,
+    output_of,
+    read_result,
+    rounds_of,
+    run_sections,
+    scratch,
+    short_source,
+    stats_ms,
+    stats_us,
+    target_rows,
+    top_function_rows,
+    write_result,
+)
 
-RESULTS = Path(__file__).resolve().parent / "results" / "engine.json"
+RESULTS = RESULTS_DIR / "engine.json"
 
 DURABILITIES = (("default", False), ("sync_writes", True))
 SECTIONS = (
@@ -85,52 +100,12 @@ BRIEF_FLOOR_US = {"default": 40.0, "sync_writes": 250.0}
 STEP_FLOOR_RATIO = {"default": 2.5, "sync_writes": 1.5}
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- set-up
 
 # Latency and throughput sections run this many rounds and keep the best one (lowest p50,
 # highest steps/s): on a shared machine the best round is the least disturbed. All rounds'
 # figures are kept in the JSON. Set by --rounds (default 3, 1 with --quick).
 ROUNDS = {"n": 3}
-
-
-def best_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    best = dict(min(rounds, key=lambda r: r["p50"]))
-    best["p50_rounds"] = [r["p50"] for r in rounds]
-    return best
-
-
-def stats_us(samples_ns: list[int]) -> dict[str, float]:
-    """p50/mean/p90/p99/min/max in microseconds."""
-    s = sorted(samples_ns)
-    n = len(s)
-
-    def pct(p: float) -> float:
-        return s[min(n - 1, round(p / 100 * (n - 1)))] / 1e3
-
-    return {
-        "n": n,
-        "p50": pct(50),
-        "mean": statistics.fmean(s) / 1e3,
-        "p90": pct(90),
-        "p99": pct(99),
-        "min": s[0] / 1e3,
-        "max": s[-1] / 1e3,
-    }
-
-
-def stats_ms(samples_ns: list[int]) -> dict[str, float]:
-    return {k: (v / 1e3 if k != "n" else v) for k, v in stats_us(samples_ns).items()}
-
-
-@contextlib.contextmanager
-def scratch(name: str) -> Iterator[Path]:
-    """A temporary directory on the same disk as the repository (not a tmpfs)."""
-    base = Path(os.environ.get("AGENTTX_BENCH_DIR", tempfile.gettempdir()))
-    path = Path(tempfile.mkdtemp(prefix=f"agenttx-bench-{name}-", dir=base))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 async def open_engine(d: Path, sync: bool, **kw: Any) -> agenttx.Engine:
@@ -161,130 +136,6 @@ async def put_many(ctx: agenttx.ToolContext, arguments: Any) -> dict[str, Any]:
     for i in range(n):
         await ctx.state.put(f"kv/{prefix}/{i}", i)
     return {"written": n}
-
-
-def load_average() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
-
-
-def _git_state() -> str:
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-    source = Path(agenttx.__file__).resolve().parent
-    if root not in source.parents:  # a copy of src/ on PYTHONPATH, e.g. a `git archive`
-        stamp = source.parent.parent / "COMMIT"
-        commit = stamp.read_text().strip() if stamp.exists() else "unknown commit"
-        return f"{commit} (copy at {source.parent.parent})"
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "src"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{head}{' (src modified)' if dirty else ''}"
-
-
-def machine_info() -> dict[str, Any]:
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    mem_gib = 0.0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
-    versions: dict[str, str] = {}
-    for dist in ("dbos", "langgraph", "langgraph-checkpoint-sqlite", "pydantic"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
-
-            versions[dist] = version(dist)
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "memory_gib": mem_gib,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "python_impl": platform.python_implementation(),
-        "sqlite": sqlite3.sqlite_version,
-        "agenttx": agenttx.__version__,
-        "agenttx_source": str(Path(agenttx.__file__).parent),
-        "git": _git_state(),
-        "packages": versions,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "load_average_start": load_average(),
-    }
-
-
-# --------------------------------------------------------------------------- output
-
-
-class Out:
-    """Tables through rich when it is there, plain text otherwise."""
-
-    def __init__(self) -> None:
-        try:
-            from rich.console import Console
-
-            self.console: Any = Console(width=None if sys.stdout.isatty() else 120)
-        except ImportError:  # pragma: no cover
-            self.console = None
-
-    def note(self, text: str) -> None:
-        if self.console is not None:
-            self.console.print(text, highlight=False)
-        else:
-            print(text)
-
-    def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
-        cells = [[_fmt(c) for c in row] for row in rows]
-        if self.console is not None:
-            from rich.table import Table
-
-            t = Table(title=title, title_justify="left")
-            for i, c in enumerate(columns):
-                t.add_column(c, justify="left" if i == 0 else "right")
-            for row in cells:
-                t.add_row(*row)
-            self.console.print(t)
-            return
-        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-        print(f"\n{title}")
-        print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-        for row in cells:
-            print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        if v >= 1000:
-            return f"{v:,.0f}"
-        if v >= 100:
-            return f"{v:.1f}"
-        if v >= 1:
-            return f"{v:.2f}"
-        return f"{v:.3f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
 
 
 # --------------------------------------------------------------------------- floor
@@ -844,13 +695,6 @@ def _area(filename: str, func: str) -> str:
     return "other"
 
 
-def _short(filename: str) -> str:
-    for marker in ("/src/", "site-packages/", "/lib/python3.11/", "/work/main/"):
-        if marker in filename:
-            return filename.split(marker)[-1]
-    return filename
-
-
 def _areas_table(areas: dict[str, float], total: float, n: int) -> dict[str, Any]:
     return {
         k: {"us_per_step": v / n * 1e6, "pct": 100 * v / total}
@@ -870,7 +714,7 @@ def _sampled_areas(frame: Any) -> tuple[dict[str, float], dict[str, float]]:
         if self_time > 0 and not f.is_synthetic:
             a = _area(f.file_path or "<built-in>", f.function or "")
             areas[a] = areas.get(a, 0.0) + self_time
-            key = f"{_short(f.file_path or '<built-in>')}:{f.line_no}({f.function})"
+            key = f"{short_source(f.file_path or '<built-in>')}:{f.line_no}({f.function})"
             funcs[key] = funcs.get(key, 0.0) + self_time
         stack.extend(real)
     return areas, funcs
@@ -913,7 +757,7 @@ def bench_profile(quick: bool) -> dict[str, Any]:
         for (filename, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
             rows.append(
                 {
-                    "function": f"{_short(filename)}:{line}({func})",
+                    "function": f"{short_source(filename)}:{line}({func})",
                     "calls_per_step": nc / n,
                     "self_us_per_step": tt / n * 1e6,
                     "cum_us_per_step": ct / n * 1e6,
@@ -1157,36 +1001,6 @@ def report(out: Out, res: dict[str, Any]) -> None:
         )
 
 
-def target_rows(targets: list[dict[str, Any]], detail: str, *, md: bool) -> list[list[Any]]:
-    """One row per target: target, bound, measured, its ``detail`` column, met or not."""
-    missed = "**not met**" if md else "NOT met"
-    return [
-        [t["target"], t["bound"], t["measured"], t[detail], "met" if t["met"] else missed]
-        for t in targets
-    ]
-
-
-def top_function_rows(
-    top: list[dict[str, Any]], per: str, pct: str, *, md: bool
-) -> list[list[Any]]:
-    """The 15 functions with the most self time: name, calls and self µs per ``per``, %."""
-    return [
-        [
-            f"`{f['function']}`" if md else f["function"],
-            f[f"calls_per_{per}"],
-            f[f"self_us_per_{per}"],
-            f[pct],
-        ]
-        for f in top[:15]
-    ]
-
-
-def _md_table(columns: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def markdown(res: dict[str, Any]) -> str:
     """The results as Markdown tables (for docs/benchmarks.md)."""
     parts: list[str] = []
@@ -1202,9 +1016,7 @@ def markdown(res: dict[str, Any]) -> str:
                     s = res[sec][name]
                     rows.append([f"{label} · {name}", s["p50"], s["mean"], s["p90"], s["p99"]])
         rows.append(["reference engine step (Rust, 5600H)", 52.5, 62.9, "", 184.0])
-        parts.append(
-            "Per-call latency, µs\n\n" + _md_table(["", "p50", "mean", "p90", "p99"], rows)
-        )
+        parts.append("Per-call latency, µs\n\n" + md_table(["", "p50", "mean", "p90", "p99"], rows))
     if "rewind" in res:
         for series, title in (
             (
@@ -1221,7 +1033,7 @@ def markdown(res: dict[str, Any]) -> str:
                 rows.append([f"{name} p99", *(r[k]["p99"] for k in sizes)])
             if series == "entries":
                 rows.append(["reference p50", *(REF_REWIND.get(int(k), "") for k in sizes)])
-            parts.append(f"{title}\n\n" + _md_table(["n", *sizes], rows))
+            parts.append(f"{title}\n\n" + md_table(["n", *sizes], rows))
     if "commit" in res:
         sizes = list(res["commit"]["default"])
         rows = []
@@ -1229,7 +1041,7 @@ def markdown(res: dict[str, Any]) -> str:
             rows.append([f"{name} p50", *(res["commit"][name][k]["p50"] for k in sizes)])
             rows.append([f"{name} p99", *(res["commit"][name][k]["p99"] for k in sizes)])
         rows.append(["reference p50", *(REF_COMMIT.get(int(k), "") for k in sizes)])
-        parts.append("Commit of n keys, ms\n\n" + _md_table(["n", *sizes], rows))
+        parts.append("Commit of n keys, ms\n\n" + md_table(["n", *sizes], rows))
     if "throughput" in res:
         tp = res["throughput"]
         concs = list(tp["default"])
@@ -1237,13 +1049,13 @@ def markdown(res: dict[str, Any]) -> str:
         rows.append(["reference", *(float(REF_THROUGHPUT[int(c)]) for c in concs)])
         parts.append(
             f"Throughput, {tp['transactions']} tx × {tp['steps_per_transaction']} `kv.put` + "
-            "commit, steps/s\n\n" + _md_table(["concurrency", *concs], rows)
+            "commit, steps/s\n\n" + md_table(["concurrency", *concs], rows)
         )
     if "memory" in res:
         m = res["memory"]
         parts.append(
             f"Memory per idle open transaction ({m['transactions']:,} open, one step each)\n\n"
-            + _md_table(
+            + md_table(
                 ["", "bytes per transaction"],
                 [
                     ["Python heap (tracemalloc)", m["heap_bytes_per_tx"]],
@@ -1271,7 +1083,7 @@ def markdown(res: dict[str, Any]) -> str:
                     )
         parts.append(
             "10-step workload (10 writes, then commit), ms per run\n\n"
-            + _md_table(["", "p50", "mean", "p99", "× AgentTx (p50)"], rows)
+            + md_table(["", "p50", "mean", "p99", "× AgentTx (p50)"], rows)
         )
     if "profile" in res:
         for name, _ in DURABILITIES:
@@ -1282,7 +1094,7 @@ def markdown(res: dict[str, Any]) -> str:
                     parts.append(
                         f"Self time by area, {name}, {prof} "
                         f"({q['wall_us_per_step']:.0f} µs/step under the profiler)\n\n"
-                        + _md_table(
+                        + md_table(
                             ["area", "µs/step", "%"],
                             [[k, v["us_per_step"], v["pct"]] for k, v in q["areas"].items()],
                         )
@@ -1290,7 +1102,7 @@ def markdown(res: dict[str, Any]) -> str:
             q = p["cprofile"]
             parts.append(
                 f"Top functions by self time, {name}, cProfile\n\n"
-                + _md_table(
+                + md_table(
                     ["function", "calls/step", "self µs/step", "%"],
                     top_function_rows(q["top_self"], "step", "self_pct", md=True),
                 )
@@ -1298,7 +1110,7 @@ def markdown(res: dict[str, Any]) -> str:
     if res.get("targets"):
         parts.append(
             "Targets\n\n"
-            + _md_table(
+            + md_table(
                 ["target", "bound", "measured", "unit", "status"],
                 target_rows(res["targets"], "unit", md=True),
             )
@@ -1307,66 +1119,48 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run (~30 s), fewer samples")
+    ap = bench_parser((__doc__ or "").split("\n\n")[0], RESULTS)
     ap.add_argument(
         "--only",
         action="append",
         choices=SECTIONS,
         help="run only this section (repeatable); other sections in the results file are kept",
     )
-    ap.add_argument(
-        "--rounds",
-        type=int,
-        default=None,
-        help="rounds of the latency and throughput sections, best kept (default 3, quick 1)",
-    )
-    ap.add_argument("--output", type=Path, default=RESULTS)
-    ap.add_argument(
-        "--markdown",
-        action="store_true",
-        help="run nothing: print the results file as the Markdown tables of docs/benchmarks.md",
-    )
     ns = ap.parse_args(argv)
+    output = output_of(ns)
     if ns.markdown:
-        print(markdown(json.loads(ns.output.read_text())))
+        print(markdown(read_result(output or RESULTS)))
         return 0
     selected = ns.only or list(SECTIONS)
-    ROUNDS["n"] = ns.rounds or (1 if ns.quick else 3)
+    ROUNDS["n"] = rounds_of(ns)
     out = Out()
 
-    res: dict[str, Any] = {}
-    if ns.only and ns.output.exists():
-        with contextlib.suppress(ValueError):
-            res = json.loads(ns.output.read_text())
+    res: dict[str, Any] = read_result(output) if ns.only and output is not None else {}
     res["machine"] = machine_info()
     res["quick"] = ns.quick
     res["rounds"] = ROUNDS["n"]
     started = time.perf_counter()
-    runners: dict[str, Callable[[bool], Any]] = {
-        "floor": bench_floor,
-        "store": lambda q: asyncio.run(bench_store(q)),
-        "step": lambda q: asyncio.run(bench_step(q)),
-        "rewind": lambda q: asyncio.run(bench_rewind(q)),
-        "commit": lambda q: asyncio.run(bench_commit(q)),
-        "throughput": lambda q: asyncio.run(bench_throughput(q)),
-        "memory": lambda q: asyncio.run(bench_memory(q)),
-        "compare": bench_compare,
-        "profile": bench_profile,
-    }
-    for name in SECTIONS:
-        if name in selected:
-            t0 = time.perf_counter()
-            out.note(f"[dim]running {name} …[/dim]")
-            res[name] = runners[name](ns.quick)
-            res.setdefault("seconds", {})[name] = round(time.perf_counter() - t0, 2)
-    res["machine"]["load_average_end"] = load_average()
-    res["machine"]["seconds_total"] = round(time.perf_counter() - started, 1)
+    q = ns.quick
+    run_sections(
+        out,
+        res,
+        selected,
+        {
+            "floor": lambda: bench_floor(q),
+            "store": lambda: asyncio.run(bench_store(q)),
+            "step": lambda: asyncio.run(bench_step(q)),
+            "rewind": lambda: asyncio.run(bench_rewind(q)),
+            "commit": lambda: asyncio.run(bench_commit(q)),
+            "throughput": lambda: asyncio.run(bench_throughput(q)),
+            "memory": lambda: asyncio.run(bench_memory(q)),
+            "compare": lambda: bench_compare(q),
+            "profile": lambda: bench_profile(q),
+        },
+    )
+    finish_machine(res, started)
     res["targets"] = targets(res)
     report(out, res)
-    ns.output.parent.mkdir(parents=True, exist_ok=True)
-    ns.output.write_text(json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    out.note(f"wrote {ns.output}")
+    write_result(out, output, res)
     return 0
 
 

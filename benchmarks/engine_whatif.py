@@ -1,10 +1,11 @@
 """What-if experiments: how much proposed engine changes would save, measured by patching the
 engine in this process (nothing in ``src/`` is edited).
 
-Run: ``.venv/bin/python -m benchmarks.engine_whatif [--rounds N]``. Each experiment and the
-baseline run interleaved, in shuffled order, ``--rounds`` times; the table reports the best
-round of each (the least disturbed by other work on a shared machine). Results go to
-``benchmarks/results/engine_whatif.json``.
+Run: ``.venv/bin/python -m benchmarks.engine_whatif [--rounds N] [--quick]``. Each experiment
+and the baseline run interleaved, in shuffled order, ``--rounds`` times (default 5); the table
+reports the best round of each (the least disturbed by other work on a shared machine).
+Results go to ``benchmarks/results/engine_whatif.json``; ``--quick`` (1 round, small sizes)
+writes only to ``--output``.
 
 Experiments (each a stand-in that bounds the gain, not the code to ship):
 
@@ -22,31 +23,33 @@ missing, or that fails, is reported and skipped.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import contextvars
-import json
 import random
 import sqlite3
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from benchmarks.engine import (
+from benchmarks.engine import _bulk_tx, open_engine, run_throughput, step_loop
+from benchmarks.harness import (
+    RESULTS_DIR,
     Out,
-    _bulk_tx,
+    bench_parser,
+    load_average,
     machine_info,
-    open_engine,
-    run_throughput,
+    md_table,
+    output_of,
+    read_result,
+    rounds_of,
     scratch,
-    step_loop,
+    write_result,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results" / "engine_whatif.json"
+RESULTS = RESULTS_DIR / "engine_whatif.json"
 
 _saved: list[tuple[Any, str, Any]] = []
 
@@ -254,48 +257,62 @@ def interleaved(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--output", type=Path, default=RESULTS)
+    ap = bench_parser((__doc__ or "").split("\n\n")[0], RESULTS)
     ns = ap.parse_args(argv)
+    output = output_of(ns)
+    if ns.markdown:
+        print(markdown(read_result(output or RESULTS)))
+        return 0
+    rounds = rounds_of(ns, full=5)
+    # Quick: sizes that only prove every variant still runs; the full sizes are the measured.
+    steps, transactions = (300, 32) if ns.quick else (2_000, 256)
+    commits = ((1_000, 2),) if ns.quick else ((1_000, 20), (10_000, 4))
     out = Out()
-    res: dict[str, Any] = {"machine": machine_info(), "rounds": ns.rounds}
+    res: dict[str, Any] = {"machine": machine_info(), "rounds": rounds}
+    if ns.quick:
+        res["quick"] = True
 
     def step(sync: bool) -> Callable[[], float]:
-        return lambda: asyncio.run(step_p50(sync, 2_000))
+        return lambda: asyncio.run(step_p50(sync, steps))
 
     def tput(sync: bool, conc: int) -> Callable[[], float]:
-        return lambda: asyncio.run(steps_per_s(sync, conc, 256))
+        return lambda: asyncio.run(steps_per_s(sync, conc, transactions))
 
     writer = {
         "baseline": [],
         "batched flush (call_soon)": [batched_flush],
         "adaptive flush": [adaptive_flush],
     }
-    res["step_p50_us_default"] = interleaved(ns.rounds, writer, step(False))
+    res["step_p50_us_default"] = interleaved(rounds, writer, step(False))
     for conc in (1, 16, 64):
         res[f"steps_per_s_default_c{conc}"] = interleaved(
-            ns.rounds, writer, tput(False, conc), higher_is_better=True
+            rounds, writer, tput(False, conc), higher_is_better=True
         )
     sync_variants = {"baseline": [], "fsync on the loop (no writer thread)": [fsync_on_loop]}
-    res["step_p50_us_sync_writes"] = interleaved(ns.rounds, sync_variants, step(True))
+    res["step_p50_us_sync_writes"] = interleaved(rounds, sync_variants, step(True))
     for conc in (1, 16):
         res[f"steps_per_s_sync_writes_c{conc}"] = interleaved(
-            ns.rounds, sync_variants, tput(True, conc), higher_is_better=True
+            rounds, sync_variants, tput(True, conc), higher_is_better=True
         )
     commit_variants = {"baseline": [], "fast path, no commit since snapshot": [commit_fast_path]}
-    for n, reps in ((1_000, 20), (10_000, 4)):
+    for n, reps in commits:
 
         def commit_n(n: int = n, reps: int = reps) -> float:
             return asyncio.run(commit_ms(False, n, reps))
 
-        res[f"commit_ms_{n}"] = interleaved(ns.rounds, commit_variants, commit_n)
-    res["machine"]["load_average_end"] = machine_info()["load_average_start"]
+        res[f"commit_ms_{n}"] = interleaved(rounds, commit_variants, commit_n)
+    res["machine"]["load_average_end"] = load_average()
 
-    for metric, table in res.items():
-        if not isinstance(table, dict) or "baseline" not in table:
-            continue
-        out.table(
+    for title, columns, body in tables(res):
+        out.table(title, columns, body)
+    write_result(out, output, res)
+    return 0
+
+
+def tables(res: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """One table per metric: each variant's best round, its change, every round."""
+    return [
+        (
             metric,
             ["variant", "best", "Δ vs baseline", "runs"],
             [
@@ -303,10 +320,15 @@ def main(argv: list[str] | None = None) -> int:
                 for k, v in table.items()
             ],
         )
-    ns.output.parent.mkdir(parents=True, exist_ok=True)
-    ns.output.write_text(json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    out.note(f"wrote {ns.output}")
-    return 0
+        for metric, table in res.items()
+        if isinstance(table, dict) and "baseline" in table
+    ]
+
+
+def markdown(res: dict[str, Any]) -> str:
+    return "\n\n".join(
+        f"{title}\n\n{md_table(columns, body)}" for title, columns, body in tables(res)
+    )
 
 
 if __name__ == "__main__":

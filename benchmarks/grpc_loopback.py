@@ -8,7 +8,8 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.grpc_loopback --markdown   # the results file as Markdown
 
 Prints tables and writes ``benchmarks/results/grpc.json`` (``--inprocess``:
-``grpc-inprocess.json``) with the machine it ran on.
+``grpc-inprocess.json``) with the machine it ran on; a ``--quick`` run writes only to
+``--output``. Stats, tables and the results file come from ``benchmarks.harness``.
 
 The server is AgentTx's own stack with one addition made here, not in ``src/``: a second tiny
 service on the same ``grpc.aio`` server object, ``bench.Echo/Echo``, which takes bytes and
@@ -80,21 +81,28 @@ import grpc
 
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
-from benchmarks.engine import (
+from benchmarks.harness import (
+    RESULTS_DIR,
+    ROOT,
     Out,
-    _md_table,
-    _short,
+    bench_parser,
+    finish_machine,
     load_average,
     machine_info,
+    md_table,
+    output_of,
+    read_result,
+    rounds_of,
     scratch,
+    short_source,
     stats_us,
     target_rows,
     top_function_rows,
+    write_result,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "grpc.json"
-RESULTS_INPROCESS = ROOT / "benchmarks" / "results" / "grpc-inprocess.json"
+RESULTS = RESULTS_DIR / "grpc.json"
+RESULTS_INPROCESS = RESULTS_DIR / "grpc-inprocess.json"
 
 STACKS = ("served", "served-warning", "bare")
 DEFAULT_STACKS = ("served", "bare")
@@ -382,7 +390,7 @@ def _cprofile_areas(prof: cProfile.Profile) -> tuple[dict[str, float], Funcs]:
     for (filename, line, func), (_cc, nc, tt, _ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         a = _area(filename, func)
         areas[a] = areas.get(a, 0.0) + tt
-        entry = funcs.setdefault(f"{_short(filename)}:{line}({func})", [0.0, 0, a])
+        entry = funcs.setdefault(f"{short_source(filename)}:{line}({func})", [0.0, 0, a])
         entry[0] += tt
         entry[1] += nc
     return areas, funcs
@@ -401,7 +409,7 @@ def _sampled(frame: Any) -> tuple[dict[str, float], Funcs]:
             path = f.file_path or "<built-in>"
             a = _area(path, f.function or "")
             areas[a] = areas.get(a, 0.0) + self_time
-            entry = funcs.setdefault(f"{_short(path)}:{f.line_no}({f.function})", [0.0, 0, a])
+            entry = funcs.setdefault(f"{short_source(path)}:{f.line_no}({f.function})", [0.0, 0, a])
             entry[0] += self_time
         stack.extend(real)
     return areas, funcs
@@ -1126,38 +1134,38 @@ def markdown(res: dict[str, Any]) -> str:
         parts.append(
             f"`{stack}` stack, sequential calls on one channel, µs (other processes used "
             f"{_other(r['latency']) or '?'} cores meanwhile)\n\n"
-            + _md_table(["", "p50", "mean", "p90", "p99"], rows)
+            + md_table(["", "p50", "mean", "p90", "p99"], rows)
         )
         parts.append(
             f"`{stack}` stack, CPU per call in the latency loop, µs{_inproc_note(res)}\n\n"
-            + _md_table(_CPU_COLS, _cpu_rows(r))
+            + md_table(_CPU_COLS, _cpu_rows(r))
         )
         tp = r.get("throughput")
         if tp is not None:
             parts.append(
                 f"`{stack}` stack, throughput ({tp['transactions']} tx × 20 `kv.put` + begin and "
                 f"commit; 16 vs 1 task: steps {tp['scaling_16_vs_1']:.2f}×, echo "
-                f"{tp['echo_scaling_16_vs_1']:.2f}×)\n\n" + _md_table(_TPUT_COLS, _tput_rows(r))
+                f"{tp['echo_scaling_16_vs_1']:.2f}×)\n\n" + md_table(_TPUT_COLS, _tput_rows(r))
             )
         for prof in ("pyinstrument", "cprofile"):
             p = r.get("profile", {}).get(prof)
             if p and "delta_areas" in p:
                 parts.append(
                     f"`{stack}` stack, server loop-thread self time per call by area, {prof}, "
-                    "µs\n\n" + _md_table(["area", "step", "echo", "step − echo"], _profile_rows(p))
+                    "µs\n\n" + md_table(["area", "step", "echo", "step − echo"], _profile_rows(p))
                 )
         p = r.get("profile", {}).get("cprofile")
         if p and "step" in p:
             parts.append(
                 f"`{stack}` stack, top server functions by self time (ExecuteStep, cProfile)\n\n"
-                + _md_table(
+                + md_table(
                     ["function", "calls/call", "self µs/call", "%"],
                     top_function_rows(p["step"]["top_self"], "call", "pct", md=True),
                 )
             )
     parts.append(
         "Targets\n\n"
-        + _md_table(
+        + md_table(
             ["target", "bound", "measured", "detail", "status"],
             target_rows(res["targets"], "detail", md=True),
         )
@@ -1193,15 +1201,13 @@ async def run_all(ns: argparse.Namespace, out: Out) -> dict[str, Any]:
     # Side by side in child processes; in-process one at a time (one logging set-up).
     for group in [[st] for st in stacks] if ns.inprocess else [stacks]:
         res["stacks"].update(await run_group(group, ns, out))
-    res["machine"]["load_average_end"] = load_average()
-    res["machine"]["seconds_total"] = round(time.perf_counter() - started, 1)
+    finish_machine(res, started)
     res["targets"] = targets(res)
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run, fewer samples")
+    ap = bench_parser((__doc__ or "").split("\n\n")[0], RESULTS)
     ap.add_argument("--inprocess", action="store_true", help="client and server on one event loop")
     ap.add_argument(
         "--stack",
@@ -1209,14 +1215,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=[*STACKS, *(f"{st}+uvloop" for st in STACKS)],
         help="server stack (repeatable; default: served and bare)",
     )
-    ap.add_argument("--rounds", type=int, default=None, help="default 3, 1 with --quick")
     ap.add_argument("--samples", type=int, default=None, help="timed calls of each kind")
     ap.add_argument("--block", type=int, default=100, help="calls per alternating block")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--no-throughput", action="store_true")
     ap.add_argument("--sync-writes", action="store_true", help="fsync every SQLite commit")
     ap.add_argument("--server-uvloop", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--output", type=Path, default=None)
     ap.add_argument(
         "--wait-quiet",
         type=float,
@@ -1225,7 +1229,6 @@ def main(argv: list[str] | None = None) -> int:
         help="first wait up to this long for the 1-minute load average to fall to --max-load",
     )
     ap.add_argument("--max-load", type=float, default=1.0)
-    ap.add_argument("--markdown", action="store_true", help="print the results file as Markdown")
     # The child half (started by the parent).
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
@@ -1233,11 +1236,13 @@ def main(argv: list[str] | None = None) -> int:
     if ns.serve:
         run_child((ns.stack or ["served"])[0], ns.data_dir, ns.sync_writes, ns.server_uvloop)
         return 0
-    output = ns.output or (RESULTS_INPROCESS if ns.inprocess else RESULTS)
+    if ns.inprocess:
+        ns.default_output = RESULTS_INPROCESS
+    output = output_of(ns)
     if ns.markdown:
-        print(markdown(json.loads(output.read_text())))
+        print(markdown(read_result(output or ns.default_output)))
         return 0
-    ROUNDS["n"] = ns.rounds or (1 if ns.quick else 3)
+    ROUNDS["n"] = rounds_of(ns)
     out = Out()
 
     async def go() -> dict[str, Any]:
@@ -1247,9 +1252,7 @@ def main(argv: list[str] | None = None) -> int:
 
     res = asyncio.run(go())
     report(out, res)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    out.note(f"wrote {output}")
+    write_result(out, output, res)
     return 0
 
 

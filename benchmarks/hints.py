@@ -1,7 +1,8 @@
 """Clean Hint benchmark: time per hint and size reduction on one realistic trace per language.
 
-Run: ``.venv/bin/python benchmarks/hints.py`` (or ``-m benchmarks.hints``). Prints a table and
-writes ``benchmarks/results/hints.json``. Each timed sample is a full ``clean()`` call, raw text
+Run: ``.venv/bin/python -m benchmarks.hints [--quick]``. Prints a table and writes
+``benchmarks/results/hints.json`` (``--quick``, 2,000 calls in one run, writes only to
+``--output``). Each timed sample is a full ``clean()`` call, raw text
 to ``Hint``; a trace's p50 is the median over ``--runs`` passes of each pass's p50, and the
 target is p50 <= 30 µs for every trace. The reference reports <= 7.2 µs per hint (Rust, release
 build) and a median 81 % size reduction; its per-trace inputs are not published, so the
@@ -10,15 +11,25 @@ reduction compares like with like only roughly.
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import statistics
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
 from agenttx.core.hints import HintCleaner
+from benchmarks.harness import (
+    RESULTS_DIR,
+    Out,
+    bench_parser,
+    machine_info,
+    md_table,
+    output_of,
+    read_result,
+    write_result,
+)
+
+RESULTS = RESULTS_DIR / "hints.json"
 
 
 def _python_frames(n: int) -> str:
@@ -218,13 +229,16 @@ def summarize(cleaner: HintCleaner, raw: str, runs: list[list[float]]) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=20_000, help="timed calls per run")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent / "results" / "hints.json"
-    )
+    parser = bench_parser(__doc__.splitlines()[0], RESULTS)
+    parser.add_argument("--iterations", type=int, default=None, help="timed calls per run")
+    parser.add_argument("--runs", type=int, default=None, help="runs (default 5, quick 1)")
     args = parser.parse_args(argv)
+    output = output_of(args)
+    if args.markdown:
+        print(markdown(read_result(output or RESULTS)))
+        return 0
+    args.iterations = args.iterations or (2_000 if args.quick else 20_000)
+    args.runs = args.runs or args.rounds or (1 if args.quick else 5)
 
     cleaner = HintCleaner()
     samples = sample_runs(cleaner, TRACES, args.iterations, args.runs)
@@ -256,20 +270,35 @@ def main(argv: list[str] | None = None) -> int:
         "(reference: <= 7.2 µs, 81 %)"
     )
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "benchmark": "hints",
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "processor": platform.processor() or platform.platform(),
+        "measured_on": machine_info(),
+        "quick": args.quick,
         "iterations": args.iterations,
         "runs": args.runs,
         "batch": BATCH,
         "summary": summary,
         "traces": results,
     }
-    args.out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    write_result(Out(), output, document)
     return 0
+
+
+def markdown(document: dict[str, Any]) -> str:
+    """The per-trace table of docs/hints.md (one column per trace)."""
+    traces = document.get("traces", {})
+    rows = [
+        [label, *(render(r) for r in traces.values())]
+        for label, render in (
+            ("p50 µs", lambda r: r["p50_us"]),
+            ("p99 µs", lambda r: r["p99_us"]),
+            ("smaller", lambda r: f"{float(r['reduction']):.0%}"),
+        )
+    ]
+    return md_table(["trace", *traces], rows)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Run from the repository root, with PostgreSQL on 127.0.0.1:5432 (user postgres, 
     .venv/bin/python -m benchmarks.replicas --markdown # print the results file as Markdown
 
 Prints a table and writes ``benchmarks/results/replicas.json`` (machine, date, PostgreSQL
-settings, every round). Setups, each on fresh storage:
+settings, every round; a ``--quick`` run writes only to ``--output``). Setups, each on fresh
+storage:
 
 - ``sqlite-1``: one server, its default store (SQLite in the data directory, WAL,
   ``synchronous=NORMAL``).
@@ -51,7 +52,6 @@ each are in the JSON. Servers log at ``warning`` (no per-call log line) with met
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
@@ -59,7 +59,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -77,9 +76,24 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
-from benchmarks.engine import Out, load_average, machine_info, stats_us
+from benchmarks.harness import (
+    RESULTS_DIR,
+    Out,
+    agenttx_command,
+    bench_parser,
+    finish_machine,
+    free_port,
+    load_average,
+    machine_info,
+    md_table,
+    output_of,
+    read_result,
+    rounds_of,
+    stats_us,
+    write_result,
+)
 
-RESULTS = Path(__file__).resolve().parent / "results" / "replicas.json"
+RESULTS = RESULTS_DIR / "replicas.json"
 ADMIN_URL = os.environ.get("AGENTTX_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 SETUPS = ("sqlite-1", "pg-1", "pg-3", "pg-3-sticky")
 CONCURRENCY = (16, 64)
@@ -93,19 +107,6 @@ LABELS = {
 
 
 # --------------------------------------------------------------------------- servers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def agenttx_command() -> list[str]:
-    script = Path(sys.executable).with_name("agenttx")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from agenttx.cli import main; main()"]
 
 
 @dataclass
@@ -134,9 +135,7 @@ def start_server(data_dir: Path, store: str | None) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTTX_")}
     log = data_dir.with_suffix(".log")
     with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [*agenttx_command(), *args], env=env, stdout=f, stderr=subprocess.STDOUT
-        )
+        proc = subprocess.Popen(agenttx_command(*args), env=env, stdout=f, stderr=subprocess.STDOUT)
     return Server(proc, address, log)
 
 
@@ -542,31 +541,25 @@ def detail_rows(res: dict[str, Any]) -> list[list[Any]]:
     return out
 
 
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+    return str(v)
+
+
 def markdown(res: dict[str, Any]) -> str:
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
-        return str(v)
-
-    def table(columns: list[str], body: list[list[Any]]) -> list[str]:
-        lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
-        return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
-
-    return "\n".join(
-        [
-            *table(COLUMNS, rows(res)),
-            "",
-            *table(DETAIL_COLUMNS, detail_rows(res)),
-            "",
-            *table(CPU_COLUMNS, cpu_rows(res)),
-        ]
+    return "\n\n".join(
+        md_table(columns, body, cell=_cell, align_right=True)
+        for columns, body in (
+            (COLUMNS, rows(res)),
+            (DETAIL_COLUMNS, detail_rows(res)),
+            (CPU_COLUMNS, cpu_rows(res)),
+        )
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run: fewer samples, 1 round")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds, best kept (default 3)")
+    ap = bench_parser((__doc__ or "").split("\n\n")[0], RESULTS)
     ap.add_argument("--steps", type=int, default=None, help="timed latency steps (500)")
     ap.add_argument(
         "--only",
@@ -574,15 +567,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=SETUPS,
         help="run only this setup (repeatable); the file keeps the other setups' results",
     )
-    ap.add_argument("--output", type=Path, default=RESULTS)
-    ap.add_argument("--markdown", action="store_true", help="print the results file as Markdown")
     ns = ap.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C: servers stopped, scratch databases dropped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    output = output_of(ns)
     if ns.markdown:
-        print(markdown(json.loads(ns.output.read_text())))
+        print(markdown(read_result(output or RESULTS)))
         return 0
-    rounds = ns.rounds or (1 if ns.quick else 3)
+    rounds = rounds_of(ns)
     steps = ns.steps or (200 if ns.quick else 500)
     out = Out()
     res: dict[str, Any] = {
@@ -592,13 +584,10 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": rounds,
         "setups": {},
     }
-    if ns.only and ns.output.exists():  # keep the other setups' results (and their machine)
-        with contextlib.suppress(ValueError):
-            old = json.loads(ns.output.read_text())
-            res["setups"] = old.get("setups", {})
-            res["earlier_runs"] = {
-                k: old["machine"] for k in old.get("setups", {}) if k not in ns.only
-            }
+    old = read_result(output) if ns.only and output is not None else {}
+    if old:  # keep the other setups' results (and their machine)
+        res["setups"] = old.get("setups", {})
+        res["earlier_runs"] = {k: old["machine"] for k in old.get("setups", {}) if k not in ns.only}
     started = time.perf_counter()
     selected = [n for n in SETUPS if n in (ns.only or SETUPS)]
     with contextlib.ExitStack() as stack:
@@ -629,16 +618,13 @@ def main(argv: list[str] | None = None) -> int:
     res["load_average_rounds"] = measured["load_average_rounds"]
     if "pg_floor_us" in measured:
         res["pg_floor_us"] = measured["pg_floor_us"]
-    res["machine"]["load_average_end"] = load_average()
-    res["machine"]["seconds_total"] = round(time.perf_counter() - started, 1)
+    finish_machine(res, started)
     out.table(
         f"gRPC step latency and throughput ({rounds} round(s), best kept)", COLUMNS, rows(res)
     )
     out.table("Where the step time goes", DETAIL_COLUMNS, detail_rows(res))
     out.table("CPU per step under load (throughput runs)", CPU_COLUMNS, cpu_rows(res))
-    ns.output.parent.mkdir(parents=True, exist_ok=True)
-    ns.output.write_text(json.dumps(res, indent=2, ensure_ascii=False) + "\n")
-    out.note(f"wrote {ns.output}")
+    write_result(out, output, res)
     return 0
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import RESULTS_DIR, Out, machine_info, write_result
 from recovery_scenarios.reference import (
     BAD_EFFECTS_TOTAL,
     CALLS,
@@ -22,7 +22,7 @@ from recovery_scenarios.reference import (
 from recovery_scenarios.runner import run_scenario
 from recovery_scenarios.scenario import QUICK_SIZES, SIZES, scenarios
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "recovery.json"
+DEFAULT_OUT = RESULTS_DIR / "recovery.json"
 
 
 async def run_all(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 "platform": platform.platform(),
                 "machine": platform.machine(),
             },
+            "measured_on": machine_info(),
             "config": {"sizes": list(sizes), "quick": args.quick},
             "methodology": {
                 "agent": "Deterministic scripted agent (no LLM); it fixes the root-cause step "
@@ -135,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             "baseline_fidelity": fidelity,
             "elapsed_s": round(elapsed, 3),
         }
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+        write_result(Out(), out, report)
     return 1 if missed or unfaithful else 0
 
 

@@ -1,0 +1,89 @@
+"""Rules of the repository that keep tests and benchmarks easy to carry on, checked on the
+files themselves: tests never import ``benchmarks``; ``benchmarks/results/`` holds one file
+per benchmark with no machine-local path; ``docs/`` cites code by name, never by line number.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+# The benchmarks that write results, each to its one file (docs/benchmarks.md).
+RESULT_FILES = {
+    "engine.json",
+    "engine_whatif.json",
+    "grpc.json",
+    "grpc-inprocess.json",
+    "hints.json",
+    "recovery.json",
+    "replicas.json",
+}
+# A directory only this machine has: the work tree, temporary files, a home directory.
+MACHINE_LOCAL = re.compile(r"(?:^|[\s\"'(=])(/work/|/tmp/|/var/folders/|/home/|/root/|/Users/)")
+# `store/sqlite.py:123`, `engine.py:12,40`, `logs.py:44–60`: a file cited by line.
+LINE_REFERENCE = re.compile(r"\b[\w/.-]+\.(?:py|proto|toml|rs):\d+")
+
+
+def python_files(*dirs: str) -> Iterator[Path]:
+    for d in dirs:
+        yield from (REPO / d).rglob("*.py")
+
+
+def imported_modules(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+
+
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_tests_never_import_benchmarks() -> None:
+    offenders = [
+        f"{path.relative_to(REPO)} imports {module}"
+        for path in python_files("tests")
+        for module in imported_modules(path)
+        if module.split(".")[0] == "benchmarks"
+    ]
+    assert not offenders
+
+
+def test_results_hold_one_file_per_benchmark() -> None:
+    assert {p.name for p in RESULTS.iterdir()} == RESULT_FILES
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_FILES))
+def test_a_result_names_no_machine_local_path(name: str) -> None:
+    data = json.loads((RESULTS / name).read_text())
+    local = sorted({s for s in strings(data) if MACHINE_LOCAL.search(s)})
+    assert not local, f"{name}: {local[:5]}"
+
+
+def test_docs_cite_code_by_name_not_by_line() -> None:
+    pages = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+    cited = [
+        f"{page.name}: {hit}"
+        for page in pages
+        if page.exists()
+        for hit in LINE_REFERENCE.findall(page.read_text())
+    ]
+    assert not cited
