@@ -56,7 +56,9 @@ from agenttx.store.contract import StepRow, TxRow, TxUpdate
 from agenttx.store.sqlite import SqliteStore
 from benchmarks.harness import (
     RESULTS_DIR,
+    AreaRule,
     Out,
+    area_of,
     bench_parser,
     best_round,
     finish_machine,
@@ -66,6 +68,7 @@ from benchmarks.harness import (
     read_result,
     rounds_of,
     run_sections,
+    sampled_self_times,
     scratch,
     short_source,
     stats_ms,
@@ -631,11 +634,8 @@ def bench_compare(quick: bool) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- profile
 
-# Self time grouped by where it is spent: (area, test on (file, function, is_builtin)); the
-# first match wins. Both profilers' names are handled: cProfile reports C functions as file "~"
-# and "<method 'execute' of 'sqlite3.Connection' objects>", pyinstrument as "<built-in>" and
-# "Connection.execute".
-_AREAS: list[tuple[str, Callable[[str, str, bool], bool]]] = [
+# Where a step's self time goes (``benchmarks.harness.area_of``); the first match wins.
+_AREAS: list[AreaRule] = [
     (
         "SQLite (C calls: execute, commit)",
         lambda f, fn, b: b and any(x in fn for x in ("sqlite3", "Connection.", "Cursor.")),
@@ -688,11 +688,7 @@ _AREAS: list[tuple[str, Callable[[str, str, bool], bool]]] = [
 
 
 def _area(filename: str, func: str) -> str:
-    builtin = filename in ("~", "<built-in>") or filename.startswith("<")
-    for name, match in _AREAS:
-        if match(filename, func, builtin):
-            return name
-    return "other"
+    return area_of(_AREAS, filename, func)
 
 
 def _areas_table(areas: dict[str, float], total: float, n: int) -> dict[str, Any]:
@@ -706,17 +702,11 @@ def _sampled_areas(frame: Any) -> tuple[dict[str, float], dict[str, float]]:
     """Self time per area and per function from a pyinstrument frame tree."""
     areas: dict[str, float] = {}
     funcs: dict[str, float] = {}
-    stack = [frame]
-    while stack:
-        f = stack.pop()
-        real = [c for c in f.children if not c.is_synthetic_leaf]
-        self_time = f.time - sum(c.time for c in real)
-        if self_time > 0 and not f.is_synthetic:
-            a = _area(f.file_path or "<built-in>", f.function or "")
-            areas[a] = areas.get(a, 0.0) + self_time
-            key = f"{short_source(f.file_path or '<built-in>')}:{f.line_no}({f.function})"
-            funcs[key] = funcs.get(key, 0.0) + self_time
-        stack.extend(real)
+    for path, line, function, self_time in sampled_self_times(frame):
+        a = _area(path, function)
+        areas[a] = areas.get(a, 0.0) + self_time
+        key = f"{short_source(path)}:{line}({function})"
+        funcs[key] = funcs.get(key, 0.0) + self_time
     return areas, funcs
 
 

@@ -84,7 +84,9 @@ from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from benchmarks.harness import (
     RESULTS_DIR,
     ROOT,
+    AreaRule,
     Out,
+    area_of,
     bench_parser,
     finish_machine,
     load_average,
@@ -93,6 +95,7 @@ from benchmarks.harness import (
     output_of,
     read_result,
     rounds_of,
+    sampled_self_times,
     scratch,
     short_source,
     stats_us,
@@ -309,7 +312,8 @@ async def serve_child(stack: str, data_dir: Path, sync_writes: bool) -> None:
 # coroutines (the server's RPC handling): their time lands in the nearest profiled caller,
 # which is the C ``Context.run`` the event loop uses to step every task.
 IDLE = "idle: waiting in epoll for the next call"
-_AREAS: list[tuple[str, Callable[[str, str, bool], bool]]] = [
+# Where a served call's loop time goes (``benchmarks.harness.area_of``); the first match wins.
+_AREAS: list[AreaRule] = [
     (
         IDLE,
         lambda f, fn, b: (b and "poll" in fn) or (f.endswith("selectors.py") and fn == "select"),
@@ -372,11 +376,7 @@ _AREAS: list[tuple[str, Callable[[str, str, bool], bool]]] = [
 
 
 def _area(filename: str, func: str) -> str:
-    builtin = filename in ("~", "<built-in>") or filename.startswith("<")
-    for name, match in _AREAS:
-        if match(filename, func, builtin):
-            return name
-    return "other"
+    return area_of(_AREAS, filename, func)
 
 
 # Per function: [self seconds, calls (cProfile only), area].
@@ -400,18 +400,11 @@ def _sampled(frame: Any) -> tuple[dict[str, float], Funcs]:
     """Self time per area and per function from a pyinstrument frame tree."""
     areas: dict[str, float] = {}
     funcs: Funcs = {}
-    stack = [frame]
-    while stack:
-        f = stack.pop()
-        real = [c for c in f.children if not c.is_synthetic_leaf]
-        self_time = f.time - sum(c.time for c in real)
-        if self_time > 0 and not f.is_synthetic:
-            path = f.file_path or "<built-in>"
-            a = _area(path, f.function or "")
-            areas[a] = areas.get(a, 0.0) + self_time
-            entry = funcs.setdefault(f"{short_source(path)}:{f.line_no}({f.function})", [0.0, 0, a])
-            entry[0] += self_time
-        stack.extend(real)
+    for path, line, function, self_time in sampled_self_times(frame):
+        a = _area(path, function)
+        areas[a] = areas.get(a, 0.0) + self_time
+        entry = funcs.setdefault(f"{short_source(path)}:{line}({function})", [0.0, 0, a])
+        entry[0] += self_time
     return areas, funcs
 
 

@@ -329,6 +329,37 @@ def top_function_rows(
     ]
 
 
+# --------------------------------------------------------------------------- profiles
+
+# Self time grouped by where it is spent: (area, test on (file, function, is_builtin)); a
+# script keeps its own table for its workload, and the first match wins. Both profilers'
+# names are handled: cProfile reports C functions as file "~" and "<method 'execute' of
+# 'sqlite3.Connection' objects>", pyinstrument as "<built-in>" and "Connection.execute".
+AreaRule = tuple[str, Callable[[str, str, bool], bool]]
+
+
+def area_of(rules: Sequence[AreaRule], filename: str, func: str) -> str:
+    """The first area of ``rules`` a profiled function belongs to, else ``other``."""
+    builtin = filename in ("~", "<built-in>") or filename.startswith("<")
+    for name, match in rules:
+        if match(filename, func, builtin):
+            return name
+    return "other"
+
+
+def sampled_self_times(root: Any) -> Iterator[tuple[str, int, str, float]]:
+    """(file, line, function, self seconds) of every real frame in a pyinstrument tree: its
+    time minus its real children's."""
+    stack = [root]
+    while stack:
+        f = stack.pop()
+        real = [c for c in f.children if not c.is_synthetic_leaf]
+        self_time = f.time - sum(c.time for c in real)
+        if self_time > 0 and not f.is_synthetic:
+            yield f.file_path or "<built-in>", f.line_no, f.function or "", self_time
+        stack.extend(real)
+
+
 # --------------------------------------------------------------------------- runs and results
 
 
