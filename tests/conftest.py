@@ -1,7 +1,8 @@
 """Shared fixtures: every test gets its own store, sandbox and outbox under ``tmp_path``.
 
 Engine-level tests run on every store backend, as the store contract does
-(``store_contract.py``): a test that asks for ``engine`` or ``open_engine`` runs twice,
+(``store_contract.py``): a test that asks for ``engine``, ``open_engine`` or ``store_url``
+runs twice,
 ``[sqlite]`` on a SQLite file under ``tmp_path`` and ``[postgres]`` on a fresh PostgreSQL
 database (``pg.py``; required under ``CI=true``, else a visible skip). All engines a test
 opens share its one store, so a test that closes an engine and opens another sees the same
@@ -12,14 +13,14 @@ that picks its stores itself (``url=``) says so with a marker, on the test or th
 
     pytestmark = pytest.mark.stores("sqlite")
 
-``stores(*names)`` lists the backends ``engine``/``open_engine`` run it on (default: all of
-``STORES``). A ``[postgres]`` test also carries the ``postgres`` marker, so
+``stores(*names)`` lists the backends ``engine``/``open_engine``/``store_url`` run it on
+(default: all of ``STORES``). A ``[postgres]`` test also carries the ``postgres`` marker, so
 ``-m "not postgres"`` leaves only SQLite.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,36 +88,37 @@ def store_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def open_engine(store_backend: str, tmp_path: Path) -> AsyncIterator[Any]:
-    """A factory: ``await open_engine(**kwargs)`` opens an engine on this test's store (or on
-    ``url=`` if given); every engine opened is closed at the end, then a PostgreSQL database
-    made for the test is dropped."""
-    engines: list[agenttx.Engine] = []
-    databases: list[str] = []
+def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
+    """This test's store: a SQLite file under ``tmp_path``, or a new PostgreSQL database
+    dropped after the test (after every engine on it was closed)."""
+    if store_backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'agenttx.db'}"
+        return
+    require_postgres()
+    name = create_database()
+    try:
+        yield url_for(name)
+    finally:
+        drop_database(name)
 
-    def store_url() -> str:
-        if store_backend == "sqlite":
-            return f"sqlite:///{tmp_path / 'agenttx.db'}"
-        if not databases:  # made on first use: one database for every engine of the test
-            require_postgres()
-            databases.append(create_database())
-        return url_for(databases[0])
+
+@pytest.fixture
+async def open_engine(store_url: str, tmp_path: Path) -> AsyncIterator[Any]:
+    """A factory: ``await open_engine(**kwargs)`` opens an engine on this test's store (or on
+    ``url=`` if given); every engine opened is closed at the end."""
+    engines: list[agenttx.Engine] = []
 
     async def factory(**kwargs: Any) -> agenttx.Engine:
         kwargs.setdefault("fs_root", tmp_path / "files")
         kwargs.setdefault("outbox_path", tmp_path / "outbox.jsonl")
-        url = kwargs.pop("url", None) or store_url()
+        url = kwargs.pop("url", None) or store_url
         engine = await agenttx.Engine.open(url, **kwargs)
         engines.append(engine)
         return engine
 
-    try:
-        yield factory
-    finally:
-        for engine in engines:
-            await engine.close()
-        for name in databases:
-            drop_database(name)
+    yield factory
+    for engine in engines:
+        await engine.close()
 
 
 @pytest.fixture

@@ -71,14 +71,15 @@ async def uncertain(ctx: agenttx.ToolContext) -> None:
 TOOLS = [count, fatal, uncertain]
 
 
-def client_server(tmp_path: Path, port: int = 0) -> ServerThread:
-    """A server with this module's tools (not started)."""
-    return ServerThread(tmp_path, port, tools=TOOLS)
+def client_server(tmp_path: Path, url: str, port: int = 0) -> ServerThread:
+    """A server with this module's tools on the store at ``url`` (not started)."""
+    return ServerThread(tmp_path, port, tools=TOOLS, url=url)
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerThread]:
-    s = client_server(tmp_path).start()
+def server(tmp_path: Path, store_url: str) -> Iterator[ServerThread]:
+    CALLS.clear()  # test.count counts per test: each store's run starts from zero
+    s = client_server(tmp_path, store_url).start()
     yield s
     s.stop()
 
@@ -455,8 +456,10 @@ def test_the_helper_resends_the_request_id_after_server_unavailable(
     assert CALLS["lost-always"] == 2
 
 
-def test_a_client_started_before_the_server_retries_until_it_listens(tmp_path: Path) -> None:
-    late = client_server(tmp_path, port=free_port())
+def test_a_client_started_before_the_server_retries_until_it_listens(
+    tmp_path: Path, store_url: str
+) -> None:
+    late = client_server(tmp_path, store_url, port=free_port())
     timer = threading.Timer(0.3, late.start)
     timer.start()
     try:
@@ -600,8 +603,8 @@ async def test_async_retry_resends_the_same_request_id(server: ServerThread) -> 
     assert len(set(lose.request_ids)) == 1
 
 
-async def test_async_client_started_before_the_server(tmp_path: Path) -> None:
-    late = client_server(tmp_path, port=free_port())
+async def test_async_client_started_before_the_server(tmp_path: Path, store_url: str) -> None:
+    late = client_server(tmp_path, store_url, port=free_port())
     timer = threading.Timer(0.3, late.start)
     timer.start()
     try:
