@@ -27,7 +27,13 @@ from typing import Any
 import pytest
 
 import agenttx
-from pg import create_database, drop_database, require_postgres, url_for
+from pg import (
+    create_database,
+    drop_database,
+    pg_url,  # noqa: F401 - a fixture every test may ask for: a new PG database
+    require_postgres,
+    url_for,
+)
 
 STORES = ("sqlite", "postgres")
 

@@ -20,7 +20,6 @@ import pytest
 import agenttx
 from agenttx import StepStatus, TxStatus
 from agenttx.effects import Effect
-from pg import create_database, drop_database, require_postgres, url_for
 
 pytestmark = pytest.mark.postgres
 
@@ -48,13 +47,9 @@ async def slow_state(ctx: agenttx.ToolContext, key: str) -> str:
 
 
 @pytest.fixture
-async def database() -> AsyncIterator[str]:
-    require_postgres()
-    name = create_database()
-    try:
-        yield url_for(name)
-    finally:
-        drop_database(name)
+def database(pg_url: str) -> str:
+    """A new PostgreSQL database for the test's replicas (``pg.pg_url``)."""
+    return pg_url
 
 
 @pytest.fixture
