@@ -19,11 +19,11 @@ from click.testing import CliRunner
 
 import agenttx
 from agenttx.api import history
-from agenttx.api.grpc_server import build_server
 from agenttx.cli import main
 from agenttx.client import AgentTxClient, AsyncAgentTxClient
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from server_process import serving
 
 LIMIT = 4 * 1024 * 1024
 VALUE_BYTES = 700 * 1024  # each kv.put carries it in its arguments and again in its output
@@ -51,11 +51,8 @@ async def _big_history(engine: agenttx.Engine, steps: int, reasoning_bytes: int 
 
 @pytest.fixture
 async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
-    server = build_server(engine)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield f"127.0.0.1:{port}"
-    await server.stop(None)
+    async with serving(engine) as address:
+        yield address
 
 
 async def _get(target: str, tx: str) -> pb.GetTransactionResponse:

@@ -11,10 +11,10 @@ import pytest
 from pydantic import BaseModel
 
 import agenttx
-from agenttx.api.grpc_server import build_server
 from agenttx.client import AsyncAgentTxClient
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from server_process import serving
 
 
 class Invoice(TypedDict):
@@ -155,11 +155,8 @@ def test_built_in_tools_declare_their_outputs() -> None:
 @pytest.fixture
 async def target(open_engine: Any) -> AsyncIterator[str]:
     engine = await open_engine(tools=USER_TOOLS)
-    server = build_server(engine)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield f"127.0.0.1:{port}"
-    await server.stop(None)
+    async with serving(engine) as address:
+        yield address
 
 
 async def test_list_tools_sends_the_output_schemas_over_grpc(target: str) -> None:

@@ -20,11 +20,11 @@ import grpc
 import pytest
 
 import agenttx
-from agenttx.api.grpc_server import build_server
 from agenttx.client import AgentTxClient, AsyncAgentTxClient, RollbackTriggered
 from agenttx.types import ACCEPT_STRATEGIES_METADATA, StepStatus, Strategy
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from server_process import serving
 
 REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
 GOOD = json.dumps({"key": "k", "value": 1})
@@ -68,11 +68,8 @@ print(json.dumps(seen))
 
 @pytest.fixture
 async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
-    server = build_server(engine)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield f"127.0.0.1:{port}"
-    await server.stop(None)
+    async with serving(engine) as address:
+        yield address
 
 
 async def test_a_reference_client_gets_local_backtrack_in_place_of_retry(
