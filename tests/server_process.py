@@ -172,10 +172,13 @@ def start_server(
 
 
 @asynccontextmanager
-async def serving(engine: agenttx.Engine, port: int = 0) -> AsyncIterator[str]:
-    """``engine``'s gRPC server (health SERVING) on the running loop; yields its target.
-    The server is stopped on exit; the engine stays the caller's to close."""
-    server = build_server(engine)
+async def serving(
+    engine: agenttx.Engine, port: int = 0, *, interceptors: Sequence[Any] = ()
+) -> AsyncIterator[str]:
+    """``engine``'s gRPC server (health SERVING) on the running loop, with these server
+    ``interceptors`` (e.g. the metrics ``CallObserver``); yields its target. The server is
+    stopped on exit; the engine stays the caller's to close."""
+    server = build_server(engine, interceptors=interceptors)
     bound = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     try:

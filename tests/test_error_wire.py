@@ -7,6 +7,7 @@ error from — so rewording a message changes nothing the client recovers. Also 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -19,13 +20,13 @@ import pytest
 
 import agenttx
 from agenttx import errors
-from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver
 from agenttx.client import AsyncAgentTxClient, RetryPolicy, TransactionAborted, error_from_status
 from agenttx.core.hints import REFERENCE_CATEGORIES, REFERENCE_CATEGORY, Category
 from agenttx.errors import FIELDS_KEY, MAX_FIELDS_BYTES, REASON_KEY, to_metadata
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from server_process import serving
 
 Code = grpc.StatusCode
 
@@ -57,26 +58,19 @@ class Served:
 
 @pytest.fixture
 async def serve(open_engine: Any) -> AsyncIterator[Callable[..., Awaitable[Served]]]:
-    servers: list[Any] = []
-    served: list[Served] = []
+    async with contextlib.AsyncExitStack() as servers:
+        served: list[Served] = []
 
-    async def factory(**kwargs: Any) -> Served:
-        engine = await open_engine(**kwargs)
-        server = build_server(engine)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        await mark_serving(server)
-        servers.append(server)
-        s = Served(engine, f"127.0.0.1:{port}")
-        served.append(s)
-        return s
+        async def factory(**kwargs: Any) -> Served:
+            engine = await open_engine(**kwargs)
+            s = Served(engine, await servers.enter_async_context(serving(engine)))
+            served.append(s)
+            return s
 
-    yield factory
-    for s in served:
-        await s.client.close()
-        await s.channel.close()
-    for server in servers:
-        await server.stop(None)
+        yield factory
+        for s in served:
+            await s.client.close()
+            await s.channel.close()
 
 
 @pytest.fixture
@@ -523,23 +517,20 @@ async def test_the_call_log_keeps_our_finer_category(
     open_engine: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = await open_engine()
-    server = build_server(engine, interceptors=[CallObserver()])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pb_grpc.AgentTxServiceStub(channel)
-            tx = (await stub.BeginTransaction(pb.BeginTransactionRequest())).transaction_id
-            with caplog.at_level(logging.INFO, logger="agenttx.rpc"):
-                await stub.ExecuteStep(
-                    pb.ExecuteStepRequest(
-                        transaction_id=tx,
-                        step_id=1,
-                        tool_name="kv.get",
-                        arguments_json=json.dumps({"key": "missing"}),
-                    )
+    async with (
+        serving(engine, interceptors=[CallObserver()]) as target,
+        grpc.aio.insecure_channel(target) as channel,
+    ):
+        stub = pb_grpc.AgentTxServiceStub(channel)
+        tx = (await stub.BeginTransaction(pb.BeginTransactionRequest())).transaction_id
+        with caplog.at_level(logging.INFO, logger="agenttx.rpc"):
+            await stub.ExecuteStep(
+                pb.ExecuteStepRequest(
+                    transaction_id=tx,
+                    step_id=1,
+                    tool_name="kv.get",
+                    arguments_json=json.dumps({"key": "missing"}),
                 )
-    finally:
-        await server.stop(None)
+            )
     [record] = [r for r in caplog.records if r.getMessage().startswith("ExecuteStep")]
     assert record.__dict__["error_category"] == "not_found"
