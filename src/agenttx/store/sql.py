@@ -1,17 +1,31 @@
-"""SQL shared by the relational stores: column lists, row mapping and filter building.
+"""The SQL of the relational stores, written once: the schema, every shared statement, and the
+mapping between rows and the contract's dataclasses.
 
-Each backend keeps only what its dialect needs (placeholders, locking, upserts); everything
-both write the same way lives here, so the two stores cannot drift apart.
+Dialect rules every statement here keeps, so both stores run it as written:
+
+- Placeholders are ``?``; the PostgreSQL store renders them as ``%s`` before psycopg sees the
+  text. So no statement here may hold a literal ``?`` or ``%``.
+- Types use PostgreSQL's names. SQLite maps each to the same storage by its affinity rules
+  (``BIGINT`` → integer, ``DOUBLE PRECISION`` → real, ``BOOLEAN`` → 0/1), which is why the
+  two schemas differ only in the two slots of ``schema``.
+- Booleans are compared with ``TRUE``/``FALSE`` (SQLite reads them as 1/0).
+- Upserts are ``ON CONFLICT … DO …`` and new rows come back with ``RETURNING``; both stores'
+  engines have them (SQLite since 3.35).
+
+What one dialect needs and the other lacks (PostgreSQL's ``kv_head`` lock rows, ``SKIP
+LOCKED``, ``NOTIFY``, a step written in one statement) stays in that dialect's module.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
 
+from agenttx.errors import RevisionConflict
 from agenttx.jsontext import compact
-from agenttx.store.contract import OutboxRow, StepRow, TxRow, UndoRow
+from agenttx.store.contract import OutboxRow, StepRow, StoredReply, TxRow, TxUpdate, UndoRow
 
 TX_COLS = (
     "id, tenant, agent_id, status, revision, next_step_id, snapshot, isolation, body, "
@@ -29,12 +43,229 @@ UNDO_COLS = (
     "id, tx_id, step_id, handler, args, idempotency_key, status, attempts, last_error, created_at"
 )
 REQUEST_COLS = "request_id, method, payload_hash, reply, created_at"
-TERMINAL_STATUSES = ("COMMITTED", "ROLLED_BACK", "FAILED")
 OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 
+# The schema's shape, recorded by each store (SQLite ``user_version``, PostgreSQL
+# ``agenttx_schema``); a store newer than this code is refused. 1: the first schema;
+# 2: the ``transactions_by_age`` index (listings oldest first). A SQLite file left at 2 by the
+# withdrawn one-statement step write opens too: its extra view is never used.
+SCHEMA_VERSION = 2
 
-def dumps(obj: Any) -> str:
-    return compact(obj)
+
+def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
+    """The tables and indexes, each statement safe to run again (``IF NOT EXISTS``).
+
+    ``serial_key`` is an auto-numbered 64-bit primary key (SQLite ``INTEGER PRIMARY KEY``,
+    PostgreSQL ``BIGSERIAL PRIMARY KEY``); ``clustered`` ends a table stored in its primary
+    key's order (SQLite ``WITHOUT ROWID``; PostgreSQL has no such clause)."""
+    return (
+        "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+        "INSERT INTO meta VALUES ('commit_seq', 0) ON CONFLICT DO NOTHING",
+        """CREATE TABLE IF NOT EXISTS transactions (
+          id TEXT PRIMARY KEY, tenant TEXT NOT NULL, agent_id TEXT NOT NULL,
+          status TEXT NOT NULL, revision BIGINT NOT NULL, next_step_id INTEGER NOT NULL,
+          snapshot BIGINT NOT NULL, isolation TEXT NOT NULL, body TEXT NOT NULL,
+          created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+          last_activity_at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS transactions_status ON transactions (status, last_activity_at)",
+        # Listings go oldest first and continue from the last row a page ended on.
+        "CREATE INDEX IF NOT EXISTS transactions_by_age ON transactions (created_at, id)",
+        f"""CREATE TABLE IF NOT EXISTS steps (
+          tx_id TEXT NOT NULL, seq INTEGER NOT NULL, step_id INTEGER NOT NULL,
+          attempt INTEGER NOT NULL, epoch INTEGER NOT NULL, tool TEXT NOT NULL,
+          effect TEXT NOT NULL, status TEXT NOT NULL, live BOOLEAN NOT NULL,
+          arguments TEXT NOT NULL, output TEXT NOT NULL, raw_context TEXT NOT NULL,
+          detail TEXT NOT NULL, started_at DOUBLE PRECISION NOT NULL,
+          finished_at DOUBLE PRECISION NOT NULL, lease_owner TEXT NOT NULL,
+          lease_until DOUBLE PRECISION NOT NULL,
+          PRIMARY KEY (tx_id, seq)){clustered}""",
+        "CREATE INDEX IF NOT EXISTS steps_by_step ON steps (tx_id, step_id)",
+        f"""CREATE TABLE IF NOT EXISTS undo (
+          id {serial_key}, tx_id TEXT NOT NULL, step_id INTEGER NOT NULL,
+          handler TEXT NOT NULL, args TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+          status TEXT NOT NULL, attempts INTEGER NOT NULL, last_error TEXT NOT NULL,
+          created_at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS undo_by_step ON undo (tx_id, step_id)",
+        f"""CREATE TABLE IF NOT EXISTS outbox (
+          id {serial_key}, tenant TEXT NOT NULL, tx_id TEXT NOT NULL,
+          step_id INTEGER NOT NULL, channel TEXT NOT NULL, payload TEXT NOT NULL,
+          idempotency_key TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+          next_attempt_at DOUBLE PRECISION NOT NULL, last_error TEXT NOT NULL,
+          created_at DOUBLE PRECISION NOT NULL, delivered_at DOUBLE PRECISION NOT NULL,
+          lease_until DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, next_attempt_at)",
+        "CREATE INDEX IF NOT EXISTS outbox_by_tx ON outbox (tx_id)",
+        f"""CREATE TABLE IF NOT EXISTS requests (
+          tenant TEXT NOT NULL, request_id TEXT NOT NULL, method TEXT NOT NULL,
+          payload_hash TEXT NOT NULL, reply TEXT NOT NULL,
+          created_at DOUBLE PRECISION NOT NULL,
+          PRIMARY KEY (tenant, request_id)){clustered}""",
+        "CREATE INDEX IF NOT EXISTS requests_by_age ON requests (created_at)",
+        f"""CREATE TABLE IF NOT EXISTS kv (
+          tenant TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
+          PRIMARY KEY (tenant, key, version)){clustered}""",
+    )
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+# The snapshot is the commit counter as the row is written: one statement, so they agree.
+INSERT_TX = (
+    f"INSERT INTO transactions ({TX_COLS}) VALUES (?,?,?,?,?,?,"
+    "(SELECT value FROM meta WHERE name = 'commit_seq'),?,?,?,?,?) RETURNING snapshot"
+)
+SELECT_TX = f"SELECT {TX_COLS} FROM transactions WHERE id = ?"
+TX_STATE = "SELECT revision, status FROM transactions WHERE id = ?"
+TX_EXISTS = "SELECT 1 FROM transactions WHERE id = ?"
+# A listing continues after the row a page ended on: its position (created_at, id) never
+# changes, so the id alone is a cursor that neither repeats nor skips a row.
+AFTER_TX = "(created_at, id) > (SELECT created_at, id FROM transactions WHERE id = ?)"
+LIST_TX_ORDER = "ORDER BY created_at, id LIMIT ?"
+OLDEST_OPEN_SNAPSHOT = (
+    "SELECT min(snapshot) FROM transactions "
+    "WHERE status NOT IN ('COMMITTED', 'ROLLED_BACK', 'FAILED')"
+)
+
+
+@functools.cache
+def cas_sql(with_body: bool, touch: bool, status_test: str) -> str:
+    """The compare-and-set UPDATE for one shape of ``TxUpdate`` (it affects one row iff it
+    applies). Built once per shape: a form of it runs on every step."""
+    sets = "status = ?, revision = ?, next_step_id = ?, updated_at = ?"
+    if with_body:
+        sets += ", body = ?"
+    if touch:
+        sets += ", last_activity_at = ?"
+    return f"UPDATE transactions SET {sets} WHERE id = ? AND revision = ? AND {status_test}"
+
+
+def cas_params(u: TxUpdate, statuses: Sequence[Any]) -> list[Any]:
+    """The parameters of ``cas_sql`` for ``u``; ``statuses`` as the dialect passes a list."""
+    params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
+    if u.body is not None:
+        params.append(compact(u.body))
+    if u.touch_activity:
+        params.append(u.now)
+    params.append(u.tx_id)
+    params.append(u.expected_revision)
+    params.extend(statuses)
+    return params
+
+
+def revision_conflict(u: TxUpdate, found: Sequence[Any] | None) -> RevisionConflict:
+    """The error for a compare-and-set that did not apply; ``found`` is the row's
+    ``TX_STATE`` as it is now (None if the row is gone)."""
+    if found is None:
+        return RevisionConflict(f"transaction {u.tx_id} no longer exists")
+    return RevisionConflict(
+        f"transaction {u.tx_id} changed concurrently (revision {found[0]}, status {found[1]}; "
+        f"expected revision {u.expected_revision} in {'/'.join(u.from_statuses)})"
+    )
+
+
+# -- steps, undo log --------------------------------------------------------------------------
+
+STEP_MARKS = ",".join("?" * 17)
+# The same seq replaces the attempt (RUNNING becomes its final row); what identifies the
+# attempt (step, attempt, epoch, tool, start) stays as first written.
+STEP_UPSERT = (
+    "ON CONFLICT (tx_id, seq) DO UPDATE SET status = excluded.status, live = excluded.live, "
+    "arguments = excluded.arguments, output = excluded.output, detail = excluded.detail, "
+    "finished_at = excluded.finished_at, lease_owner = excluded.lease_owner, "
+    "lease_until = excluded.lease_until"
+)
+UPSERT_STEP = f"INSERT INTO steps ({STEP_COLS}) VALUES ({STEP_MARKS}) {STEP_UPSERT}"
+LOAD_STEPS = f"SELECT {STEP_COLS} FROM steps WHERE tx_id = ? AND seq > ? ORDER BY seq"
+LOAD_LIVE_STEPS = (
+    f"SELECT {STEP_COLS} FROM steps WHERE tx_id = ? AND seq > ? AND live = TRUE ORDER BY seq"
+)
+UNLIVE_STEPS = "UPDATE steps SET live = FALSE WHERE tx_id = ? AND step_id >= ? AND live = TRUE"
+
+LOAD_UNDO = f"SELECT {UNDO_COLS} FROM undo WHERE tx_id = ? ORDER BY id"
+INSERT_UNDO = (
+    "INSERT INTO undo (tx_id, step_id, handler, args, idempotency_key, status, attempts, "
+    "last_error, created_at) VALUES (?,?,?,?,?,?,?,?,?) RETURNING id"
+)
+SET_UNDO_STATUS = "UPDATE undo SET status = ?, attempts = ?, last_error = ? WHERE id = ?"
+DROP_DONE_UNDO = "DELETE FROM undo WHERE tx_id = ? AND step_id >= ? AND status = 'done'"
+DROP_UNDO = "DELETE FROM undo WHERE tx_id = ?"
+
+# -- managed state and commit -----------------------------------------------------------------
+
+# The commit counter's row: a commit that publishes writes takes the next number here.
+NEXT_VERSION = "UPDATE meta SET value = value + 1 WHERE name = 'commit_seq' RETURNING value"
+CURRENT_VERSION = "SELECT value FROM meta WHERE name = 'commit_seq'"
+INSERT_KV = "INSERT INTO kv (tenant, key, version, value) VALUES (?,?,?,?)"
+READ_STATE = (
+    "SELECT value, version FROM kv WHERE tenant = ? AND key = ? ORDER BY version DESC LIMIT 1"
+)
+READ_STATE_AT = (
+    "SELECT value, version FROM kv WHERE tenant = ? AND key = ? AND version <= ? "
+    "ORDER BY version DESC LIMIT 1"
+)
+# Keep, per key, every version above the horizon and the newest one at or below it (what a
+# snapshot at the horizon reads); older ones are invisible to everyone.
+PRUNE_VERSIONS = (
+    "DELETE FROM kv WHERE version < (SELECT max(k2.version) FROM kv k2 "
+    "WHERE k2.tenant = kv.tenant AND k2.key = kv.key AND k2.version <= ?)"
+)
+
+# -- outbox -------------------------------------------------------------------------------------
+
+INSERT_OUTBOX = (
+    "INSERT INTO outbox (tenant, tx_id, step_id, channel, payload, idempotency_key, status, "
+    "attempts, next_attempt_at, last_error, created_at, delivered_at, lease_until) "
+    f"VALUES (?,?,?,?,?,?,?,0,?,'',?,0,?) RETURNING {OUTBOX_COLS}"
+)
+OUTBOX_DUE = (
+    "((status = 'pending' AND next_attempt_at <= ?) "
+    "OR (status = 'delivering' AND lease_until <= ?))"
+)
+
+
+def claim_outbox_sql(due: str, row_lock: str) -> str:
+    """Lease the due rows ``due`` selects; ``row_lock`` is how the dialect keeps two
+    claimers off one row (SQLite: nothing, its writer is alone)."""
+    return (
+        f"UPDATE outbox SET status = 'delivering', lease_until = ? WHERE id IN "
+        f"(SELECT id FROM outbox WHERE {due} ORDER BY id LIMIT ?{row_lock}) "
+        f"RETURNING {OUTBOX_COLS}"
+    )
+
+
+SETTLE_OUTBOX = (
+    "UPDATE outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, "
+    "delivered_at = ?, lease_until = 0 WHERE id = ?"
+)
+RELEASE_CLAIMS = (
+    "UPDATE outbox SET status = 'pending', lease_until = 0, next_attempt_at = ? "
+    "WHERE status = 'delivering'"
+)
+REQUEUE_OUTBOX = (
+    "UPDATE outbox SET status = 'pending', next_attempt_at = ?, attempts = 0 "
+    "WHERE id = ? AND status = 'dead'"
+)
+OUTBOX_COUNTS = "SELECT status, count(*) FROM outbox GROUP BY status"
+
+# -- request idempotency --------------------------------------------------------------------
+
+# The first reply stored wins; RETURNING yields nothing if another was there.
+INSERT_REQUEST = (
+    f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?) "
+    "ON CONFLICT DO NOTHING RETURNING request_id"
+)
+GET_REQUEST = f"SELECT {REQUEST_COLS} FROM requests WHERE tenant = ? AND request_id = ?"
+PRUNE_REQUESTS = "DELETE FROM requests WHERE created_at < ?"
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+def tx_values(t: TxRow) -> tuple[Any, ...]:
+    """``INSERT_TX``'s parameters (the snapshot comes from the database)."""
+    return (
+        t.id, t.tenant, t.agent_id, t.status, t.revision, t.next_step_id, t.isolation,
+        compact(t.body), t.created_at, t.updated_at, t.last_activity_at,
+    )  # fmt: skip
 
 
 def tx_row(r: Sequence[Any]) -> TxRow:
@@ -51,9 +282,21 @@ def step_row(r: Sequence[Any]) -> StepRow:
 def step_values(s: StepRow) -> tuple[Any, ...]:
     return (
         s.tx_id, s.seq, s.step_id, s.attempt, s.epoch, s.tool, s.effect, s.status, s.live,
-        s.arguments_json, s.output_json, s.raw_context, dumps(s.detail), s.started_at,
+        s.arguments_json, s.output_json, s.raw_context, compact(s.detail), s.started_at,
         s.finished_at, s.lease_owner, s.lease_until,
     )  # fmt: skip
+
+
+def undo_values(u: UndoRow) -> tuple[Any, ...]:
+    """``INSERT_UNDO``'s parameters (the id comes from the database)."""
+    return (
+        u.tx_id, u.step_id, u.handler, u.args_json, u.idempotency_key, u.status, u.attempts,
+        u.last_error, u.created_at,
+    )  # fmt: skip
+
+
+def request_values(tenant: str, r: StoredReply) -> tuple[Any, ...]:
+    return (tenant, r.request_id, r.method, r.payload_hash, r.reply_json, r.created_at)
 
 
 def outbox_row(r: Sequence[Any]) -> OutboxRow:
@@ -62,52 +305,6 @@ def outbox_row(r: Sequence[Any]) -> OutboxRow:
 
 def undo_row(r: Sequence[Any]) -> UndoRow:
     return UndoRow(*r)
-
-
-def in_list(column: str, values: Sequence[Any] | range, mark: str) -> str:
-    """``column IN (…)`` with one placeholder per value (both drivers accept this form)."""
-    return f"{column} IN ({','.join([mark] * len(values))})"
-
-
-def transaction_filters(
-    mark: str,
-    *,
-    statuses: Sequence[str],
-    agent_id: str | None,
-    tenant: str | None,
-    idle_before: float | None,
-    after_id: str,
-) -> tuple[str, list[Any]]:
-    """The WHERE clause (and its parameters) of ``Store.list_transactions``."""
-    where: list[str] = [f"id > {mark}"]
-    params: list[Any] = [after_id]
-    if statuses:
-        where.append(in_list("status", statuses, mark))
-        params.extend(statuses)
-    if agent_id is not None:
-        where.append(f"agent_id = {mark}")
-        params.append(agent_id)
-    if tenant is not None:
-        where.append(f"tenant = {mark}")
-        params.append(tenant)
-    if idle_before is not None:
-        where.append(f"last_activity_at < {mark}")
-        params.append(idle_before)
-    return " AND ".join(where), params
-
-
-def outbox_filters(
-    mark: str, *, statuses: Sequence[str], tx_id: str | None
-) -> tuple[str, list[Any]]:
-    where: list[str] = ["1 = 1"]
-    params: list[Any] = []
-    if statuses:
-        where.append(in_list("status", statuses, mark))
-        params.extend(statuses)
-    if tx_id is not None:
-        where.append(f"tx_id = {mark}")
-        params.append(tx_id)
-    return " AND ".join(where), params
 
 
 def outbox_counts(rows: Sequence[Sequence[Any]]) -> dict[str, int]:

@@ -1,0 +1,345 @@
+"""The relational store, written once: every contract method both SQL dialects share.
+
+``SqlStore`` holds the method bodies; a dialect (``SqliteStore``, ``PostgresStore``) is a
+subclass that supplies only what really differs, as the abstract methods below:
+
+- the **unit of work**: ``_rows`` (a read), ``_execute`` (one write statement, its own
+  transaction) and ``_atomic`` (several statements as one transaction). SQLite runs writes on
+  its group-commit writer; PostgreSQL on pooled autocommit connections, with an explicit
+  transaction only inside ``_atomic``;
+- **lists of values** in a statement (``_in``, ``_in_params``): ``IN (?, …)`` or ``= ANY(?)``;
+- **commit's version check**: how the written keys' versions are read and locked
+  (``_latest_versions_on``, ``_publish_versions_on``) and who hears of new effects
+  (``_effects_queued_on``);
+- the **step write** (``start_step``/``finish_step``), the hot path, in the dialect's fastest
+  shape; and opening, migrating and closing.
+
+A multi-statement unit is an ``async`` function of a ``Connection``; a method that runs on a
+caller's connection ends in ``_on``. SQLite's connection answers without suspending, so its
+writer thread drives such a unit to its end with no event loop (``sqlite.py``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from agenttx.errors import InvalidArgument
+from agenttx.store import sql
+from agenttx.store.contract import (
+    CommitOutcome,
+    CommitPlan,
+    OutboxRow,
+    StepRow,
+    Store,
+    StoredReply,
+    TxRow,
+    TxUpdate,
+    UndoRow,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a write statement did: rows it affected, and rows it returned (``RETURNING``)."""
+
+    rowcount: int
+    rows: list[Sequence[Any]]
+
+
+class Connection(Protocol):
+    """One database connection inside a unit of work (``SqlStore._atomic``)."""
+
+    async def execute(self, query: str, params: Sequence[Any] = ()) -> Result: ...
+
+    async def execute_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+class SqlStore(Store):
+    """The ``Store`` contract over SQL; see the module docstring for what a dialect adds."""
+
+    # Appended to the claim query's row selection so two claimers never lease one row.
+    CLAIM_ROW_LOCK: ClassVar[str]
+
+    # -- the dialect's unit of work ---------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
+        """Run a read; its rows. A driver error is raised as ``InternalError``."""
+
+    @abc.abstractmethod
+    async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
+        """Run one write statement as its own transaction, durable before it returns."""
+
+    @abc.abstractmethod
+    async def _atomic(self, unit: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run ``unit`` as one transaction: committed if it returns, rolled back if it raises
+        (its exception propagates; a driver error as ``InternalError``)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _in(column: str, n: int) -> str:
+        """A test that ``column`` is one of ``n`` (≥ 1) values passed as ``_in_params``."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _in_params(values: Sequence[Any]) -> Sequence[Any]:
+        """``values`` as the parameters of ``_in``."""
+
+    @abc.abstractmethod
+    async def _latest_versions_on(
+        self, conn: Connection, tenant: str, checked: Sequence[str], written: Sequence[str]
+    ) -> dict[str, int]:
+        """Inside a commit: the newest committed version of each checked key (absent: never
+        written), held so that no other commit changes them before this one ends."""
+
+    @abc.abstractmethod
+    async def _publish_versions_on(
+        self, conn: Connection, tenant: str, keys: Sequence[str], version: int
+    ) -> None:
+        """Inside a commit, after the ``kv`` rows of ``version`` went in: whatever else
+        records ``keys``' newest version."""
+
+    @abc.abstractmethod
+    async def _effects_queued_on(self, conn: Connection) -> None:
+        """Inside a commit that queued ``pending`` effects: wake dispatchers elsewhere."""
+
+    # -- shared pieces --------------------------------------------------------------------
+
+    def _cas(self, u: TxUpdate) -> tuple[str, list[Any]]:
+        """The compare-and-set statement of ``u`` and its parameters."""
+        test = self._in("status", len(u.from_statuses))
+        query = sql.cas_sql(u.body is not None, u.touch_activity, test)
+        return query, sql.cas_params(u, self._in_params(u.from_statuses))
+
+    async def _cas_on(self, conn: Connection, u: TxUpdate) -> int:
+        """CAS the transaction on the caller's connection; the new revision, or
+        ``RevisionConflict`` (which rolls the caller's unit back)."""
+        query, params = self._cas(u)
+        if (await conn.execute(query, params)).rowcount != 1:
+            found = (await conn.execute(sql.TX_STATE, (u.tx_id,))).rows
+            raise sql.revision_conflict(u, found[0] if found else None)
+        return u.expected_revision + 1
+
+    # -- transactions -------------------------------------------------------------------------
+
+    async def create_transaction(self, row: TxRow) -> TxRow:
+        got = await self._execute(sql.INSERT_TX, sql.tx_values(row))
+        row.snapshot = int(got.rows[0][0])
+        return row
+
+    async def get_transaction(self, tx_id: str) -> TxRow | None:
+        rows = await self._rows(sql.SELECT_TX, (tx_id,))
+        return sql.tx_row(rows[0]) if rows else None
+
+    async def list_transactions(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        agent_id: str | None = None,
+        tenant: str | None = None,
+        idle_before: float | None = None,
+        limit: int = 100,
+        after_id: str = "",
+    ) -> list[TxRow]:
+        where: list[str] = []
+        params: list[Any] = []
+        if after_id:
+            where.append(sql.AFTER_TX)
+            params.append(after_id)
+        if statuses:
+            where.append(self._in("status", len(statuses)))
+            params.extend(self._in_params(statuses))
+        for test, value in (
+            ("agent_id = ?", agent_id),
+            ("tenant = ?", tenant),
+            ("last_activity_at < ?", idle_before),
+        ):
+            if value is not None:
+                where.append(test)
+                params.append(value)
+        condition = " AND ".join(where) if where else "TRUE"
+        query = f"SELECT {sql.TX_COLS} FROM transactions WHERE {condition} {sql.LIST_TX_ORDER}"
+        rows = [sql.tx_row(r) for r in await self._rows(query, [*params, limit])]
+        # An empty page after a cursor: the end of the listing, or a cursor naming nothing
+        # (which a caller must hear of rather than take for the end).
+        if not rows and after_id and not await self._rows(sql.TX_EXISTS, (after_id,)):
+            raise InvalidArgument(
+                f"cannot continue the listing after {after_id!r}: no such transaction"
+            )
+        return rows
+
+    async def update_transaction(self, update: TxUpdate) -> int:
+        query, params = self._cas(update)
+        if (await self._execute(query, params)).rowcount != 1:
+            found = await self._rows(sql.TX_STATE, (update.tx_id,))
+            raise sql.revision_conflict(update, found[0] if found else None)
+        return update.expected_revision + 1
+
+    # -- steps, undo log --------------------------------------------------------------------
+
+    async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
+        query = sql.LOAD_LIVE_STEPS if live_only else sql.LOAD_STEPS
+        return [sql.step_row(r) for r in await self._rows(query, (tx_id, after_seq))]
+
+    async def load_undo(self, tx_id: str) -> list[UndoRow]:
+        return [sql.undo_row(r) for r in await self._rows(sql.LOAD_UNDO, (tx_id,))]
+
+    async def append_undo(self, row: UndoRow) -> int:
+        got = await self._execute(sql.INSERT_UNDO, sql.undo_values(row))
+        return int(got.rows[0][0])
+
+    async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
+        await self._execute(sql.SET_UNDO_STATUS, (status, attempts, error, undo_id))
+
+    async def finish_rewind(
+        self, update: TxUpdate, target_step: int, failed_step: StepRow | None = None
+    ) -> int:
+        tx_id, target = update.tx_id, max(target_step, 0)
+
+        async def unit(conn: Connection) -> int:
+            revision = await self._cas_on(conn, update)
+            if failed_step is not None:
+                await conn.execute(sql.UPSERT_STEP, sql.step_values(failed_step))
+            await conn.execute(sql.UNLIVE_STEPS, (tx_id, target))
+            await conn.execute(sql.DROP_DONE_UNDO, (tx_id, target))
+            return revision
+
+        return await self._atomic(unit)
+
+    # -- commit -------------------------------------------------------------------------------
+
+    async def commit(self, plan: CommitPlan) -> CommitOutcome:
+        return await self._atomic(lambda conn: self._commit_on(conn, plan))
+
+    async def _commit_on(self, conn: Connection, plan: CommitPlan) -> CommitOutcome:
+        tx_id, tenant = plan.on_success.tx_id, plan.tenant
+        checked = [check.key for check in plan.checks]
+        latest: dict[str, int] = {}
+        if checked or plan.writes:
+            latest = await self._latest_versions_on(conn, tenant, checked, list(plan.writes))
+        conflicts = [ch for ch in plan.checks if latest.get(ch.key, 0) > ch.max_version]
+        if conflicts:
+            revision = await self._cas_on(conn, plan.on_conflict)
+            return CommitOutcome(False, 0, revision, conflicts, [])
+        revision = await self._cas_on(conn, plan.on_success)
+        version = 0
+        if plan.writes:
+            # The dialect holds the counter row from here to the end of the commit, so
+            # versions become visible in the order they were numbered.
+            version = int((await conn.execute(sql.NEXT_VERSION)).rows[0][0])
+            items = list(plan.writes.items())
+            await conn.execute_many(sql.INSERT_KV, [(tenant, k, version, v) for k, v in items])
+            await self._publish_versions_on(conn, tenant, [k for k, _ in items], version)
+        now = plan.on_success.now
+        status = "delivering" if plan.claim_until > 0 else "pending"
+        outbox: list[OutboxRow] = []
+        for e in plan.effects:
+            got = await conn.execute(
+                sql.INSERT_OUTBOX,
+                (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
+                 status, now, now, plan.claim_until),
+            )  # fmt: skip
+            outbox.append(sql.outbox_row(got.rows[0]))
+        if outbox and status == "pending":
+            await self._effects_queued_on(conn)
+        await conn.execute(sql.DROP_UNDO, (tx_id,))
+        return CommitOutcome(True, version, revision, [], outbox)
+
+    # -- managed state ------------------------------------------------------------------------
+
+    async def read_state(
+        self, tenant: str, key: str, at_version: int | None
+    ) -> tuple[str | None, int]:
+        if at_version is None:
+            rows = await self._rows(sql.READ_STATE, (tenant, key))
+        else:
+            rows = await self._rows(sql.READ_STATE_AT, (tenant, key, at_version))
+        if not rows:
+            return None, 0
+        return rows[0][0], int(rows[0][1])
+
+    async def current_version(self) -> int:
+        return int((await self._rows(sql.CURRENT_VERSION))[0][0])
+
+    async def oldest_open_snapshot(self) -> int | None:
+        rows = await self._rows(sql.OLDEST_OPEN_SNAPSHOT)
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    async def prune_versions(self, horizon: int) -> int:
+        return (await self._execute(sql.PRUNE_VERSIONS, (horizon,))).rowcount
+
+    # -- outbox -------------------------------------------------------------------------------
+
+    async def claim_outbox(
+        self, *, now: float, lease_secs: float, limit: int, ids: Sequence[int] = ()
+    ) -> list[OutboxRow]:
+        due, params = sql.OUTBOX_DUE, [now, now]
+        if ids:
+            due += f" AND {self._in('id', len(ids))}"
+            params.extend(self._in_params(ids))
+        query = sql.claim_outbox_sql(due, self.CLAIM_ROW_LOCK)
+        got = await self._execute(query, [now + lease_secs, *params, limit])
+        return sorted((sql.outbox_row(r) for r in got.rows), key=lambda r: r.id)
+
+    async def settle_outbox(
+        self,
+        row_id: int,
+        *,
+        status: str,
+        attempts: int,
+        next_attempt_at: float,
+        error: str,
+        now: float,
+    ) -> None:
+        delivered = now if status == "delivered" else 0.0
+        await self._execute(
+            sql.SETTLE_OUTBOX, (status, attempts, next_attempt_at, error, delivered, row_id)
+        )
+
+    async def list_outbox(
+        self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
+    ) -> list[OutboxRow]:
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if statuses:
+            where.append(self._in("status", len(statuses)))
+            params.extend(self._in_params(statuses))
+        if tx_id is not None:
+            where.append("tx_id = ?")
+            params.append(tx_id)
+        query = (
+            f"SELECT {sql.OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+        )
+        return [sql.outbox_row(r) for r in await self._rows(query, [*params, limit])]
+
+    async def outbox_counts(self) -> dict[str, int]:
+        return sql.outbox_counts(await self._rows(sql.OUTBOX_COUNTS))
+
+    async def release_claims(self, *, now: float) -> int:
+        return (await self._execute(sql.RELEASE_CLAIMS, (now,))).rowcount
+
+    async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
+        return (await self._execute(sql.REQUEUE_OUTBOX, (now, row_id))).rowcount == 1
+
+    # -- request idempotency ----------------------------------------------------------------
+
+    async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
+        rows = await self._rows(sql.GET_REQUEST, (tenant, request_id))
+        return StoredReply(*rows[0]) if rows else None
+
+    async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
+        while True:
+            if (await self._execute(sql.INSERT_REQUEST, sql.request_values(tenant, reply))).rows:
+                return reply  # stored: the first reply for this id
+            stored = await self.get_request(tenant, reply.request_id)
+            if stored is not None:
+                return stored
+            # The earlier reply was pruned between the two statements: store this one.
+
+    async def prune_requests(self, older_than: float) -> int:
+        return (await self._execute(sql.PRUNE_REQUESTS, (older_than,))).rowcount
