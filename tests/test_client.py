@@ -506,7 +506,7 @@ def test_iter_transactions_walks_every_page(client: AgentTxClient) -> None:
     assert len(page.transactions) == 2
     assert page.next_page_token
     walked = [t.transaction_id for t in client.iter_transactions(agent_id="pager", page_size=2)]
-    assert walked == sorted(made)
+    assert walked == made  # oldest first: creation order
 
 
 # ---------------------------------------------------------------------------- async twin

@@ -448,8 +448,8 @@ async def test_list_transactions_filters_and_pages(s: Served) -> None:
             if not token:
                 return ids
 
-    assert await listing(agent_id="me", label="nightly", page_size=1) == sorted(mine)
-    assert await listing(agent_id="me", label="nightly", statuses=["ACTIVE"]) == sorted(mine[1:])
+    assert await listing(agent_id="me", label="nightly", page_size=1) == mine  # oldest first
+    assert await listing(agent_id="me", label="nightly", statuses=["ACTIVE"]) == mine[1:]
     assert await listing(statuses=["ROLLED_BACK"]) == [mine[0]]
     assert len(await listing(page_size=2)) == 5
     page = await s.stub.ListTransactions(pb.ListTransactionsRequest(agent_id="me", label="nightly"))

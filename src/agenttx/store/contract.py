@@ -6,6 +6,16 @@ durability setting) before it returns, or not at all. Methods that change a tran
 not match, the whole unit is rolled back and ``RevisionConflict`` is raised. That is what lets
 several replicas share one database safely.
 
+Failures, the same for every method unless its docstring says more:
+
+- ``RevisionConflict`` (an ``Aborted``): the compare-and-set did not match; nothing of the
+  unit happened, and the message says what the row holds now.
+- ``InternalError``: the store failed (a driver error, I/O, the store is closed), re-raised
+  ``from`` the driver's exception. The unit is rolled back — but if the connection died while
+  the database was committing, the caller cannot know whether it committed: it happened
+  entirely or not at all, never in part, and a reload tells which.
+- Reads change nothing, so a failed read may simply be retried.
+
 Rows carry JSON as text (``*_json``) so every backend stores the exact bytes the engine wrote.
 Version numbers of managed state come from one commit sequence per store: a key never written
 has version 0; each commit gets the next number, and a transaction's snapshot is the sequence
@@ -187,7 +197,8 @@ class CommitOutcome:
 
 
 class Store(abc.ABC):
-    """Durable operations. All are coroutines; each is atomic unless stated otherwise."""
+    """Durable operations. All are coroutines; each is atomic, and fails as the module
+    docstring says, unless stated otherwise."""
 
     url: str
     # True iff other processes (replicas) serve the same transactions concurrently, so an
@@ -196,34 +207,40 @@ class Store(abc.ABC):
 
     def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
         """Told by the engine how many calls it has in flight, for stores that batch writes
-        (group commit) only when there is company. The default ignores it."""
+        (group commit) only when there is company. The default ignores it. Never fails."""
         return
 
     def transaction_lock(
         self, tx_id: str, timeout_s: float
     ) -> AbstractAsyncContextManager[TxRow | None]:
         """Hold ``tx_id`` against other processes for the duration of one call; raises
-        ``DeadlineExceeded`` after ``timeout_s``. Waiting must not poll: the database wakes
-        the waiter. A shared store yields the transaction's row as read once the lock is held
-        (None if there is none), so the caller can tell whether its cached image is current
-        without another round trip. The default holds nothing and yields None (one process
-        per store: the cache is authoritative)."""
+        ``DeadlineExceeded`` after ``timeout_s`` (nothing held). Waiting must not poll: the
+        database wakes the waiter. A shared store yields the transaction's row as read once
+        the lock is held (None if there is none), so the caller can tell whether its cached
+        image is current without another round trip. The lock is released when the block
+        ends, however it ends; if releasing fails, the session holding it is closed, which
+        releases it too. The default holds nothing and yields None (one process per store:
+        the cache is authoritative)."""
         return contextlib.nullcontext()
 
     @abc.abstractmethod
     async def open(self) -> None:
-        """Create or migrate the schema. Safe to call from several processes at once."""
+        """Connect, then create or migrate the schema. Safe to call from several processes
+        at once (they serialise on the migration). Fails fast with ``InternalError`` naming
+        the store and the driver's reason (unreachable host, missing database, refused
+        login, a schema newer than this code); nothing stays open after a failure."""
 
     @abc.abstractmethod
     async def close(self) -> None:
-        """Flush pending writes and release connections."""
+        """Flush pending writes and release connections. Safe to call twice."""
 
     # -- transactions -----------------------------------------------------------------------
 
     @abc.abstractmethod
     async def create_transaction(self, row: TxRow) -> TxRow:
         """Insert a new transaction; ``row.snapshot`` is replaced by the current commit
-        sequence inside the same unit, so the snapshot and the insert agree."""
+        sequence inside the same unit, so the snapshot and the insert agree. An existing id
+        is an ``InternalError`` (ids are random; nothing is written)."""
 
     @abc.abstractmethod
     async def get_transaction(self, tx_id: str) -> TxRow | None:
@@ -240,7 +257,14 @@ class Store(abc.ABC):
         limit: int = 100,
         after_id: str = "",
     ) -> list[TxRow]:
-        """Rows ordered by id, filtered; ``idle_before`` keeps rows with last activity before it."""
+        """Up to ``limit`` rows, oldest first (by ``created_at``, then ``id``), filtered;
+        ``idle_before`` keeps rows with last activity before it.
+
+        ``after_id`` continues a listing after that transaction (the last row of the
+        previous page): a row's creation time never changes, so a listing continued this way
+        neither repeats nor skips a row that existed when it began, whatever changed in
+        between. An ``after_id`` that names no transaction raises ``InvalidArgument``. A
+        read: it sees one consistent state of the store."""
 
     @abc.abstractmethod
     async def update_transaction(self, update: TxUpdate) -> int:
@@ -250,7 +274,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
-        """Attempts ordered by ``seq``; only those with ``seq > after_seq``."""
+        """Attempts ordered by ``seq``; only those with ``seq > after_seq`` (live ones only if
+        ``live_only``). A read of one consistent state."""
 
     @abc.abstractmethod
     async def load_undo(self, tx_id: str) -> list[UndoRow]:
@@ -258,23 +283,27 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def start_step(self, update: TxUpdate, step: StepRow) -> int:
-        """Atomically: CAS the transaction, insert ``step`` (status RUNNING, with a lease).
+        """Atomically: CAS the transaction, insert ``step`` (status RUNNING, with a lease);
+        returns the new revision. On ``RevisionConflict`` no step row is written.
 
         Used before a tool with an outside effect runs, so a crash leaves evidence."""
 
     @abc.abstractmethod
     async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
         """Atomically: CAS the transaction, insert or replace the attempt ``step`` (same
-        ``seq``). Returns the new revision."""
+        ``seq``: a RUNNING row becomes final). Returns the new revision. On
+        ``RevisionConflict`` the step row is not written either. The hot path of every step:
+        one database transaction, and on a networked store one round trip."""
 
     @abc.abstractmethod
     async def append_undo(self, row: UndoRow) -> int:
-        """Durably record a compensation; returns its id. Must be durable before return:
-        the caller performs the outside call right after."""
+        """Durably record a compensation; returns its id (``row.id`` is ignored). Must be
+        durable before return: the caller performs the outside call right after, and must
+        not make it if this raised."""
 
     @abc.abstractmethod
     async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
-        """Record the result of running a compensation."""
+        """Record the result of running a compensation (an unknown id changes nothing)."""
 
     @abc.abstractmethod
     async def finish_rewind(
@@ -284,11 +313,14 @@ class Store(abc.ABC):
         rewind) if given; mark the attempts of steps ``>= target_step`` not live (their writes
         and staged effects go with them); delete their undo records that are done (failed
         ones stay as evidence). ``target_step`` 0 or 1 drops everything. Returns the new
-        revision."""
+        revision. On ``RevisionConflict`` none of it happened."""
 
     @abc.abstractmethod
     async def commit(self, plan: CommitPlan) -> CommitOutcome:
-        """Validate and publish in one database transaction (see ``CommitPlan``)."""
+        """Validate and publish in one database transaction (see ``CommitPlan``). A conflict
+        is not an error: it applies ``on_conflict`` and says which checks failed. A
+        ``RevisionConflict`` on either update leaves everything as it was: no version
+        published, no effect queued."""
 
     # -- managed state ----------------------------------------------------------------------
 
@@ -310,7 +342,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def prune_versions(self, horizon: int) -> int:
-        """Delete committed versions no snapshot ``>= horizon`` can see; returns rows removed."""
+        """Delete committed versions no snapshot ``>= horizon`` can see; returns rows removed.
+        One statement: concurrent commits and reads are unaffected."""
 
     # -- outbox -----------------------------------------------------------------------------
 
@@ -319,8 +352,9 @@ class Store(abc.ABC):
         self, *, now: float, lease_secs: float, limit: int, ids: Sequence[int] = ()
     ) -> list[OutboxRow]:
         """Mark up to ``limit`` due rows (``pending`` with ``next_attempt_at <= now``, or
-        ``delivering`` whose lease expired) as ``delivering`` until ``now + lease_secs`` and
-        return them. Two claimers never get the same row while its lease holds."""
+        ``delivering`` whose lease expired; only ``ids`` if given) as ``delivering`` until
+        ``now + lease_secs`` and return them, ordered by id. Two claimers never get the same
+        row while its lease holds; a claim that fails leased nothing."""
 
     @abc.abstractmethod
     async def settle_outbox(
@@ -333,7 +367,8 @@ class Store(abc.ABC):
         error: str,
         now: float,
     ) -> None:
-        """Record a delivery attempt: ``delivered``, ``pending`` (retry later) or ``dead``."""
+        """Record a delivery attempt: ``delivered``, ``pending`` (retry later) or ``dead``.
+        If it fails the row stays claimed, and is claimed again when its lease expires."""
 
     @abc.abstractmethod
     async def list_outbox(
@@ -343,7 +378,8 @@ class Store(abc.ABC):
 
     async def wait_for_outbox(self, timeout_s: float) -> bool:
         """Wait until another process queues effects, or ``timeout_s``; True if woken.
-        Stores shared by replicas wake their dispatchers this way; the default only waits."""
+        Stores shared by replicas wake their dispatchers this way; the default only waits.
+        A lost notification connection is an ``InternalError``; the next call reconnects."""
         await asyncio.sleep(timeout_s)
         return False
 
@@ -371,7 +407,8 @@ class Store(abc.ABC):
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
         """Store a reply unless one is stored for its id already; returns the one that is
         stored (the earlier one wins, so two racing retries agree): ``reply`` itself when it
-        was stored by this call."""
+        was stored by this call. Not one unit with the caller's other writes: a failure
+        after the caller's step was written leaves the step durable and no reply stored."""
 
     @abc.abstractmethod
     async def prune_requests(self, older_than: float) -> int:

@@ -115,7 +115,11 @@ class SqliteStore(SqlStore):
             self._writer.concurrency = self._concurrency
             self._writer.run_sync(self._migrate)
         except sqlite3.Error as exc:
+            await self.close()
             raise InternalError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+        except InternalError:
+            await self.close()  # a schema newer than this code
+            raise
 
     @staticmethod
     def _migrate(c: sqlite3.Connection) -> None:
