@@ -188,7 +188,7 @@ class AgentTxClient:
         page_size: int = 0,
         page_token: str = "",
     ) -> TransactionListPage:
-        """One page, oldest id first; pass ``next_page_token`` back for the next one."""
+        """One page, oldest first; pass ``next_page_token`` back for the next one."""
         req = wire.list_request(statuses, agent_id, label, page_size, page_token)
         return wire.list_page(self._call("ListTransactions", req))
 

@@ -332,7 +332,7 @@ class CoreEngine(Maintenance):
         page_size: int = 50,
         page_token: str = "",
     ) -> TransactionPage:
-        """One page of transactions, oldest id first; ``page_token`` continues a listing."""
+        """One page of transactions, oldest first; ``page_token`` continues a listing."""
         if not 1 <= page_size <= 500:
             raise InvalidArgument("page_size must be 1..500")
         unknown = [s for s in statuses if s not in TxStatus.__members__]

@@ -81,8 +81,13 @@ def _lock_key(tx_id: str) -> int:
     return int.from_bytes(hashlib.sha256(tx_id.encode()).digest()[:8], "big", signed=True)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, timeout_s: float) -> str:
     """The driver's message on one line (libpq spreads it over several)."""
+    if isinstance(exc, psycopg.errors.ConnectionTimeout):
+        return (
+            f"no answer within {timeout_s:g} s ({exc}); the server may be down or "
+            "unreachable, or set connect_timeout in the URL to wait longer"
+        )
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
@@ -123,15 +128,17 @@ class PostgresStore(SqlStore):
         rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
         self.dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
         self.url = url
-        # libpq waits for a connection without limit by default; the URL's own value wins.
+        # libpq waits for a connection without limit by default; the URL's own value wins
+        # (libpq reads 0 as "no limit" and anything below 2 as 2).
         self._connect_kwargs: dict[str, Any] = {}
         self.connect_timeout = float(CONNECT_TIMEOUT_S)
-        with contextlib.suppress(psycopg.Error):  # a malformed URL fails in open(), named
+        with contextlib.suppress(psycopg.Error, ValueError):  # a bad URL fails in open()
             given = conninfo_to_dict(self.dsn).get("connect_timeout")
             if given is None:
                 self._connect_kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
             else:
-                self.connect_timeout = max(float(given), 1.0)
+                seconds = float(given)
+                self.connect_timeout = max(seconds, 2.0) if seconds > 0 else 30.0
         self._pool: Pool | None = None
         self._locks: Pool | None = None
         self._listener: AsyncConnection[Any] | None = None  # LISTEN connection, see below
@@ -156,7 +163,7 @@ class PostgresStore(SqlStore):
             await self._locks.open(wait=False)
         except psycopg.Error as exc:
             await self.close()
-            raise InternalError(f"{where}: {_reason(exc)}") from exc
+            raise InternalError(f"{where}: {_reason(exc, self.connect_timeout)}") from exc
         except InternalError as exc:
             await self.close()
             exc.with_message(f"{where}: {exc.message}")  # e.g. the schema is newer
