@@ -2,9 +2,9 @@
 
 - **Unit of work**: an async psycopg 3 pool in autocommit. A lone statement is its own
   transaction (no ``BEGIN``/``COMMIT`` round trips); only ``_atomic`` opens an explicit one.
-- **Opening** fails fast: one direct connection first (``connect_timeout`` 5 s unless the URL
-  sets one), so a wrong host, port, database or user is reported at once with the driver's
-  reason, instead of a pool retrying in silence. Migrations run on that connection under a
+- **Opening** fails fast: one direct connection first (``postgres_target.py``: 5 s unless the
+  URL says otherwise), so a wrong host, port, database or user is reported at once with the
+  driver's reason, instead of a pool retrying in silence. Migrations run on that connection under a
   transaction-level advisory lock, versioned in ``agenttx_schema``: replicas never race.
 - **Transactions across replicas**: every change is a compare-and-set on ``revision``; a call
   holds a session advisory lock on its transaction (``transaction_lock``), so a call for the
@@ -32,16 +32,15 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from agenttx.errors import DeadlineExceeded, InternalError
 from agenttx.store import sql
 from agenttx.store.contract import StepRow, TxRow, TxUpdate
+from agenttx.store.postgres_target import Target
 from agenttx.store.sql_store import Connection, Result, SqlStore
 
 T = TypeVar("T")
@@ -49,7 +48,6 @@ Pool = AsyncConnectionPool[AsyncConnection[Any]]
 
 _MIGRATION_LOCK = 0x61677478  # "agtx": the advisory lock key of the migration step
 NOTIFY_CHANNEL = "agenttx_outbox"
-CONNECT_TIMEOUT_S = 5  # a bad URL must fail in seconds, not hang
 
 _SCHEMA = (
     *sql.schema(serial_key="BIGSERIAL PRIMARY KEY", clustered=""),
@@ -81,16 +79,6 @@ def _lock_key(tx_id: str) -> int:
     return int.from_bytes(hashlib.sha256(tx_id.encode()).digest()[:8], "big", signed=True)
 
 
-def _reason(exc: BaseException, timeout_s: float) -> str:
-    """The driver's message on one line (libpq spreads it over several)."""
-    if isinstance(exc, psycopg.errors.ConnectionTimeout):
-        return (
-            f"no answer within {timeout_s:g} s ({exc}); the server may be down or "
-            "unreachable, or set connect_timeout in the URL to wait longer"
-        )
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 class _Connection:
     """A pooled connection inside an explicit transaction, as a ``Connection``."""
 
@@ -118,27 +106,8 @@ class PostgresStore(SqlStore):
     CLAIM_ROW_LOCK: ClassVar[str] = " FOR UPDATE SKIP LOCKED"  # replicas claim side by side
 
     def __init__(self, url: str, *, pool_size: int = 8, lock_pool_size: int = 16) -> None:
-        parts = urlsplit(url)
-        query = parse_qs(parts.query)
-        self.pool_size = int(query.pop("pool_size", [str(pool_size)])[0])
-        # Calls hold their transaction's advisory lock on a connection of their own, from a
-        # separate pool: if they took it from the query pool, pool_size calls in flight would
-        # hold every connection and wait forever for one more to run their queries.
-        self.lock_pool_size = int(query.pop("lock_pool_size", [str(lock_pool_size)])[0])
-        rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
-        self.dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
+        self.target = Target.parse(url, pool_size=pool_size, lock_pool_size=lock_pool_size)
         self.url = url
-        # libpq waits for a connection without limit by default; the URL's own value wins
-        # (libpq reads 0 as "no limit" and anything below 2 as 2).
-        self._connect_kwargs: dict[str, Any] = {}
-        self.connect_timeout = float(CONNECT_TIMEOUT_S)
-        with contextlib.suppress(psycopg.Error, ValueError):  # a bad URL fails in open()
-            given = conninfo_to_dict(self.dsn).get("connect_timeout")
-            if given is None:
-                self._connect_kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
-            else:
-                seconds = float(given)
-                self.connect_timeout = max(seconds, 2.0) if seconds > 0 else 30.0
         self._pool: Pool | None = None
         self._locks: Pool | None = None
         self._listener: AsyncConnection[Any] | None = None  # LISTEN connection, see below
@@ -150,20 +119,23 @@ class PostgresStore(SqlStore):
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def open(self) -> None:
-        where = f"cannot open PostgreSQL store {self._safe_url()}"
+        target = self.target
+        where = f"cannot open PostgreSQL store {target.safe_url()}"
         try:
             # One connection before any pool: a pool would retry a bad URL until its timeout
             # and then report only that it timed out.
-            first = await AsyncConnection.connect(self.dsn, autocommit=True, **self._connect_kwargs)
+            first = await AsyncConnection.connect(
+                target.dsn, autocommit=True, **target.connect_kwargs
+            )
             async with first:
                 await self._migrate_on(first)
-            self._pool = self._new_pool(1, self.pool_size)
-            await self._pool.open(wait=True, timeout=self.connect_timeout)
-            self._locks = self._new_pool(0, self.lock_pool_size)
+            self._pool = self._new_pool(1, target.pool_size)
+            await self._pool.open(wait=True, timeout=target.connect_timeout_s)
+            self._locks = self._new_pool(0, target.lock_pool_size)
             await self._locks.open(wait=False)
         except psycopg.Error as exc:
             await self.close()
-            raise InternalError(f"{where}: {_reason(exc, self.connect_timeout)}") from exc
+            raise InternalError(f"{where}: {target.failure(exc)}") from exc
         except InternalError as exc:
             await self.close()
             exc.with_message(f"{where}: {exc.message}")  # e.g. the schema is newer
@@ -192,15 +164,9 @@ class PostgresStore(SqlStore):
     def _new_pool(self, min_size: int, max_size: int) -> Pool:
         # Autocommit: a lone statement is its own transaction; _atomic opens explicit ones.
         return AsyncConnectionPool(
-            self.dsn, min_size=min_size, max_size=max_size, open=False,
-            kwargs={"autocommit": True, **self._connect_kwargs},
+            self.target.dsn, min_size=min_size, max_size=max_size, open=False,
+            kwargs={"autocommit": True, **self.target.connect_kwargs},
         )  # fmt: skip
-
-    def _safe_url(self) -> str:
-        parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{parts.username or ''}@{host}{port}{parts.path}"
 
     async def close(self) -> None:
         await self._close_listener()
@@ -346,7 +312,7 @@ class PostgresStore(SqlStore):
         try:
             if self._listener is None or self._listener.closed:
                 self._listener = await AsyncConnection.connect(
-                    self.dsn, autocommit=True, **self._connect_kwargs
+                    self.target.dsn, autocommit=True, **self.target.connect_kwargs
                 )
                 await self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
             async for _ in self._listener.notifies(timeout=timeout_s, stop_after=1):

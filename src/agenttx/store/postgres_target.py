@@ -1,0 +1,66 @@
+"""Where a PostgreSQL store connects: its URL read once, and a failed connection told plainly.
+
+The URL is libpq's, plus two parameters of AgentTx's own (``pool_size``, ``lock_pool_size``),
+which are taken out before psycopg sees it. libpq would wait for a connection without limit;
+unless the URL says otherwise (``connect_timeout``), a store waits 5 s, so a bad URL fails in
+seconds instead of hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+CONNECT_TIMEOUT_S = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    url: str  # as given, password included: never logged (see ``safe_url``)
+    dsn: str  # the URL without AgentTx's parameters, for psycopg
+    pool_size: int  # query connections
+    # Connections that hold calls' transaction locks, a pool of their own: if calls took
+    # them from the query pool, pool_size calls in flight would hold every connection and
+    # wait forever for one more to run their queries.
+    lock_pool_size: int
+    connect_timeout_s: float  # how long one connection attempt may take
+    # Added to every connection's parameters: the default connect_timeout, unless the URL
+    # has its own.
+    connect_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, url: str, *, pool_size: int, lock_pool_size: int) -> Target:
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        pools = int(query.pop("pool_size", [str(pool_size)])[0])
+        locks = int(query.pop("lock_pool_size", [str(lock_pool_size)])[0])
+        rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+        dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
+        timeout, kwargs = float(CONNECT_TIMEOUT_S), {"connect_timeout": CONNECT_TIMEOUT_S}
+        with contextlib.suppress(psycopg.Error, ValueError):  # a bad URL fails when used
+            given = conninfo_to_dict(dsn).get("connect_timeout")
+            if given is not None:
+                # libpq reads 0 as "no limit" and anything below 2 as 2.
+                seconds = float(given)
+                timeout, kwargs = (max(seconds, 2.0) if seconds > 0 else 30.0), {}
+        return cls(url, dsn, pools, locks, timeout, kwargs)
+
+    def safe_url(self) -> str:
+        """The URL without password or parameters, for messages."""
+        parts = urlsplit(self.url)
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{parts.username or ''}@{parts.hostname or ''}{port}{parts.path}"
+
+    def failure(self, exc: BaseException) -> str:
+        """Why connecting failed, on one line (libpq spreads its message over several)."""
+        if isinstance(exc, psycopg.errors.ConnectionTimeout):
+            return (
+                f"no answer within {self.connect_timeout_s:g} s ({exc}); the server may be down "
+                "or unreachable, or set connect_timeout in the URL to wait longer"
+            )
+        return " ".join(str(exc).split()) or type(exc).__name__
