@@ -88,14 +88,14 @@ class _Connection:
         self._c = c
 
     async def execute(self, query: str, params: Sequence[Any] = ()) -> Result:
-        return await _run(self._c, query, params)
+        return await _execute_on(self._c, query, params)
 
     async def execute_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         async with self._c.cursor() as cur:
             await cur.executemany(_pg(query), rows)
 
 
-async def _run(c: AsyncConnection[Any], query: str, params: Sequence[Any]) -> Result:
+async def _execute_on(c: AsyncConnection[Any], query: str, params: Sequence[Any]) -> Result:
     cur = await c.execute(_pg(query), params)
     rows = await cur.fetchall() if cur.description is not None else []
     return Result(cur.rowcount, rows)
@@ -196,7 +196,7 @@ class PostgresStore(SqlStore):
 
     async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
         async with self._connection() as c:
-            return await _run(c, query, params)
+            return await _execute_on(c, query, params)
 
     async def _atomic(self, unit: Callable[[Connection], Awaitable[T]]) -> T:
         async with self._connection() as c, c.transaction():

@@ -54,7 +54,7 @@ def _result(cur: sqlite3.Cursor) -> Result:
     return Result(cur.rowcount, rows)
 
 
-def _run_unit(c: sqlite3.Connection, unit: Callable[[Connection], Awaitable[T]]) -> T:
+def _run_unit_on(c: sqlite3.Connection, unit: Callable[[Connection], Awaitable[T]]) -> T:
     """Run a unit written as a coroutine to its end, with no event loop: its connection never
     suspends, so the first ``send`` finishes it."""
     coro = cast(Coroutine[Any, Any, T], unit(_Connection(c)))
@@ -113,7 +113,7 @@ class SqliteStore(SqlStore):
             self._rconn = self._connect()
             self._writer = GroupCommitWriter(self._wconn, threaded=self.sync_writes)
             self._writer.concurrency = self._concurrency
-            self._writer.run_sync(self._migrate)
+            self._writer.run_sync(self._migrate_on)
         except sqlite3.Error as exc:
             await self.close()
             raise InternalError(f"cannot open SQLite store at {self.path}: {exc}") from exc
@@ -122,7 +122,7 @@ class SqliteStore(SqlStore):
             raise
 
     @staticmethod
-    def _migrate(c: sqlite3.Connection) -> None:
+    def _migrate_on(c: sqlite3.Connection) -> None:
         # Runs inside BEGIN IMMEDIATE, so two processes opening one file never race. The
         # idempotent schema runs on every open (cheap here: the file is locked for it anyway),
         # so a file at any older version gains what it lacks.
@@ -171,7 +171,7 @@ class SqliteStore(SqlStore):
         return await self._write(lambda c: _result(c.execute(query, params)))
 
     async def _atomic(self, unit: Callable[[Connection], Awaitable[T]]) -> T:
-        return await self._write(lambda c: _run_unit(c, unit))
+        return await self._write(lambda c: _run_unit_on(c, unit))
 
     @staticmethod
     @functools.cache
