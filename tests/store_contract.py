@@ -217,6 +217,7 @@ class StoreContract:
         assert await store.get_transaction("tx_missing") is None
 
     async def test_list_filters_and_pages_in_id_order(self, store: Store) -> None:
+        # Every row here was created at T0: listings go oldest first, ties by id.
         await new_tx(store, "tx_a", agent_id="x", activity=T0 + 1)
         await new_tx(store, "tx_b", agent_id="y", status="FAILED", activity=T0 + 2)
         await new_tx(store, "tx_c", agent_id="x", tenant="other", activity=T0 + 3)

@@ -173,3 +173,6 @@ async def test_engine_pages_list_transactions_in_the_order_they_began(
     assert walked == began
     listed = await engine.list_transactions(agent_id="pager", limit=4, after_id=began[1])
     assert [t.transaction_id for t in listed] == began[2:6]
+    # A page token that names no transaction is refused, not taken for the end.
+    with pytest.raises(InvalidArgument, match="no such transaction"):
+        await engine.list_transactions_page(page_token="tx_not_a_real_one")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agenttx.errors import RevisionConflict
@@ -128,15 +128,17 @@ OLDEST_OPEN_SNAPSHOT = (
 
 
 @functools.cache
-def cas_sql(with_body: bool, touch: bool, status_test: str) -> str:
+def cas_sql(status_in: Callable[[str, int], str], with_body: bool, touch: bool, n: int) -> str:
     """The compare-and-set UPDATE for one shape of ``TxUpdate`` (it affects one row iff it
-    applies). Built once per shape: a form of it runs on every step."""
+    applies), ``status_in`` being the dialect's test for one of ``n`` statuses. Built once
+    per shape: a form of it runs on every step."""
     sets = "status = ?, revision = ?, next_step_id = ?, updated_at = ?"
     if with_body:
         sets += ", body = ?"
     if touch:
         sets += ", last_activity_at = ?"
-    return f"UPDATE transactions SET {sets} WHERE id = ? AND revision = ? AND {status_test}"
+    test = status_in("status", n)
+    return f"UPDATE transactions SET {sets} WHERE id = ? AND revision = ? AND {test}"
 
 
 def cas_params(u: TxUpdate, statuses: Sequence[Any]) -> list[Any]:

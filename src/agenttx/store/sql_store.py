@@ -112,9 +112,9 @@ class SqlStore(Store):
 
     def _cas(self, u: TxUpdate) -> tuple[str, list[Any]]:
         """The compare-and-set statement of ``u`` and its parameters."""
-        test = self._in("status", len(u.from_statuses))
-        query = sql.cas_sql(u.body is not None, u.touch_activity, test)
-        return query, sql.cas_params(u, self._in_params(u.from_statuses))
+        statuses = u.from_statuses
+        query = sql.cas_sql(self._in, u.body is not None, u.touch_activity, len(statuses))
+        return query, sql.cas_params(u, self._in_params(statuses))
 
     async def _cas_on(self, conn: Connection, u: TxUpdate) -> int:
         """CAS the transaction on the caller's connection; the new revision, or
