@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from agenttx.embedded import Engine
-from agenttx.errors import InternalError
+from agenttx.errors import InternalError, InvalidArgument
 from agenttx.server import ServeConfig, StartupError, start
 from agenttx.store.postgres import PostgresStore
 from pg import PG_HOST, PG_PORT, PG_USER, require_postgres
@@ -108,3 +108,10 @@ async def test_a_server_that_never_answers_times_out_in_seconds() -> None:
         error, elapsed = await open_failure(url + "?connect_timeout=2")
         assert elapsed < 4.5
         assert "no answer within 2 s" in error.message
+
+
+@pytest.mark.parametrize("query", ["pool_size=abc", "pool_size=0", "lock_pool_size=-2"])
+def test_a_bad_pool_size_in_the_url_is_refused_by_name(query: str) -> None:
+    name = query.split("=")[0]
+    with pytest.raises(InvalidArgument, match=f"{name} must be a whole number"):
+        PostgresStore(f"postgresql://agenttx@127.0.0.1:5432/agenttx?{query}")

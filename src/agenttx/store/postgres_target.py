@@ -16,6 +16,8 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from agenttx.errors import InvalidArgument
+
 CONNECT_TIMEOUT_S = 5
 
 
@@ -37,8 +39,8 @@ class Target:
     def parse(cls, url: str, *, pool_size: int, lock_pool_size: int) -> Target:
         parts = urlsplit(url)
         query = parse_qs(parts.query)
-        pools = int(query.pop("pool_size", [str(pool_size)])[0])
-        locks = int(query.pop("lock_pool_size", [str(lock_pool_size)])[0])
+        pools = _size(query.pop("pool_size", [str(pool_size)])[0], "pool_size")
+        locks = _size(query.pop("lock_pool_size", [str(lock_pool_size)])[0], "lock_pool_size")
         rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
         dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
         timeout, kwargs = float(CONNECT_TIMEOUT_S), {"connect_timeout": CONNECT_TIMEOUT_S}
@@ -64,3 +66,11 @@ class Target:
                 "or unreachable, or set connect_timeout in the URL to wait longer"
             )
         return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _size(text: str, name: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise InvalidArgument(
+            f"PostgreSQL store URL: {name} must be a whole number >= 1, got {text!r}"
+        )
+    return int(text)
