@@ -3,7 +3,8 @@
 Transaction ids are random, so ordering by id (as listings once did) shuffled ``agenttx tx
 list``, which promises oldest first. These tests create transactions whose ids sort in the
 opposite order of their creation, and check that listings and their continuation follow
-creation time (ties by id), also when rows change status between pages.
+creation time (ties by id), also when rows change status between pages. Each runs on both
+stores (conftest's ``store_url``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from agenttx.store.contract import Store, TxRow, TxUpdate
 from agenttx.store.postgres import PostgresStore
 from agenttx.store.sqlite import SqliteStore
 from conftest import FakeClock
-from pg import pg_url  # noqa: F401 - the fixture
 
 T0 = 1_700_000_000.0
 
@@ -30,13 +30,6 @@ def row(tx_id: str, created: float, *, agent_id: str = "agent", status: str = "A
     return TxRow(
         tx_id, "default", agent_id, status, 1, 1, 0, "snapshot", {}, created, created, created
     )
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return str(request.getfixturevalue("pg_url"))
 
 
 def new_store(url: str) -> Store:

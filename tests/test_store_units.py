@@ -2,8 +2,8 @@
 
 A unit is written once, as a coroutine over a ``Connection``; PostgreSQL runs it in an
 explicit transaction, SQLite's writer drives it to its end without an event loop. These tests
-run the same units on both stores (``SqlStore._atomic``, the seam the rewind and the commit
-are built on).
+run the same units on both stores (conftest's ``store_url``) through ``SqlStore._atomic``,
+the seam the rewind and the commit are built on.
 """
 
 from __future__ import annotations
@@ -19,19 +19,18 @@ from agenttx.store.contract import TxRow
 from agenttx.store.postgres import PostgresStore
 from agenttx.store.sql_store import Connection, SqlStore
 from agenttx.store.sqlite import SqliteStore
-from pg import pg_url  # noqa: F401 - the fixture
 
 T0 = 1_700_000_000.0
 INSERT_META = "INSERT INTO meta (name, value) VALUES (?, ?)"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[SqlStore]:
     s: SqlStore
-    if request.param == "sqlite":
-        s = SqliteStore(tmp_path / "store.db")
+    if store_url.startswith("sqlite:///"):
+        s = SqliteStore(Path(store_url.removeprefix("sqlite:///")))
     else:
-        s = PostgresStore(str(request.getfixturevalue("pg_url")), pool_size=2)
+        s = PostgresStore(store_url, pool_size=2)
     await s.open()
     yield s
     await s.close()
