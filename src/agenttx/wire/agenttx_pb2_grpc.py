@@ -122,7 +122,7 @@ class AgentTxServiceServicer:
 
     def ListTransactions(self, request, context):
         """--- ours ------------------------------------------------------------------------------
-        Transactions filtered by status, agent and label, oldest id first, paginated.
+        Transactions filtered by status, agent and label, oldest first, paginated.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
