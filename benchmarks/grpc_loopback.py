@@ -174,7 +174,7 @@ class BenchServer:
             self.server.add_generic_rpc_handlers(self._handlers())
             return int(self._running.address.rpartition(":")[2])
         from agenttx.api.grpc_server import build_server, mark_serving
-        from agenttx.embedded import Engine
+        from agenttx.core.engine import Engine
 
         self._engine = await Engine.open(
             f"sqlite:///{self.data_dir / 'agenttx.db'}", sync_writes=self.sync_writes

@@ -193,7 +193,7 @@ async def test_effects_a_dead_process_had_claimed_go_out_at_the_next_start(
     async def die_before_delivering(rows: Any) -> tuple[int, list[str]]:
         return 0, []  # as if the process died right after the durable commit
 
-    first._release = die_before_delivering  # type: ignore[method-assign]
+    first.committer.release = die_before_delivering  # type: ignore[method-assign]
     assert (await first.commit(tx)).effects_queued == 1
     assert [r.status for r in await first.store.list_outbox()] == ["delivering"]  # claimed
     await first.close()

@@ -536,7 +536,7 @@ async def test_a_commit_conflict_interrupted_by_a_crash_is_finished_by_recovery(
 
     # The conflict is durable (the transaction is ROLLING_BACK) but the process dies before
     # compensating; the next engine to open the file finishes the abort.
-    engine._rewind = crash  # type: ignore[method-assign]
+    engine.rewinder.rewind = crash  # type: ignore[method-assign]
     with pytest.raises(_Crash):
         await engine.commit(loser)
     restarted = await open_engine(tools=TOOLS, background=False)

@@ -19,6 +19,7 @@ import pytest
 
 import agenttx
 from agenttx import StepStatus, TxStatus
+from agenttx.core.commit import Committer
 from agenttx.effects import Effect
 
 pytestmark = pytest.mark.postgres
@@ -101,7 +102,7 @@ async def forget_note(ctx: agenttx.ToolContext, key: str) -> None:
 
 def image(engine: agenttx.Engine, tx: str) -> dict[str, object]:
     """What a replica's cached image of ``tx`` holds (compared with a fresh load)."""
-    rt = engine._runtimes[tx]
+    rt = engine.images.cache[tx]
     return {
         "row": (rt.row.revision, rt.row.status, rt.row.next_step_id),
         "steps": sorted(rt.steps),
@@ -116,10 +117,10 @@ def image(engine: agenttx.Engine, tx: str) -> dict[str, object]:
 
 
 async def fresh_image(engine: agenttx.Engine, tx: str) -> dict[str, object]:
-    engine._runtimes.pop(tx, None)
+    engine.images.cache.pop(tx, None)
     await engine.get_transaction(tx)  # does not cache; the next call loads
-    rt = await engine._runtime(tx)
-    assert rt is engine._runtimes[tx]
+    rt = await engine.images.get(tx)
+    assert rt is engine.images.cache[tx]
     return image(engine, tx)
 
 
@@ -219,7 +220,7 @@ async def test_outbox_rows_are_claimed_by_one_replica_each(
         await writer.execute_step(
             tx, 1, "effect.stage", {"channel": "email", "idempotency_key": f"e{i}"}
         )
-        await agenttx.core.engine.CoreEngine._commit(writer, tx)
+        await Committer(writer.images, writer.rewinder, writer.store, None, writer.clock).commit(tx)
     aborted = (await writer.begin()).transaction_id
     await writer.execute_step(
         aborted, 1, "effect.stage", {"channel": "email", "idempotency_key": "x"}

@@ -10,11 +10,13 @@ Layers (imports only point down this list):
 
 1. ``errors``, ``types``, ``jsontext``   plain values, the error tree, JSON text; import nothing
 2. ``wire``                              generated protobuf code (server and client share it)
-3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools
-4. ``core``                              the engine; never a concrete store, driver or adapter
-5. ``store.*`` backends, ``effects``     chosen by URL, imported lazily; the outbox dispatcher
-6. ``embedded`` (``Engine``)             composition: open a store, wire tools and dispatcher
-7. ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``
+3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
+   ``effects``                           the outbox dispatcher and its channels
+4. ``store.factory``, ``store.*``        backends chosen by URL, imported lazily by the factory
+5. ``core`` (``Engine``)                 the engine, composed of parts (map in ``core``); never
+                                         a concrete store, driver or adapter: ``Engine.open``
+                                         reaches backends only through ``store.factory``
+6. ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
                                          ``errors``
 
@@ -29,16 +31,16 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.types     imports only   agenttx.errors agenttx.types
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.wire      imports only   agenttx.wire
-    agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects agenttx.embedded
+    agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
-    agenttx.store     never imports  agenttx.core agenttx.embedded agenttx.api agenttx.server
+    agenttx.store     never imports  agenttx.core agenttx.api agenttx.server
                                      agenttx.cli agenttx.client
     agenttx.core      never imports  agenttx.store.sql agenttx.store.sqlite agenttx.store.postgres
-                                     agenttx.store.sqlite_writer agenttx.embedded agenttx.api
+                                     agenttx.store.sqlite_writer agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg
                                      psycopg_pool sqlite3
     agenttx.client    never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
-                                     agenttx.embedded agenttx.api agenttx.server agenttx.cli
+                                     agenttx.api agenttx.server agenttx.cli
                                      psycopg psycopg_pool sqlite3
     --
 """
@@ -94,9 +96,9 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
         TransactionAborted,
     )
     from agenttx.core.controller import RollbackController
+    from agenttx.core.engine import Engine
     from agenttx.core.hints import Hint, HintCleaner, clean_hint
     from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
-    from agenttx.embedded import Engine
     from agenttx.tools.context import SyncToolContext, ToolContext
     from agenttx.tools.contract import Tool, tool
 
@@ -120,7 +122,7 @@ _LAZY: dict[str, str] = {
     "Effect": "agenttx.effects.channels",
     "JsonlChannel": "agenttx.effects.channels",
     "PermanentDeliveryError": "agenttx.effects.channels",
-    "Engine": "agenttx.embedded",
+    "Engine": "agenttx.core.engine",
     "SyncToolContext": "agenttx.tools.context",
     "ToolContext": "agenttx.tools.context",
     "Tool": "agenttx.tools.contract",

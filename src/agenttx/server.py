@@ -28,7 +28,7 @@ from prometheus_client import disable_created_metrics
 
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
-from agenttx.embedded import Engine
+from agenttx.core.engine import Engine
 from agenttx.errors import AgentTxError
 from agenttx.errors import StartupError as StartupError  # re-exported: its old home
 from agenttx.tools.contract import Tool

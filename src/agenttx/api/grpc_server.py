@@ -24,8 +24,8 @@ from grpc_reflection.v1alpha import reflection
 from agenttx.api import history
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.core.eager import run_detached
+from agenttx.core.engine import Engine
 from agenttx.core.hints import reference_category
-from agenttx.embedded import Engine
 from agenttx.errors import AgentTxError, StepFailure, error_code, to_metadata
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,

@@ -1,2 +1,45 @@
-"""The pure engine. Imports ``agenttx.errors``, plain types and the ``Store``/``Tool`` contracts,
-never a concrete store, driver or adapter."""
+"""The engine: transactions of tool calls over a ``Store``, composed of named parts.
+
+The map (concept → module):
+
+=============================  ==============================================================
+``Engine`` and ``Engine.open`` ``engine``: the public operations, the factory, the parts
+settings                       ``config``: ``EngineConfig`` (frozen), ``Clock``
+transaction images             ``images``: ``TxImages`` — cache, load, catch-up from another
+                               replica, the locked context, every durable compare-and-set
+one transaction in memory      ``runtime``: ``TxRuntime`` (write set, staged effects, lazy
+                               graph) and ``StepRun``, the scope one attempt runs in
+step pipeline                  ``steps``: ``StepExecutor`` — check → parse → tool → references
+                               → validate → run under timeout → succeed / fail / unknown
+rewind and compensation        ``rewind``: ``Rewinder`` (two-phase when compensations run)
+commit                         ``commit``: ``Committer`` — validation per isolation, the plan,
+                               conflict abort, releasing effects through the dispatcher
+recovery and maintenance       ``recovery``: ``Recovery`` — crashed work, unknown outcomes,
+                               the idle reaper, pruning; ``background``: the loops
+step leases                    ``leases``: who owns a RUNNING step, whether it is gone
+request idempotency            ``requests``: ``RequestLog`` — stored replies by request id
+lifecycle states               ``states``: the one transition table
+rollback decisions             ``controller``: ``RollbackController`` and its budget
+references ``${steps.N.x}``    ``refs``
+dependency graph, root cause   ``graph``
+failure → one-line hint        ``hints`` (rules in ``hint_rules.toml``)
+request caps                   ``limits`` (including the step reply's size)
+watch events                   ``events``: ``EventBus``
+read models                    ``views``: ``TransactionInfo`` and the rebuilt graph
+cancellation-proof calls       ``eager``: ``run_detached``, ``leave_eager``
+=============================  ==============================================================
+
+Who calls whom: ``Engine`` hands each call to one part — a step to ``StepExecutor``, a commit
+to ``Committer``, a rollback to ``Rewinder``, crashed work and the reaper to ``Recovery`` —
+wrapping mutating calls that carry a request id in ``RequestLog``. Every part changes a
+transaction only through ``TxImages`` (lock, compare-and-set, mirror, event); the step
+pipeline, the committer and recovery undo through the ``Rewinder``. Parts get their
+collaborators at construction; none holds the engine.
+
+Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.jsontext``, the
+``Store`` contract (``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
+driver or adapter (gRPC, MCP, client). The one exception is the factory ``Engine.open``,
+which also imports the outbox dispatcher (``agenttx.effects``) and reaches store backends
+only through ``agenttx.store.factory``, which imports them lazily (``tests/test_core_layering.py``
+checks all of this).
+"""

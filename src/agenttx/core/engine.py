@@ -1,53 +1,56 @@
-"""The engine: transactions of tool calls over a ``Store``.
+"""``agenttx.Engine``: transactions of tool calls over a ``Store``, made of named parts.
 
-Every public method is one step of the lifecycle in ``docs/transactions.md``. The invariants:
+Every public method is one step of the lifecycle in ``docs/transactions.md``; each hands its
+work to the one part that owns it (the map is in ``agenttx.core``). The engine's invariants:
 
-- Each durable change is a compare-and-set on the transaction's revision (``TxUpdate``), so a
+- Each durable change is a compare-and-set on the transaction's revision (``TxImages``), so a
   stale in-memory image or a second replica is detected, never overwritten.
-- Calls on one transaction run one at a time (``TxRuntime.lock``); other transactions run
-  concurrently.
+- Calls on one transaction run one at a time; other transactions run concurrently.
 - A tool's failure is data in the ``StepResult``; exceptions are for protocol misuse only.
 - Undo records of outside effects are durable before the outside call (``StepRun``), writes
   and staged effects of a step become durable with the step, and the commit publishes writes,
   enqueues effects and ends the transaction in one store transaction.
+- Each mutating call may carry a ``request_id``: a retry with the same id and payload returns
+  the stored reply instead of running again (``RequestLog``).
+
+``await Engine.open(url)`` is the factory: it opens (and migrates) the store, registers the
+built-in and user tools, finishes what a crash interrupted (``recover``) and starts the
+background work (the outbox dispatcher and the maintenance loop). ``await engine.close()``
+stops them and the store. Every part is built once, in ``__init__``; none is set later.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from agenttx.core.base import OPEN, Clock, EngineConfig, new_owner
-from agenttx.core.controller import ControllerState
-from agenttx.core.events import TxEvent, event_for
-from agenttx.core.hints import reference_category
-from agenttx.core.limits import (
-    arguments_text,
-    check_begin,
-    check_labels,
-    check_transaction_id,
-)
-from agenttx.core.recovery import Maintenance
-from agenttx.core.runtime import TxRuntime
-from agenttx.core.views import transaction_info
-from agenttx.errors import (
-    CommitConflict,
-    InvalidArgument,
-    NotActive,
-    NotFound,
-    OutcomeUnknownPending,
-    WrongStep,
-)
-from agenttx.store.contract import (
-    CommitPlan,
-    OutboxRow,
-    TxRow,
-    VersionCheck,
-)
+from agenttx.core.background import Background
+from agenttx.core.commit import Committer
+from agenttx.core.config import Clock, EngineConfig
+from agenttx.core.controller import ControllerState, RollbackController
+from agenttx.core.events import EventBus, TxEvent, event_for
+from agenttx.core.hints import HintCleaner
+from agenttx.core.images import TxImages
+from agenttx.core.leases import LIVE_OWNERS, new_owner
+from agenttx.core.limits import arguments_text, check_begin, check_labels, check_transaction_id
+from agenttx.core.recovery import Recovery
+from agenttx.core.requests import RequestLog
+from agenttx.core.rewind import Rewinder
+from agenttx.core.steps import StepExecutor
+from agenttx.core.views import rebuild_graph, transaction_info
+from agenttx.effects.channels import Channel, JsonlChannel
+from agenttx.effects.dispatcher import OutboxDispatcher
+from agenttx.errors import InvalidArgument, NotActive, NotFound, WrongStep
+from agenttx.store.contract import Store, TxRow
+from agenttx.store.factory import open_store
+from agenttx.tools.builtin import BUILTIN_TOOLS
+from agenttx.tools.builtin.fs import RESTORE_HANDLER, restore_file
+from agenttx.tools.contract import Tool
+from agenttx.tools.registry import ToolRegistry, load_tools
 from agenttx.types import (
     BeginResult,
     CommitResult,
@@ -55,7 +58,6 @@ from agenttx.types import (
     RollbackPolicy,
     RollbackResult,
     StepResult,
-    StepStatus,
     TransactionInfo,
     TransactionPage,
     TxStatus,
@@ -63,14 +65,150 @@ from agenttx.types import (
 
 log = logging.getLogger("agenttx.engine")
 
+DEFAULT_URL = "sqlite:///agenttx-data/agenttx.db"
 
-class CoreEngine(Maintenance):
-    """The transaction engine over a store; ``agenttx.Engine`` adds opening, background work
-    (dispatcher, reaper, recovery) and closing."""
 
-    # ------------------------------------------------------------------ public operations
-    # Each mutating call may carry a request_id: a retry with the same id and payload returns
-    # the stored reply instead of running again (``core/requests.py``).
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        registry: ToolRegistry,
+        config: EngineConfig,
+        dispatcher: OutboxDispatcher,
+        *,
+        cleaner: HintCleaner | None = None,
+        controller: RollbackController | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        # Every durable operation; opened before the engine is built, closed by ``close``.
+        self.store = store
+        # The tools and undo handlers by name; fixed once the engine is open.
+        self.registry = registry
+        self.config = config  # frozen; every part reads the same one
+        self.cleaner = cleaner or HintCleaner()  # raw error → one-line hint
+        self.controller = controller or RollbackController()  # failure → strategy, target
+        self.clock = clock  # wall time for rows, leases and the reaper
+        # One event per durable change, published after it is durable (WatchTransaction).
+        self.events = EventBus()
+        # Delivers committed effects: right after a commit, and in the background.
+        self.dispatcher = dispatcher
+        # The stored replies of mutating calls carrying a request_id.
+        self.requests = RequestLog(store, config.tenant, clock)
+        # The cached image of each open transaction; the only way to change one durably.
+        self.images = TxImages(store, config, self.events, clock)
+        # Undo from a step on (compensations newest first), two-phase when it must be.
+        self.rewinder = Rewinder(self.images, store, registry, config, clock)
+        # Crashed work, unknown outcomes, the idle reaper, pruning.
+        self.recovery = Recovery(self.images, self.rewinder, store, registry, config, clock)
+        # check → parse → tool → references → validate → run → record.
+        self.steps = StepExecutor(
+            self.images,
+            self.rewinder,
+            self.recovery.finish_interrupted,
+            store,
+            registry,
+            self.cleaner,
+            self.controller,
+            config,
+            clock,
+        )
+        # Validation, the one-transaction publish, conflict abort, effect release.
+        self.committer = Committer(self.images, self.rewinder, store, dispatcher, clock)
+        # The delivery and maintenance loops; running iff started and not closed.
+        self.background = Background(self.recovery, dispatcher, store, config, clock)
+
+    @classmethod
+    async def open(
+        cls,
+        url: str = DEFAULT_URL,
+        *,
+        fs_root: str | Path | None = None,
+        outbox_path: str | Path | None = None,
+        tools: Iterable[Tool] = (),
+        tool_modules: Iterable[str] = (),
+        channels: Mapping[str, Channel] | None = None,
+        policy: RollbackPolicy | None = None,
+        sync_writes: bool = False,
+        step_timeout_s: float = 30.0,
+        tx_idle_timeout_secs: float = 900.0,
+        compensation_retries: int = 3,
+        max_constraints: int = 32,
+        hint_rule_files: Sequence[str | Path] = (),
+        tenant: str = "default",
+        clock: Clock = time.time,
+        background: bool = True,
+        dispatch_lease_secs: float = 30.0,
+        dispatch_max_attempts: int = 8,
+        dispatch_backoff_s: float = 0.5,
+        store: Store | None = None,
+    ) -> Engine:
+        """Open an engine. Relative paths default next to the SQLite file: ``files/`` for the
+        fs sandbox and ``outbox.jsonl`` for effects on channels without a dispatcher."""
+        # Backends are reached only through the factory, which imports them lazily.
+        store = store or open_store(url, sync_writes=sync_writes)
+        await store.open()
+        base = Path(url.removeprefix("sqlite:///")).parent if url.startswith("sqlite") else Path()
+        registry = ToolRegistry(BUILTIN_TOOLS)
+        registry.register_undo(RESTORE_HANDLER, restore_file)
+        for t in tools:
+            registry.register(t)
+        for spec in tool_modules:
+            for t in load_tools(spec):
+                registry.register(t)
+        config = EngineConfig(
+            fs_root=Path(fs_root) if fs_root is not None else base / "files",
+            step_timeout_s=step_timeout_s,
+            tx_idle_timeout_secs=tx_idle_timeout_secs,
+            compensation_retries=compensation_retries,
+            max_constraints=max_constraints,
+            default_policy=policy or RollbackPolicy(),
+            tenant=tenant,
+            owner=new_owner(),
+        )
+        outbox = Path(outbox_path) if outbox_path is not None else base / "outbox.jsonl"
+        dispatcher = OutboxDispatcher(
+            store,
+            channels or {},
+            default=JsonlChannel(outbox),
+            clock=clock,
+            lease_secs=dispatch_lease_secs,
+            max_attempts=dispatch_max_attempts,
+            backoff_base_s=dispatch_backoff_s,
+        )
+        engine = cls(
+            store,
+            registry,
+            config,
+            dispatcher,
+            cleaner=HintCleaner(hint_rule_files),
+            controller=RollbackController(),
+            clock=clock,
+        )
+        LIVE_OWNERS.add(config.owner)
+        if not store.shared:
+            # This process alone serves the store: effects a dead predecessor had claimed
+            # (mid-delivery, or committed and not yet sent) go out now, not after the lease.
+            await store.release_claims(now=clock())
+        await engine.recover()
+        if background:
+            engine.start_background()
+        return engine
+
+    def start_background(self) -> None:
+        self.background.start()
+
+    async def close(self) -> None:
+        LIVE_OWNERS.discard(self.config.owner)
+        await self.background.stop()
+        await self.store.close()
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ the lifecycle
 
     async def begin(
         self,
@@ -99,7 +237,7 @@ class CoreEngine(Maintenance):
 
     async def execute_step(
         self,
-        tx_id: str,
+        transaction_id: str,
         step_id: int,
         tool_name: str,
         arguments: Any = None,
@@ -107,85 +245,118 @@ class CoreEngine(Maintenance):
         *,
         request_id: str = "",
     ) -> StepResult:
-        args_text = arguments_text(arguments)
-        payload = [tx_id, step_id, tool_name, args_text, raw_context]
+        arguments_json = arguments_text(arguments)
         # A dict is used as given (no parse of the text just made from it); a string is parsed
         # inside the step, where bad JSON is a step failure with a hint.
         parsed = arguments if isinstance(arguments, dict) else None
+        if not request_id:
+            return await self.steps.run(
+                transaction_id, step_id, tool_name, arguments_json, raw_context, "", parsed
+            )
 
         async def call() -> StepResult:
             try:
-                return await self._execute_step(
-                    tx_id, step_id, tool_name, args_text, raw_context, request_id, parsed
+                return await self.steps.run(
+                    transaction_id,
+                    step_id,
+                    tool_name,
+                    arguments_json,
+                    raw_context,
+                    request_id,
+                    parsed,
                 )
             except (WrongStep, NotActive):
                 # The step may have run while its reply was lost (a crash before the reply
                 # was stored): its attempt row carries the request id.
-                replay = await self._reply_from_rows(tx_id, step_id, request_id)
+                replay = await self.requests.step_replay(transaction_id, step_id, request_id)
                 if replay is None:
                     raise
                 return replay
 
+        payload = [transaction_id, step_id, tool_name, arguments_json, raw_context]
         return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
 
-    async def commit(self, tx_id: str, *, request_id: str = "") -> CommitResult:
+    async def commit(self, transaction_id: str, *, request_id: str = "") -> CommitResult:
         async def call() -> CommitResult:
             try:
-                return await self._commit(tx_id, request_id)
+                return await self.committer.commit(transaction_id, request_id)
             except NotActive:
                 # This very commit may have happened while its reply was lost: the commit
                 # records its request id with the outcome, in the same store transaction.
-                replay = await self._commit_from_row(tx_id, request_id)
+                replay = await self.requests.commit_replay(transaction_id, request_id)
                 if replay is None:
                     raise
                 return replay
 
-        return await self.requests.run(request_id, "commit", [tx_id], CommitResult, call)
-
-    async def _commit_from_row(self, tx_id: str, request_id: str) -> CommitResult | None:
-        if not request_id:
-            return None
-        row = await self.store.get_transaction(tx_id)
-        if row is None or row.body.get("commit_request_id") != request_id:
-            return None
-        if row.status == TxStatus.FAILED.value:
-            raise CommitConflict(tx_id, [], "write").with_message(
-                str(row.body.get("abort_reason", "commit conflict"))
-            )
-        if row.status != TxStatus.COMMITTED.value:
-            return None
-        live = await self.store.load_steps(tx_id, live_only=True)
-        return CommitResult(
-            transaction_id=tx_id,
-            committed=True,
-            steps_committed=sum(1 for s in live if s.status == StepStatus.SUCCESS.value),
-            effects_dispatched=0,
-            dispatch_errors=[],
-            transaction_status=TxStatus.COMMITTED,
-            revision=row.revision,
-        )
+        return await self.requests.run(request_id, "commit", [transaction_id], CommitResult, call)
 
     async def rollback(
-        self, tx_id: str, to_step: int | None = None, reason: str = "", *, request_id: str = ""
+        self,
+        transaction_id: str,
+        to_step: int | None = None,
+        reason: str = "",
+        *,
+        request_id: str = "",
     ) -> RollbackResult:
         return await self.requests.run(
             request_id,
             "rollback",
-            [tx_id, to_step or 0, reason],
+            [transaction_id, to_step or 0, reason],
             RollbackResult,
-            lambda: self._rollback(tx_id, to_step, reason),
+            lambda: self._rollback(transaction_id, to_step, reason),
         )
 
-    async def watch(self, tx_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
+    async def resolve_outcome(
+        self, transaction_id: str, step_id: int, *, happened: bool, output: Any = None
+    ) -> TransactionInfo:
+        """Settle a step whose outside call had an unknown outcome (after checking the outside
+        system): ``happened`` keeps it as a successful step with ``output``; otherwise its undo
+        records are discarded unrun and the step can be sent again."""
+        await self.recovery.resolve_outcome(
+            transaction_id, step_id, happened=happened, output=output
+        )
+        return await self.get_transaction(transaction_id, history=True)
+
+    async def recover(self) -> dict[str, int]:
+        """Finish what a crash interrupted (rewinds, steps of a dead process); safe to run
+        while serving. Returns how many of each kind were finished."""
+        return await self.recovery.recover()
+
+    async def reap_idle(self) -> int:
+        """Abort ACTIVE transactions idle longer than the timeout; returns how many."""
+        return await self.recovery.reap_idle()
+
+    async def prune_versions(self) -> int:
+        """Drop committed versions no open transaction can see any more; returns how many."""
+        return await self.recovery.prune_versions()
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_transaction(
+        self, transaction_id: str, *, history: bool = True
+    ) -> TransactionInfo:
+        check_transaction_id(transaction_id)
+        row = await self.store.get_transaction(transaction_id)
+        if row is None:
+            raise NotFound(f"transaction `{transaction_id}` not found")
+        steps = await self.store.load_steps(transaction_id, live_only=not history)
+        rt = self.images.cache.get(transaction_id)
+        # A current cached image has the graph already; otherwise it is rebuilt from the rows.
+        graph = rt.graph if rt is not None and rt.row.revision == row.revision else None
+        if graph is None:
+            graph = rebuild_graph(steps)
+        return transaction_info(row, steps, [(e.source, e.target, e.key) for e in graph.edges()])
+
+    async def watch(self, transaction_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
         """The transaction's state changes, newest revision first if it is past
         ``after_revision``, then one event per durable change, until it ends."""
-        check_transaction_id(tx_id)
+        check_transaction_id(transaction_id)
         # Subscribe first, then read the row: a change between the two is not missed.
-        queue = self.events.open_queue(tx_id)
+        queue = self.events.open_queue(transaction_id)
         try:
-            row = await self.store.get_transaction(tx_id)
+            row = await self.store.get_transaction(transaction_id)
             if row is None:
-                raise NotFound(f"transaction `{tx_id}` not found")
+                raise NotFound(f"transaction `{transaction_id}` not found")
             last = after_revision
             if row.revision > last:
                 last = row.revision
@@ -202,113 +373,7 @@ class CoreEngine(Maintenance):
                     if event.status.terminal:
                         return
         finally:
-            self.events.close_queue(tx_id, queue)
-
-    async def _reply_from_rows(
-        self, tx_id: str, step_id: int, request_id: str
-    ) -> StepResult | None:
-        if not request_id:
-            return None
-        rows = await self.store.load_steps(tx_id, live_only=False)
-        mine = [r for r in rows if r.step_id == step_id and r.detail.get("rid") == request_id]
-        if not mine:
-            return None
-        row = mine[-1]
-        tx = await self.store.get_transaction(tx_id)
-        assert tx is not None
-        constraints = list(tx.body.get("constraints", []))
-        if row.status == StepStatus.SUCCESS.value:
-            return StepResult(
-                transaction_id=tx_id,
-                step_id=step_id,
-                status=StepStatus.SUCCESS,
-                output=json.loads(row.output_json) if row.output_json else None,
-                output_json=row.output_json,
-                next_step_id=step_id + 1,
-                constraints=constraints,
-                transaction_status=TxStatus(tx.status),
-                revision=tx.revision,
-            )
-        ended = TxStatus(tx.status).terminal
-        return StepResult(
-            transaction_id=tx_id,
-            step_id=step_id,
-            status=StepStatus.FAILED
-            if ended
-            else StepStatus(
-                "OUTCOME_UNKNOWN" if row.status == "OUTCOME_UNKNOWN" else "ROLLBACK_TRIGGERED"
-            ),
-            clean_hint=str(row.detail.get("hint", "")),
-            error_category=str(row.detail.get("category", "")),
-            reference_category=reference_category(str(row.detail.get("category", ""))),
-            next_step_id=0 if ended else tx.next_step_id,
-            constraints=constraints,
-            abort_reason=str(tx.body.get("abort_reason", "")) if ended else "",
-            transaction_status=TxStatus(tx.status),
-            revision=tx.revision,
-            hint_key=str(row.detail.get("key", "")),
-        )
-
-    async def _begin(
-        self,
-        agent_id: str = "",
-        metadata: Mapping[str, str] | None = None,
-        policy: RollbackPolicy | Mapping[str, Any] | None = None,
-        isolation: Isolation | str = Isolation.SNAPSHOT,
-        labels: Sequence[str] = (),
-    ) -> BeginResult:
-        meta = dict(metadata or {})
-        check_begin(agent_id, meta)
-        check_labels(labels)
-        pol = self._policy(policy)
-        try:
-            iso = Isolation(isolation)
-        except ValueError:
-            allowed = ", ".join(i.value for i in Isolation)
-            raise InvalidArgument(
-                f"unknown isolation {isolation!r}; use one of {allowed}"
-            ) from None
-        now = self.clock()
-        body: dict[str, Any] = {
-            "metadata": meta,
-            "policy": pol.to_dict(),
-            "controller": ControllerState().to_dict(),
-            "constraints": [],
-            "epoch": 0,
-            "step_seq": 0,
-            "requires_human": False,
-            "abort_reason": "",
-            "compensation_errors": [],
-            "outcome_unknown_step": 0,
-            "labels": list(labels),
-        }
-        row = TxRow(
-            id=f"tx_{uuid.uuid4().hex}",
-            tenant=self.config.tenant,
-            agent_id=agent_id,
-            status=TxStatus.ACTIVE.value,
-            revision=1,
-            next_step_id=1,
-            snapshot=0,
-            isolation=iso.value,
-            body=body,
-            created_at=now,
-            updated_at=now,
-            last_activity_at=now,
-        )
-        row = await self.store.create_transaction(row)
-        self._runtimes[row.id] = TxRuntime(row, pol, iso, ControllerState())
-        log.debug("begin %s agent=%s isolation=%s", row.id, agent_id, iso.value)
-        return BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
-
-    def _policy(self, policy: RollbackPolicy | Mapping[str, Any] | None) -> RollbackPolicy:
-        if policy is None:
-            return self.config.default_policy
-        if isinstance(policy, RollbackPolicy):
-            return policy
-        base = self.config.default_policy.to_dict()
-        base.update({k: v for k, v in policy.items() if v is not None})
-        return RollbackPolicy.from_dict(base)
+            self.events.close_queue(transaction_id, queue)
 
     async def list_transactions(
         self,
@@ -361,15 +426,76 @@ class CoreEngine(Maintenance):
     def list_tools(self) -> list[dict[str, Any]]:
         return [t.describe() for t in self.registry]
 
-    # ------------------------------------------------------------------ runtime cache
+    # ------------------------------------------------------------------ begin and rollback
+
+    async def _begin(
+        self,
+        agent_id: str,
+        metadata: Mapping[str, str] | None,
+        policy: RollbackPolicy | Mapping[str, Any] | None,
+        isolation: Isolation | str,
+        labels: Sequence[str],
+    ) -> BeginResult:
+        meta = dict(metadata or {})
+        check_begin(agent_id, meta)
+        check_labels(labels)
+        pol = self._policy(policy)
+        try:
+            iso = Isolation(isolation)
+        except ValueError:
+            allowed = ", ".join(i.value for i in Isolation)
+            raise InvalidArgument(
+                f"unknown isolation {isolation!r}; use one of {allowed}"
+            ) from None
+        now = self.clock()
+        body: dict[str, Any] = {
+            "metadata": meta,
+            "policy": pol.to_dict(),
+            "controller": ControllerState().to_dict(),
+            "constraints": [],
+            "epoch": 0,
+            "step_seq": 0,
+            "requires_human": False,
+            "abort_reason": "",
+            "compensation_errors": [],
+            "outcome_unknown_step": 0,
+            "labels": list(labels),
+        }
+        row = TxRow(
+            id=f"tx_{uuid.uuid4().hex}",
+            tenant=self.config.tenant,
+            agent_id=agent_id,
+            status=TxStatus.ACTIVE.value,
+            revision=1,
+            next_step_id=1,
+            snapshot=0,
+            isolation=iso.value,
+            body=body,
+            created_at=now,
+            updated_at=now,
+            last_activity_at=now,
+        )
+        row = await self.store.create_transaction(row)
+        self.images.add(row, pol, iso)
+        log.debug("begin %s agent=%s isolation=%s", row.id, agent_id, iso.value)
+        return BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
+
+    def _policy(self, policy: RollbackPolicy | Mapping[str, Any] | None) -> RollbackPolicy:
+        if policy is None:
+            return self.config.default_policy
+        if isinstance(policy, RollbackPolicy):
+            return policy
+        base = self.config.default_policy.to_dict()
+        base.update({k: v for k, v in policy.items() if v is not None})
+        return RollbackPolicy.from_dict(base)
 
     async def _rollback(
-        self, tx_id: str, to_step: int | None = None, reason: str = ""
+        self, transaction_id: str, to_step: int | None, reason: str
     ) -> RollbackResult:
-        async with self._locked(tx_id) as rt:
+        async with self.images.locked(transaction_id) as rt:
             status = TxStatus(rt.row.status)
             if status.terminal:
-                raise NotActive(rt.id, status.value, "roll back")
+                raise NotActive(transaction_id, status.value, "roll back")
             if to_step:
                 if to_step >= rt.row.next_step_id:
                     raise InvalidArgument(
@@ -378,100 +504,21 @@ class CoreEngine(Maintenance):
                     )
                 self.controller.on_manual_rewind(rt.ctl, to_step)
                 body = dict(rt.body, controller=rt.ctl.to_dict())
-                errors, ran = await self._rewind(rt, to_step, TxStatus.ACTIVE, body, None)
+                errors, ran = await self.rewinder.rewind(rt, to_step, TxStatus.ACTIVE, body, None)
                 return RollbackResult(
-                    rt.id, True, rt.row.next_step_id, ran, errors, TxStatus.ACTIVE, rt.row.revision
+                    transaction_id,
+                    True,
+                    rt.row.next_step_id,
+                    ran,
+                    errors,
+                    TxStatus.ACTIVE,
+                    rt.row.revision,
                 )
             body = dict(rt.body, abort_reason=reason or "rolled back on request")
-            errors, ran = await self._rewind(rt, 0, TxStatus.ROLLED_BACK, body, None)
+            errors, ran = await self.rewinder.rewind(rt, 0, TxStatus.ROLLED_BACK, body, None)
             return RollbackResult(
-                rt.id, True, 0, ran, errors, TxStatus.ROLLED_BACK, rt.row.revision
+                transaction_id, True, 0, ran, errors, TxStatus.ROLLED_BACK, rt.row.revision
             )
 
-    async def _commit(self, tx_id: str, request_id: str = "") -> CommitResult:
-        async with self._locked(tx_id) as rt:
-            status = TxStatus(rt.row.status)
-            if status is not TxStatus.ACTIVE:
-                raise NotActive(rt.id, status.value, "commit")
-            if rt.body.get("outcome_unknown_step"):
-                raise OutcomeUnknownPending(rt.id, int(rt.body["outcome_unknown_step"]))
-            writes = rt.final_writes()
-            checks = self._checks(rt, writes)
-            steps_committed = len(rt.steps)
-            now = self.clock()
-            done_body = dict(rt.body, ended_at=now, commit_request_id=request_id)
-            # The reason is durable with the plan: a crash before the abort finishes still
-            # leaves a FAILED transaction that says why.
-            conflict_body = dict(
-                rt.body,
-                rewind={"target": 0, "final": TxStatus.FAILED.value},
-                abort_reason="commit conflict: another transaction committed first",
-                commit_request_id=request_id,
-            )
-            plan = CommitPlan(
-                tenant=rt.row.tenant,
-                writes=writes,
-                effects=list(rt.staged),
-                checks=checks,
-                on_success=self._update(rt, TxStatus.COMMITTED, 0, done_body, OPEN),
-                on_conflict=replace(
-                    self._update(
-                        rt, TxStatus.ROLLING_BACK, rt.row.next_step_id, conflict_body, OPEN
-                    )
-                ),
-                claim_until=self._claim_until(now) if rt.staged else 0.0,
-            )
-            outcome = await self.store.commit(plan)
-            applied = plan.on_success if outcome.committed else plan.on_conflict
-            self._applied(rt, applied, outcome.revision)
-            if not outcome.committed:
-                keys = [c.key for c in outcome.conflicts]
-                kind = outcome.conflicts[0].kind if outcome.conflicts else "write"
-                body = dict(rt.body)
-                body.pop("rewind", None)
-                body["abort_reason"] = (
-                    f"{kind} conflict on key `{keys[0]}`: it was committed by another transaction"
-                )
-                errors, _ = await self._rewind(rt, 0, TxStatus.FAILED, body, None)
-                raise CommitConflict(rt.id, keys, kind, errors)
-            self._evict(rt)
-        # Outside the lock: the transaction is over, delivery must not hold anything up.
-        claimed = outcome.outbox if plan.claim_until > 0 else []
-        dispatched, dispatch_errors = await self._release(claimed)
-        return CommitResult(
-            transaction_id=rt.id,
-            committed=True,
-            steps_committed=steps_committed,
-            effects_dispatched=dispatched,
-            dispatch_errors=dispatch_errors,
-            effects_queued=len(outcome.outbox),
-            transaction_status=TxStatus.COMMITTED,
-            revision=rt.row.revision,
-        )
 
-    def _claim_until(self, now: float) -> float:
-        """Hook: the lease a commit takes on its effects for delivering them right after
-        (``CommitPlan.claim_until``); 0 leaves them ``pending`` for a dispatcher."""
-        return 0.0
-
-    async def _release(self, rows: list[OutboxRow]) -> tuple[int, list[str]]:
-        """Hook run after a durable commit with the outbox rows it claimed: (delivered now,
-        errors). The core engine claims none (``_claim_until``); ``agenttx.Engine`` delivers
-        them through its dispatcher."""
-        return 0, []
-
-    def _checks(self, rt: TxRuntime, writes: Mapping[str, str | None]) -> list[VersionCheck]:
-        """Commit validation per isolation level (``docs/isolation.md``)."""
-        if rt.isolation is Isolation.READ_COMMITTED:
-            return [VersionCheck(k, rt.base_versions.get(k, 0), "write") for k in writes]
-        checks = [VersionCheck(k, rt.row.snapshot, "write") for k in writes]
-        if rt.isolation is Isolation.SERIALIZABLE:
-            checks += [
-                VersionCheck(k, rt.row.snapshot, "read") for k in rt.read_set if k not in writes
-            ]
-        return checks
-
-    # ------------------------------------------------------------------ recovery & reaper
-
-
-__all__ = ["Clock", "CoreEngine", "EngineConfig", "new_owner"]
+__all__ = ["DEFAULT_URL", "Engine", "EngineConfig"]

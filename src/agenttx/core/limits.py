@@ -16,7 +16,22 @@ MAX_ARGUMENTS_BYTES = 1 << 20
 MAX_RAW_CONTEXT_BYTES = 1 << 20
 MAX_STATE_KEY_BYTES = 1024
 MAX_STATE_VALUE_BYTES = 1 << 20
-MAX_OUTPUT_BYTES = 4 << 20
+
+# The largest message the gRPC server sends or receives (the reference's cap); a step's reply
+# must fit in it, or the step would be durable and its reply undeliverable.
+MAX_REPLY_BYTES = 4 << 20
+# What a step reply holds besides its output and constraints: ids, status, strategy, hint,
+# category, abort reason, protobuf framing — generously, so new reply fields still fit.
+REPLY_FRAME_BYTES = 64 << 10
+# A step's output, as UTF-8 JSON, when the transaction has no constraints yet.
+MAX_OUTPUT_BYTES = MAX_REPLY_BYTES - REPLY_FRAME_BYTES
+
+
+def reply_room(constraints: Sequence[str]) -> int:
+    """How many UTF-8 bytes a step's output may take so that its reply, which repeats the
+    transaction's constraints, stays under ``MAX_REPLY_BYTES``."""
+    # 4 bytes of protobuf framing per repeated string is an upper bound for these lengths.
+    return MAX_OUTPUT_BYTES - sum(len(c.encode()) + 4 for c in constraints)
 
 
 def check_transaction_id(tx_id: str) -> None:

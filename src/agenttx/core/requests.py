@@ -2,9 +2,10 @@
 the stored reply instead of running again; the same id with another payload is refused.
 
 Replies (and the protocol errors a call raised) are stored after the call, keyed by tenant
-and request id. The window between a step becoming durable and its reply being stored is
-closed by the step row itself, which records the request id: a retry that finds no stored
-reply but a step attempt with its id rebuilds the reply from that row (``steps.py``).
+and request id. The window between a call becoming durable and its reply being stored is
+closed by the durable rows themselves: a step attempt records its request id (``rid``) and a
+commit records ``commit_request_id`` with its outcome, so a retry that finds no stored reply
+rebuilds it from those rows (``step_replay``, ``commit_replay``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agenttx import errors
-from agenttx.errors import AgentTxError, AlreadyExists, InvalidArgument
+from agenttx.core.hints import reference_category
+from agenttx.errors import AgentTxError, AlreadyExists, CommitConflict, InvalidArgument
 from agenttx.store.contract import Store, StoredReply
+from agenttx.types import CommitResult, StepResult, StepStatus, TxStatus
 
 T = TypeVar("T")
 
@@ -46,9 +49,11 @@ def check_request_id(request_id: str) -> None:
 
 
 class RequestLog:
+    """The stored replies of mutating calls, by (tenant, request id)."""
+
     def __init__(self, store: Store, tenant: str, clock: Callable[[], float]) -> None:
         self.store = store
-        self.tenant = tenant
+        self.tenant = tenant  # request ids are unique per tenant only
         self.clock = clock
 
     async def run(
@@ -89,6 +94,78 @@ class RequestLog:
         if stored is row:
             return result  # this call's reply is the stored one: no need to decode it again
         return self._replay(stored, method, digest, result_type)  # a concurrent twin won
+
+    async def step_replay(
+        self, transaction_id: str, step_id: int, request_id: str
+    ) -> StepResult | None:
+        """The reply of step ``step_id`` sent with ``request_id``, rebuilt from its attempt row
+        (it ran, but its reply was lost before it was stored), or None if no attempt has it."""
+        if not request_id:
+            return None
+        rows = await self.store.load_steps(transaction_id, live_only=False)
+        mine = [r for r in rows if r.step_id == step_id and r.detail.get("rid") == request_id]
+        if not mine:
+            return None
+        row = mine[-1]
+        tx = await self.store.get_transaction(transaction_id)
+        assert tx is not None
+        constraints = list(tx.body.get("constraints", []))
+        if row.status == StepStatus.SUCCESS.value:
+            return StepResult(
+                transaction_id=transaction_id,
+                step_id=step_id,
+                status=StepStatus.SUCCESS,
+                output=json.loads(row.output_json) if row.output_json else None,
+                output_json=row.output_json,
+                next_step_id=step_id + 1,
+                constraints=constraints,
+                transaction_status=TxStatus(tx.status),
+                revision=tx.revision,
+            )
+        ended = TxStatus(tx.status).terminal
+        return StepResult(
+            transaction_id=transaction_id,
+            step_id=step_id,
+            status=StepStatus.FAILED
+            if ended
+            else StepStatus(
+                "OUTCOME_UNKNOWN" if row.status == "OUTCOME_UNKNOWN" else "ROLLBACK_TRIGGERED"
+            ),
+            clean_hint=str(row.detail.get("hint", "")),
+            error_category=str(row.detail.get("category", "")),
+            reference_category=reference_category(str(row.detail.get("category", ""))),
+            next_step_id=0 if ended else tx.next_step_id,
+            constraints=constraints,
+            abort_reason=str(tx.body.get("abort_reason", "")) if ended else "",
+            transaction_status=TxStatus(tx.status),
+            revision=tx.revision,
+            hint_key=str(row.detail.get("key", "")),
+        )
+
+    async def commit_replay(self, transaction_id: str, request_id: str) -> CommitResult | None:
+        """The reply of the commit sent with ``request_id``, rebuilt from the transaction's
+        row (the commit is durable, its reply was lost), or None if it was not this commit."""
+        if not request_id:
+            return None
+        row = await self.store.get_transaction(transaction_id)
+        if row is None or row.body.get("commit_request_id") != request_id:
+            return None
+        if row.status == TxStatus.FAILED.value:
+            raise CommitConflict(transaction_id, [], "write").with_message(
+                str(row.body.get("abort_reason", "commit conflict"))
+            )
+        if row.status != TxStatus.COMMITTED.value:
+            return None
+        live = await self.store.load_steps(transaction_id, live_only=True)
+        return CommitResult(
+            transaction_id=transaction_id,
+            committed=True,
+            steps_committed=sum(1 for s in live if s.status == StepStatus.SUCCESS.value),
+            effects_dispatched=0,
+            dispatch_errors=[],
+            transaction_status=TxStatus.COMMITTED,
+            revision=row.revision,
+        )
 
     @staticmethod
     def _replay(stored: StoredReply, method: str, digest: str, result_type: type[T]) -> T:

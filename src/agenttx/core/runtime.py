@@ -78,7 +78,7 @@ class TxRuntime:
         self._graph_pending.append((step_id, inputs, output, references, state_reads, state_writes))
 
     @property
-    def id(self) -> str:
+    def transaction_id(self) -> str:
         return self.row.id
 
     @property
@@ -138,7 +138,7 @@ class StepRun:
     ) -> None:
         self.rt = rt
         self.store = store
-        self.transaction_id = rt.id
+        self.transaction_id = rt.transaction_id
         self.step_id = step_id
         self.idempotency_key = attempt_key
         self.fs_root = fs_root
@@ -197,7 +197,7 @@ class StepRun:
             raise InvalidArgument(f"undo arguments are not JSON: {exc}") from None
         row = UndoRow(
             id=0,
-            tx_id=self.rt.id,
+            tx_id=self.rt.transaction_id,
             step_id=self.step_id,
             handler=name,
             args_json=args_json,

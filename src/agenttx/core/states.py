@@ -26,6 +26,13 @@ TRANSITIONS: dict[TxStatus, frozenset[TxStatus]] = {
 }
 
 
+# The statuses a call that needs an open, idle transaction may move it from (the
+# ``from_statuses`` of its compare-and-set).
+OPEN: tuple[str, ...] = (TxStatus.ACTIVE.value,)
+# Every non-terminal status: a rewind or abort may start from any of them.
+UNFINISHED: tuple[str, ...] = (A.value, E.value, R.value, C.value)
+
+
 def check_transition(src: TxStatus, dst: TxStatus) -> None:
     if dst not in TRANSITIONS[src]:
         raise FailedPrecondition(f"illegal transaction state transition {src} -> {dst}")

@@ -1,36 +1,40 @@
 """The step pipeline: check → parse → tool → references → validate → run under the timeout →
-record. Failures become data (a hint, the controller's decision, a rewind), never exceptions.
+record. Three outcomes: succeed, fail (a hint, the controller's decision, a rewind) or
+outcome-unknown. A tool's failure is data in the ``StepResult``, never an exception;
+exceptions are for protocol misuse (wrong step, transaction not active, bad request).
 
-A tool with an outside effect first makes the step durable as RUNNING (EXECUTING), so a crash
-while it runs leaves evidence; a state-only step is one durable write at its end."""
+Invariants:
+
+- A tool with an outside effect first makes the step durable as RUNNING (EXECUTING), so a
+  crash while it runs leaves evidence; a state-only step is ONE durable write at its end.
+- Nothing of a step is durable before its output passed the size check: an output too big
+  for the reply is a step failure, and its writes and staged effects are dropped.
+- The success path does not suspend except in the store: no timer for bounded tools, no
+  task switch (``eager.py``), no graph work (the graph is built lazily by ``TxRuntime``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
+import os
 import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from agenttx.core.base import (
-    OPEN,
-    OUTSIDE_EFFECTS,
-    Attempt,
-    EngineBase,
-    add_constraint,
-    dumps_json,
-    error_text,
-)
-from agenttx.core.controller import Failure
+from agenttx.core.config import Clock, EngineConfig
+from agenttx.core.controller import Failure, RollbackController
 from agenttx.core.eager import leave_eager
-from agenttx.core.hints import reference_category
-from agenttx.core.limits import (
-    MAX_OUTPUT_BYTES,
-    check_step_request,
-    check_transaction_id,
-)
-from agenttx.core.refs import UnresolvedReference, find_references, resolve
+from agenttx.core.hints import Category, Hint, HintCleaner, reference_category
+from agenttx.core.images import TxImages
+from agenttx.core.limits import check_step_request, check_transaction_id, reply_room
+from agenttx.core.recovery import outcome_unknown_hint
+from agenttx.core.refs import Reference, UnresolvedReference, find_references, resolve
+from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import StepRun, TxRuntime, Write
+from agenttx.core.states import OPEN
 from agenttx.errors import (
     FatalToolError,
     NotActive,
@@ -38,161 +42,199 @@ from agenttx.errors import (
     UncertainOutcome,
     WrongStep,
 )
-from agenttx.store.contract import (
-    TxUpdate,
-)
+from agenttx.jsontext import compact
+from agenttx.store.contract import StepRow, Store, TxUpdate
 from agenttx.tools.context import SyncToolContext, ToolContext
 from agenttx.tools.contract import DEFAULT_TIMEOUT_S, ArgumentError, Tool
-from agenttx.types import (
-    Isolation,
-    StepResult,
-    StepStatus,
-    Strategy,
-    TxStatus,
-)
+from agenttx.tools.registry import ToolRegistry
+from agenttx.types import EffectClass, Isolation, StepResult, StepStatus, Strategy, TxStatus
 
-log = logging.getLogger("agenttx.engine")
-
-
-_INTERRUPTED = (TxStatus.EXECUTING, TxStatus.ROLLING_BACK)
+_ACTIVE = TxStatus.ACTIVE.value
+_EXECUTING = (TxStatus.EXECUTING.value,)
+_INTERRUPTED = (TxStatus.EXECUTING.value, TxStatus.ROLLING_BACK.value)
+_OUTSIDE_EFFECTS = frozenset(e.value for e in EffectClass if e.outside)
+# Outputs up to this many characters fit any reply whatever their encoding (≤ 4 bytes each):
+# only longer ones pay for measuring their UTF-8 size.
+_SURELY_FITS_CHARS = 64 << 10
 
 
-class StepPipeline(EngineBase):
-    async def _execute_step(
+@dataclass
+class Attempt:
+    """What the step pipeline knows about the attempt it is running."""
+
+    step_id: int
+    seq: int  # unique per attempt across rewinds: orders the step rows
+    attempt: int  # 1 + failed attempts of this step id so far
+    tool_name: str
+    effect: str  # the tool's EffectClass value, "" for an unknown tool
+    arguments_json: str  # as stored: the resolved arguments once references are resolved
+    raw_context: str
+    started_at: float
+    request_id: str
+    resolved: Any = None
+    references: list[Reference] = field(default_factory=list)
+
+
+class StepExecutor:
+    def __init__(
         self,
-        tx_id: str,
+        images: TxImages,
+        rewinder: Rewinder,
+        finish_interrupted: Callable[[TxRuntime], Awaitable[str]],
+        store: Store,
+        registry: ToolRegistry,
+        cleaner: HintCleaner,
+        controller: RollbackController,
+        config: EngineConfig,
+        clock: Clock,
+    ) -> None:
+        self.images = images
+        self.rewinder = rewinder  # undoes a failed step back to the controller's target
+        # Recovery's hook for a transaction a dead replica left mid-call (shared stores).
+        self.finish_interrupted = finish_interrupted
+        self.store = store
+        self.registry = registry
+        self.cleaner = cleaner  # raw error → one-line hint
+        self.controller = controller  # failure → strategy and target
+        self.config = config
+        self.clock = clock
+
+    async def run(
+        self,
+        transaction_id: str,
         step_id: int,
         tool_name: str,
-        args_text: str,
-        raw_context: str,
-        request_id: str,
-        parsed: dict[str, Any] | None = None,
-    ) -> StepResult:
-        check_transaction_id(tx_id)
-        check_step_request(step_id, tool_name, raw_context)
-        async with self._locked(tx_id) as rt:
-            return await self._execute_locked(
-                rt, step_id, tool_name, args_text, raw_context, request_id, parsed
-            )
-
-    async def _execute_locked(
-        self,
-        rt: TxRuntime,
-        step_id: int,
-        tool_name: str,
-        args_text: str,
+        arguments_json: str,
         raw_context: str,
         request_id: str,
         parsed: dict[str, Any] | None,
     ) -> StepResult:
-        status = TxStatus(rt.row.status)
-        if status is not TxStatus.ACTIVE:
-            # A stale cache may think otherwise; trust the store before refusing.
-            rt = await self._reload(rt)
-            if self.store.shared and TxStatus(rt.row.status) in _INTERRUPTED:
-                # We hold the transaction's lock, so no live call anywhere is working on it:
-                # its owner died mid-call. Finish that now rather than refuse this call.
-                await self._finish_interrupted(rt)
-                rt = await self._reload(rt)
-            status = TxStatus(rt.row.status)
-            if status is not TxStatus.ACTIVE:
-                raise NotActive(rt.id, status.value, "execute a step")
-        if rt.body.get("outcome_unknown_step"):
-            raise OutcomeUnknownPending(rt.id, int(rt.body["outcome_unknown_step"]))
-        if step_id != rt.row.next_step_id:
-            raise WrongStep(rt.id, step_id, rt.row.next_step_id)
+        """Run step ``step_id`` of the transaction; ``parsed`` is the arguments already as a
+        dict (then ``arguments_json`` is its text), else ``arguments_json`` is parsed here."""
+        check_transaction_id(transaction_id)
+        check_step_request(step_id, tool_name, raw_context)
+        async with self.images.locked(transaction_id) as rt:
+            if rt.row.status != _ACTIVE:
+                rt = await self._settle(rt)
+            if rt.body.get("outcome_unknown_step"):
+                raise OutcomeUnknownPending(transaction_id, int(rt.body["outcome_unknown_step"]))
+            if step_id != rt.row.next_step_id:
+                raise WrongStep(transaction_id, step_id, rt.row.next_step_id)
 
-        now = self.clock()
-        seq = int(rt.body.get("step_seq", 0)) + 1
-        attempt_no = int(rt.body.get("attempts", {}).get(str(step_id), 0)) + 1
-        tool = self.registry.get(tool_name)
-        att = Attempt(
-            step_id=step_id,
-            seq=seq,
-            attempt=attempt_no,
-            tool_name=tool_name,
-            effect=tool.effect.value if tool else "",
-            arguments_json=args_text,
-            raw_context=raw_context,
-            started_at=now,
-            request_id=request_id,
-        )
-        self.controller.on_step_started(rt.ctl, step_id)
-
-        # Parse → look up the tool → resolve references → validate, each a step failure.
-        try:
-            if parsed is not None:
-                args: Any = parsed
-            else:
-                args = json.loads(args_text) if args_text.strip() else {}
-        except json.JSONDecodeError as exc:
-            return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
-        if tool is None:
-            known = ", ".join(self.registry.names())
-            return await self._fail(
-                rt, att, f"unknown tool '{tool_name}'; registered tools: {known}"
+            now = self.clock()
+            seq = int(rt.body.get("step_seq", 0)) + 1
+            tool = self.registry.get(tool_name)
+            att = Attempt(
+                step_id=step_id,
+                seq=seq,
+                attempt=int(rt.body.get("attempts", {}).get(str(step_id), 0)) + 1,
+                tool_name=tool_name,
+                effect=tool.effect.value if tool else "",
+                arguments_json=arguments_json,
+                raw_context=raw_context,
+                started_at=now,
+                request_id=request_id,
             )
-        try:
-            att.resolved, att.references = resolve(args, rt.outputs, step_id)
-        except UnresolvedReference as exc:
-            att.references = find_references(args)
-            root = exc.step_id if 0 < exc.step_id < step_id else None
-            return await self._fail(rt, att, exc.message, key=exc.key, root=root)
-        # Without references the resolved arguments are the sent ones: reuse their text.
-        att.arguments_json = (
-            dumps_json(att.resolved) if att.references or not args_text.strip() else args_text
-        )
-        try:
-            call_args = tool.validate(att.resolved) if tool.input_model is not None else None
-        except ArgumentError as exc:
-            return await self._fail(rt, att, str(exc))
+            self.controller.on_step_started(rt.ctl, step_id)
 
-        scope = StepRun(
-            rt,
-            self.store,
-            step_id,
-            f"{rt.id}:{step_id}:{seq}",  # seq is unique per attempt, across rewinds too
-            self.config.fs_root,
-            tool_name,
-            now,
-        )
-        if tool.effect.outside:
-            # Evidence first: a crash while the tool runs leaves a RUNNING step that recovery
-            # turns into a retry (idempotent tools) or OUTCOME_UNKNOWN.
-            running = self._step_row(rt, att, "RUNNING", live=False, detail={})
-            running.lease_owner = self.config.owner
-            running.lease_until = now + self._timeout(tool) + 30.0
-            rt.body["step_seq"] = seq
-            update = self._update(rt, TxStatus.EXECUTING, rt.row.next_step_id, rt.body, OPEN)
-            self._applied(rt, update, await self.store.start_step(update, running))
-        try:
-            output = await self._run_tool(tool, scope, att.resolved, call_args)
-            output_json = dumps_json(output)
-            if len(output_json) > MAX_OUTPUT_BYTES:
-                raise ValueError(f"tool output exceeds {MAX_OUTPUT_BYTES} bytes")
-        except FatalToolError as exc:
-            return await self._fail(rt, att, error_text(exc), fatal=True, scope=scope)
-        except UncertainOutcome as exc:
-            return await self._outcome_unknown(rt, att, scope, error_text(exc))
-        except TimeoutError:
-            text = f"tool '{tool_name}' timed out after {int(self._timeout(tool) * 1000)} ms"
-            if tool.effect.outside and not tool.idempotent:
-                return await self._outcome_unknown(rt, att, scope, text)
-            return await self._fail(rt, att, text, scope=scope)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return await self._fail(rt, att, error_text(exc), scope=scope)
-        return await self._succeed(rt, att, scope, output, output_json)
+            # Parse → look up the tool → resolve references → validate, each a step failure.
+            try:
+                if parsed is not None:
+                    args: Any = parsed
+                else:
+                    args = json.loads(arguments_json) if arguments_json.strip() else {}
+            except json.JSONDecodeError as exc:
+                return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
+            if tool is None:
+                known = ", ".join(self.registry.names())
+                return await self._fail(
+                    rt, att, f"unknown tool '{tool_name}'; registered tools: {known}"
+                )
+            try:
+                att.resolved, att.references = resolve(args, rt.outputs, step_id)
+            except UnresolvedReference as exc:
+                att.references = find_references(args)
+                root = exc.step_id if 0 < exc.step_id < step_id else None
+                return await self._fail(rt, att, exc.message, key=exc.key, root=root)
+            # Without references the resolved arguments are the sent ones: reuse their text.
+            if att.references or not arguments_json.strip():
+                att.arguments_json = compact(att.resolved)
+            try:
+                call_args = tool.validate(att.resolved) if tool.input_model is not None else None
+            except ArgumentError as exc:
+                return await self._fail(rt, att, str(exc))
+
+            scope = StepRun(
+                rt,
+                self.store,
+                step_id,
+                f"{transaction_id}:{step_id}:{seq}",  # seq is unique per attempt, across rewinds
+                self.config.fs_root,
+                tool_name,
+                now,
+            )
+            timeout = self._timeout(tool)
+            if tool.effect.outside:
+                # Evidence first: a crash while the tool runs leaves a RUNNING step that
+                # recovery turns into a retry (idempotent tools) or OUTCOME_UNKNOWN.
+                running = self._step_row(rt, att, "RUNNING", live=False, detail={})
+                running.lease_owner = self.config.owner
+                running.lease_until = now + timeout + 30.0
+                rt.body["step_seq"] = seq
+                update = self.images.update(
+                    rt, TxStatus.EXECUTING, rt.row.next_step_id, rt.body, OPEN
+                )
+                self.images.applied(rt, update, await self.store.start_step(update, running))
+            try:
+                output = await self._run_tool(tool, timeout, scope, att.resolved, call_args)
+                output_json = compact(output)
+            except FatalToolError as exc:
+                return await self._fail(rt, att, error_text(exc), fatal=True, scope=scope)
+            except UncertainOutcome as exc:
+                return await self._outcome_unknown(
+                    rt, att, scope, error_text(exc), str(exc) or type(exc).__name__
+                )
+            except TimeoutError:
+                text = f"tool '{tool_name}' timed out after {int(timeout * 1000)} ms"
+                if tool.effect.outside and not tool.idempotent:
+                    return await self._outcome_unknown(rt, att, scope, text, text)
+                return await self._fail(rt, att, text, scope=scope)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                return await self._fail(rt, att, error_text(exc), scope=scope)
+            if len(output_json) > _SURELY_FITS_CHARS:
+                too_big = self._oversized(rt, output_json)
+                if too_big is not None:
+                    return await self._fail(rt, att, too_big.text, hint=too_big, scope=scope)
+            return await self._succeed(rt, att, scope, output, output_json)
+
+    async def _settle(self, rt: TxRuntime) -> TxRuntime:
+        """The image of a transaction that does not look ACTIVE, current with the store;
+        ``NotActive`` unless it is ACTIVE after all."""
+        # A stale cache may think otherwise; trust the store before refusing.
+        rt = await self.images.reload(rt)
+        if self.store.shared and rt.row.status in _INTERRUPTED:
+            # We hold the transaction's lock, so no live call anywhere is working on it: its
+            # owner died mid-call. Finish that now rather than refuse this call.
+            await self.finish_interrupted(rt)
+            rt = await self.images.reload(rt)
+        if rt.row.status != _ACTIVE:
+            raise NotActive(rt.transaction_id, rt.row.status, "execute a step")
+        return rt
 
     def _timeout(self, tool: Tool) -> float:
         # A tool that kept the default follows the engine's --step-timeout-ms.
         return self.config.step_timeout_s if tool.timeout_s == DEFAULT_TIMEOUT_S else tool.timeout_s
 
     async def _run_tool(
-        self, tool: Tool, scope: StepRun, resolved: Any, call_args: dict[str, Any] | None
+        self,
+        tool: Tool,
+        timeout_s: float,
+        scope: StepRun,
+        resolved: Any,
+        call_args: dict[str, Any] | None,
     ) -> Any:
-        timeout = self._timeout(tool)
         if not tool.bounded:
             await leave_eager()  # a timeout and user code follow: they need the call's task
         if tool.is_async:
@@ -205,7 +247,7 @@ class StepPipeline(EngineBase):
                 # Touches only managed state: no outside wait to bound, so no timer (arming
                 # and cancelling one costs more than the whole tool).
                 return await coro
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout_s):
                 return await coro
         loop = asyncio.get_running_loop()
         sctx = SyncToolContext(scope, loop)
@@ -217,15 +259,59 @@ class StepPipeline(EngineBase):
 
         # A plain function blocks: run it on a worker thread so the loop keeps serving others.
         # On timeout the thread cannot be killed; its result is ignored.
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout_s):
             return await loop.run_in_executor(None, call)
 
+    def _oversized(self, rt: TxRuntime, output_json: str) -> Hint | None:
+        """The hint for an output too big to be delivered in the step's reply, or None."""
+        room = reply_room(rt.body.get("constraints", ()))
+        size = len(output_json.encode("utf-8", "surrogatepass"))
+        if size <= room:
+            return None
+        return Hint(
+            f"Hint: the tool's output is {size} bytes of JSON, over the {room}-byte limit of a "
+            "step reply; call it so that it returns less (a page, a summary, a reference).",
+            # The step's own call is at fault: the agent resends it with other arguments.
+            Category.TYPE_MISMATCH.value,
+            "output_too_large",
+            "",
+        )
+
     # ------------------------------------------------------------------ step outcomes
+
+    def _step_row(
+        self, rt: TxRuntime, att: Attempt, status: str, *, live: bool, detail: dict[str, Any]
+    ) -> StepRow:
+        if att.references:
+            # Kept on every attempt, so the graph can be rebuilt from any row that becomes live.
+            detail = {
+                "refs": [[r.step_id, list(r.path), list(r.arg_path)] for r in att.references],
+                **detail,
+            }
+        if att.request_id:
+            detail = {**detail, "rid": att.request_id}
+        return StepRow(
+            tx_id=rt.transaction_id,
+            seq=att.seq,
+            step_id=att.step_id,
+            attempt=att.attempt,
+            epoch=int(rt.body.get("epoch", 0)),
+            tool=att.tool_name,
+            effect=att.effect,
+            status=status,
+            live=live,
+            arguments_json=att.arguments_json,
+            output_json="",
+            raw_context=att.raw_context,
+            detail=detail,
+            started_at=att.started_at,
+            finished_at=self.clock(),
+        )
 
     async def _succeed(
         self, rt: TxRuntime, att: Attempt, scope: StepRun, output: Any, output_json: str
     ) -> StepResult:
-        writes = await self._deltas(rt, scope)
+        writes = await self._deltas(rt, scope) if scope.writes else []
         detail: dict[str, Any] = {}
         if scope.reads:
             detail["reads"] = scope.committed_reads()
@@ -244,26 +330,28 @@ class StepPipeline(EngineBase):
         next_step = att.step_id + 1
         rt.body["step_seq"] = att.seq
         body: dict[str, Any] | None = None  # unchanged: the step row carries the news
-        if att.effect in OUTSIDE_EFFECTS or str(att.step_id) in rt.body.get("attempts", {}):
+        outside = att.effect in _OUTSIDE_EFFECTS
+        if outside or str(att.step_id) in rt.body.get("attempts", {}):
             body = dict(rt.body, controller=rt.ctl.to_dict())
             # Only failed attempts are counted, so this map stays O(failing steps).
             body["attempts"] = {
                 k: v for k, v in body.get("attempts", {}).items() if k != str(att.step_id)
             }
-        from_statuses = (TxStatus.EXECUTING.value,) if att.effect in OUTSIDE_EFFECTS else OPEN
+        # A plain TxUpdate, not images.update: ACTIVE/EXECUTING → ACTIVE is always legal.
         update = TxUpdate(
-            tx_id=rt.id,
+            tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
-            from_statuses=from_statuses,
-            status=TxStatus.ACTIVE.value,
+            from_statuses=_EXECUTING if outside else OPEN,
+            status=_ACTIVE,
             next_step_id=next_step,
             body=body,
             now=att.started_at,
         )
-        self._applied(rt, update, await self.store.finish_step(update, row))
+        self.images.applied(rt, update, await self.store.finish_step(update, row))
         rt.steps[att.step_id] = row
         rt.outputs[att.step_id] = output
-        rt.apply_writes(att.step_id, writes)
+        if writes:
+            rt.apply_writes(att.step_id, writes)
         rt.staged.extend(scope.staged)
         rt.add_to_graph(
             att.step_id,
@@ -274,7 +362,7 @@ class StepPipeline(EngineBase):
             state_writes=list(scope.writes),
         )
         return StepResult(
-            transaction_id=rt.id,
+            transaction_id=rt.transaction_id,
             step_id=att.step_id,
             status=StepStatus.SUCCESS,
             output=output,
@@ -287,6 +375,7 @@ class StepPipeline(EngineBase):
         )
 
     async def _deltas(self, rt: TxRuntime, scope: StepRun) -> list[Write]:
+        """The step's writes with the committed version each key had when first written."""
         deltas: list[Write] = []
         for key, value in scope.writes.items():
             base = rt.base_versions.get(key)
@@ -310,9 +399,11 @@ class StepPipeline(EngineBase):
         root: int | None = None,
         fatal: bool = False,
         scope: StepRun | None = None,
+        hint: Hint | None = None,
     ) -> StepResult:
         started = time.perf_counter()
-        hint = self.cleaner.clean(raw_error)
+        if hint is None:
+            hint = self.cleaner.clean(raw_error)
         hint_key = key or hint.key
         if root is None and hint_key:
             root = rt.graph.root_cause(
@@ -350,10 +441,10 @@ class StepPipeline(EngineBase):
             body["epoch"] = int(body.get("epoch", 0)) + 1
         final = TxStatus.FAILED if abort else TxStatus.ACTIVE
         target = 0 if abort else max(decision.target, 1)
-        errors, _ = await self._rewind(rt, target, final, body, failed_row)
+        errors, _ = await self.rewinder.rewind(rt, target, final, body, failed_row)
         latency = (time.perf_counter() - started) * 1000
         return StepResult(
-            transaction_id=rt.id,
+            transaction_id=rt.transaction_id,
             step_id=att.step_id,
             status=StepStatus.FAILED if abort else StepStatus.ROLLBACK_TRIGGERED,
             clean_hint=hint.text,
@@ -373,32 +464,56 @@ class StepPipeline(EngineBase):
         )
 
     async def _outcome_unknown(
-        self, rt: TxRuntime, att: Attempt, scope: StepRun, text: str
+        self, rt: TxRuntime, att: Attempt, scope: StepRun, text: str, cause: str
     ) -> StepResult:
-        hint = self.cleaner.clean(text)
-        detail = {"hint": hint.text, "category": hint.category, "error": text[:4096]}
+        """The outside call may or may not have happened: keep its undo records, block the
+        transaction until the step is reconciled (``resolve_outcome``) or rolled back."""
+        category = self.cleaner.clean(text).category
+        hint = outcome_unknown_hint(att.step_id, cause)
+        detail = {"hint": hint, "category": category, "error": text[:4096]}
         row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
         body = dict(rt.body, step_seq=att.seq, outcome_unknown_step=att.step_id)
         update = TxUpdate(
-            tx_id=rt.id,
+            tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
-            from_statuses=(TxStatus.EXECUTING.value,),
-            status=TxStatus.ACTIVE.value,
+            from_statuses=_EXECUTING,
+            status=_ACTIVE,
             next_step_id=att.step_id,
             body=body,
             now=self.clock(),
         )
-        self._applied(rt, update, await self.store.finish_step(update, row))
+        self.images.applied(rt, update, await self.store.finish_step(update, row))
         return StepResult(
-            transaction_id=rt.id,
+            transaction_id=rt.transaction_id,
             step_id=att.step_id,
             status=StepStatus.OUTCOME_UNKNOWN,
-            clean_hint=hint.text,
+            clean_hint=hint,
             strategy=Strategy.NONE,
             next_step_id=att.step_id,
             constraints=list(rt.body.get("constraints", [])),
-            error_category=hint.category,
-            reference_category=reference_category(hint.category),
+            error_category=category,
+            reference_category=reference_category(category),
             transaction_status=TxStatus.ACTIVE,
             revision=rt.row.revision,
         )
+
+
+_CORE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def error_text(exc: BaseException) -> str:
+    """The tool's exception as the raw error the hint cleaner reads: its message and the
+    traceback from the tool's own frames on (the engine's frames say nothing about the
+    failure and would only cost the cleaner time)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_CORE_DIR):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
+def add_constraint(constraints: list[str], hint: str, cap: int) -> list[str]:
+    """De-duplicated, insertion-ordered, at most ``cap`` (oldest evicted)."""
+    if hint in constraints:
+        return constraints
+    constraints.append(hint)
+    return constraints[-cap:]

@@ -1,0 +1,234 @@
+"""The transaction images: one cached ``TxRuntime`` per transaction, and the one way to change
+a transaction durably.
+
+Invariants:
+
+- At most one image per transaction id in the cache; loading is single-flight, so two calls
+  that miss at once share one load.
+- An image is trusted only while its ``row.revision`` matches the store. Every durable change
+  is a compare-and-set built by ``update`` and mirrored by ``applied``; a change made
+  elsewhere (another replica or process) is caught when the transaction is locked
+  (``catch_up``) or at the next write (``RevisionConflict``: the image is reloaded before the
+  error reaches the caller, so a retry works).
+- Calls on one transaction run one at a time (``TxRuntime.lock``, plus the store's
+  ``transaction_lock`` for stores shared by several processes).
+- An ended transaction's image leaves the cache (``evict``): its history is read from the
+  store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agenttx.core.config import Clock, EngineConfig
+from agenttx.core.controller import ControllerState
+from agenttx.core.events import EventBus, event_for
+from agenttx.core.limits import check_transaction_id
+from agenttx.core.runtime import TxRuntime
+from agenttx.core.states import check_transition
+from agenttx.core.views import graph_step
+from agenttx.errors import NotFound, RevisionConflict
+from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, TxUpdate
+from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
+
+
+class TxImages:
+    def __init__(self, store: Store, config: EngineConfig, events: EventBus, clock: Clock) -> None:
+        self.store = store
+        self.config = config  # read at each call: lock_timeout_s may be tuned on a live engine
+        self.events = events  # told of every durable change, after it is durable
+        self.clock = clock
+        # The images of open transactions this engine has touched, by transaction id.
+        self.cache: dict[str, TxRuntime] = {}
+        # One lock per transaction being loaded right now (single-flight loads).
+        self._loading: dict[str, asyncio.Lock] = {}
+        # Calls inside ``locked`` (waiting or running): a store batches writes on it.
+        self.in_flight = 0
+        store.set_concurrency_hint(lambda: self.in_flight)
+
+    # ------------------------------------------------------------------ the cache
+
+    def add(self, row: TxRow, policy: RollbackPolicy, isolation: Isolation) -> None:
+        """The image of a transaction just created (nothing to load)."""
+        self.cache[row.id] = TxRuntime(row, policy, isolation, ControllerState())
+
+    async def get(self, transaction_id: str) -> TxRuntime:
+        """The cached image, loaded from the store on a miss (not locked)."""
+        check_transaction_id(transaction_id)
+        rt = self.cache.get(transaction_id)
+        if rt is not None:
+            return rt
+        lock = self._loading.setdefault(transaction_id, asyncio.Lock())
+        async with lock:
+            rt = self.cache.get(transaction_id)
+            if rt is None:
+                rt = await self.load(transaction_id)
+                self.cache[transaction_id] = rt
+        self._loading.pop(transaction_id, None)
+        return rt
+
+    @contextlib.asynccontextmanager
+    async def locked(
+        self, transaction_id: str, lock_timeout_s: float | None = None
+    ) -> AsyncIterator[TxRuntime]:
+        """The transaction's image, held exclusively and current with the store."""
+        rt = await self.get(transaction_id)
+        wait_s = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        self.in_flight += 1
+        try:
+            async with rt.lock, self.store.transaction_lock(transaction_id, wait_s) as current:
+                # A shared store read the row once the lock was held: another replica may
+                # have moved the transaction since this image was cached.
+                if current is not None and current.revision != rt.row.revision:
+                    rt = await self.catch_up(rt, current)
+                try:
+                    yield rt
+                except RevisionConflict:
+                    await self.reload(rt)
+                    raise
+        finally:
+            self.in_flight -= 1
+
+    async def load(self, transaction_id: str) -> TxRuntime:
+        """A fresh image from the store: the row, the live steps, the pending undo records."""
+        row = await self.store.get_transaction(transaction_id)
+        if row is None:
+            raise NotFound(f"transaction `{transaction_id}` not found")
+        rt = TxRuntime(
+            row,
+            RollbackPolicy.from_dict(row.body.get("policy")),
+            Isolation(row.isolation),
+            ControllerState.from_dict(row.body.get("controller")),
+        )
+        steps = await self.store.load_steps(transaction_id, live_only=False)
+        for st in steps:
+            rt.note_reads(st.detail.get("reads", ()))
+            if st.live and st.status == StepStatus.SUCCESS.value:
+                _apply_step(rt, st, graph=False)
+        _advance_counters(rt)
+        rt.undo = [u for u in await self.store.load_undo(transaction_id) if u.status != "done"]
+        for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
+            rt.add_to_graph(*graph_step(st))
+        return rt
+
+    async def catch_up(self, rt: TxRuntime, current: TxRow) -> TxRuntime:
+        """Bring a stale image up to ``current`` (the row another replica moved on).
+
+        The common case — calls spread over replicas, each step landing on another one — is
+        that the others only appended successful steps: then the new step rows are read and
+        applied (O(steps since), not O(transaction)). Anything else (a failure, a rewind, an
+        outside effect, an end) changed the body or broke the run of step ids: reload."""
+        cached = rt.row
+        appended = (
+            current.status == cached.status == TxStatus.ACTIVE.value
+            and current.next_step_id > cached.next_step_id
+            and _same_body(current.body, cached.body)
+        )
+        if appended:
+            new = await self.store.load_steps(
+                rt.transaction_id, live_only=False, after_seq=int(cached.body.get("step_seq", 0))
+            )
+            expected = list(range(cached.next_step_id, current.next_step_id))
+            if [st.step_id for st in new] == expected and all(
+                st.live and st.status == StepStatus.SUCCESS.value and "undo" not in st.detail
+                for st in new
+            ):
+                current.body["step_seq"] = cached.body.get("step_seq", 0)
+                rt.row = current
+                for st in new:
+                    rt.note_reads(st.detail.get("reads", ()))
+                    _apply_step(rt, st, graph=True)
+                _advance_counters(rt)
+                return rt
+        return await self.reload(rt)
+
+    async def reload(self, rt: TxRuntime) -> TxRuntime:
+        """Replace the image by a fresh load; the caller keeps holding ``rt.lock``."""
+        fresh = await self.load(rt.transaction_id)
+        fresh.lock = rt.lock
+        self.cache[rt.transaction_id] = fresh
+        return fresh
+
+    def evict(self, rt: TxRuntime) -> None:
+        if TxStatus(rt.row.status).terminal:
+            self.cache.pop(rt.transaction_id, None)
+
+    # ------------------------------------------------------------------ durable changes
+
+    def update(
+        self,
+        rt: TxRuntime,
+        status: TxStatus,
+        next_step_id: int,
+        body: dict[str, Any] | None,
+        from_statuses: tuple[str, ...],
+        *,
+        touch: bool = True,
+    ) -> TxUpdate:
+        """The compare-and-set that moves ``rt`` to ``status`` (checked against the one
+        transition table); nothing is written until a store method runs it."""
+        check_transition(TxStatus(rt.row.status), status)
+        return TxUpdate(
+            tx_id=rt.transaction_id,
+            expected_revision=rt.row.revision,
+            from_statuses=from_statuses,
+            status=status.value,
+            next_step_id=next_step_id,
+            body=body,
+            now=self.clock(),
+            touch_activity=touch,
+        )
+
+    def applied(self, rt: TxRuntime, update: TxUpdate, revision: int) -> None:
+        """Mirror a durable update in the cached row and tell the watchers."""
+        row = rt.row
+        row.revision = revision
+        row.status = update.status
+        row.next_step_id = update.next_step_id
+        row.updated_at = update.now
+        if update.touch_activity:
+            row.last_activity_at = update.now
+        if update.body is not None:
+            row.body = update.body
+        self.events.publish(
+            event_for(
+                rt.transaction_id,
+                revision,
+                TxStatus(update.status),
+                update.next_step_id,
+                update.now,
+            )
+        )
+
+
+def _apply_step(rt: TxRuntime, st: StepRow, *, graph: bool) -> None:
+    """Add one live, successful step row to the image."""
+    rt.steps[st.step_id] = st
+    rt.outputs[st.step_id] = json.loads(st.output_json) if st.output_json else None
+    rt.apply_writes(st.step_id, [(w[0], w[1], int(w[2])) for w in st.detail.get("w", ())])
+    rt.staged.extend(
+        StagedEffect(st.step_id, fx[0], fx[1], fx[2]) for fx in st.detail.get("fx", ())
+    )
+    if graph:
+        rt.add_to_graph(*graph_step(st))
+
+
+def _advance_counters(rt: TxRuntime) -> None:
+    # Successful steps do not rewrite the body (one small UPDATE per step), so the counters
+    # they advance are recomputed here from the steps themselves.
+    if rt.steps:
+        rt.ctl.furthest_step = max(rt.ctl.furthest_step, max(rt.steps))
+        seq = max(st.seq for st in rt.steps.values())
+        if seq > int(rt.body.get("step_seq", 0)):
+            rt.body["step_seq"] = seq
+
+
+def _same_body(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Equal apart from ``step_seq``, which a cached image advances without writing it."""
+    return {k: v for k, v in a.items() if k != "step_seq"} == {
+        k: v for k, v in b.items() if k != "step_seq"
+    }
