@@ -150,12 +150,18 @@ class StepExecutor:
                 return await self._fail(
                     rt, att, f"unknown tool '{tool_name}'; registered tools: {known}"
                 )
-            try:
-                att.resolved, att.references = resolve(args, rt.outputs, step_id)
-            except UnresolvedReference as exc:
-                att.references = find_references(args)
-                root = exc.step_id if 0 < exc.step_id < step_id else None
-                return await self._fail(rt, att, exc.message, key=exc.key, root=root)
+            if "${" in arguments_json or (parsed is not None and _nested(parsed)):
+                try:
+                    att.resolved, att.references = resolve(args, rt.outputs, step_id)
+                except UnresolvedReference as exc:
+                    att.references = find_references(args)
+                    root = exc.step_id if 0 < exc.step_id < step_id else None
+                    return await self._fail(rt, att, exc.message, key=exc.key, root=root)
+            else:
+                # No reference can be in them (their JSON text has no "${"). What ``resolve``
+                # would return is a copy of them: text just parsed is one already, and a
+                # flat dict of the caller's needs only a shallow one.
+                att.resolved = args if parsed is None else dict(parsed)
             # Without references the resolved arguments are the sent ones: reuse their text.
             if att.references or not arguments_json.strip():
                 att.arguments_json = compact(att.resolved)
@@ -496,6 +502,11 @@ class StepExecutor:
             transaction_status=TxStatus.ACTIVE,
             revision=rt.row.revision,
         )
+
+
+def _nested(arguments: dict[str, Any]) -> bool:
+    """True iff a value of ``arguments`` is a container (``resolve`` copies those deeply)."""
+    return any(isinstance(value, dict | list) for value in arguments.values())
 
 
 _CORE_DIR = os.path.dirname(os.path.abspath(__file__))
