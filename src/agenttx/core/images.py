@@ -212,7 +212,9 @@ class HeldImage:
 
     async def __aenter__(self) -> TxRuntime:
         images = self._images
-        rt = await images.get(self._transaction_id)
+        rt = images.cache.get(self._transaction_id)
+        if rt is None:
+            rt = await images.get(self._transaction_id)
         lock = self._lock = rt.lock  # a reload keeps the lock: release this very one
         images.in_flight += 1
         try:

@@ -334,11 +334,12 @@ class StepExecutor:
         row = self._step_row(rt, att, StepStatus.SUCCESS.value, live=True, detail=detail)
         row.output_json = output_json
         next_step = att.step_id + 1
-        rt.body["step_seq"] = att.seq
+        cached = rt.row.body
+        cached["step_seq"] = att.seq
         body: dict[str, Any] | None = None  # unchanged: the step row carries the news
         outside = att.effect in _OUTSIDE_EFFECTS
-        if outside or str(att.step_id) in rt.body.get("attempts", {}):
-            body = dict(rt.body, controller=rt.ctl.to_dict())
+        if outside or str(att.step_id) in cached.get("attempts", {}):
+            body = dict(cached, controller=rt.ctl.to_dict())
             # Only failed attempts are counted, so this map stays O(failing steps).
             body["attempts"] = {
                 k: v for k, v in body.get("attempts", {}).items() if k != str(att.step_id)
@@ -375,7 +376,7 @@ class StepExecutor:
             output_json=output_json,
             strategy=Strategy.NONE,
             next_step_id=next_step,
-            constraints=list(rt.body.get("constraints", [])),
+            constraints=list(rt.row.body.get("constraints", [])),
             transaction_status=TxStatus.ACTIVE,
             revision=rt.row.revision,
         )
@@ -506,7 +507,10 @@ class StepExecutor:
 
 def _nested(arguments: dict[str, Any]) -> bool:
     """True iff a value of ``arguments`` is a container (``resolve`` copies those deeply)."""
-    return any(isinstance(value, dict | list) for value in arguments.values())
+    for value in arguments.values():  # noqa: SIM110 - a loop makes no generator per step
+        if isinstance(value, dict | list):
+            return True
+    return False
 
 
 _CORE_DIR = os.path.dirname(os.path.abspath(__file__))
