@@ -87,7 +87,8 @@ def test_importing_the_engine_loads_no_store_backend_or_driver(tmp_path: Path) -
         "asyncio.run(main())"
     )
     assert "agenttx.store.sqlite" in loaded
-    assert "agenttx.store.postgres" not in loaded and "psycopg" not in loaded
+    assert "agenttx.store.postgres" not in loaded
+    assert "psycopg" not in loaded
 
 
 def test_the_engine_is_one_class_made_of_parts() -> None:

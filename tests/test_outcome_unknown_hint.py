@@ -6,9 +6,6 @@ call, and a step a dead process left running."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -114,20 +111,25 @@ async def test_a_step_a_killed_process_left_running_gets_the_same_advice(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'agenttx.db'}"
     running, tx_file = tmp_path / "running", tmp_path / "tx"
-    worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, url, str(running), str(tx_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _WORKER,
+        url,
+        str(running),
+        str(tx_file),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 30
         while not running.exists():
-            assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+            assert worker.returncode is None, "the worker exited before its step ran"
             assert time.monotonic() < deadline, "the worker never started its step"
             await asyncio.sleep(0.02)
     finally:
-        os.kill(worker.pid, signal.SIGKILL)
-        worker.wait()
+        worker.kill()  # SIGKILL: the process dies mid-step, as in a crash
+        await worker.communicate()
     tx = tx_file.read_text()
     engine = await open_engine(background=False)  # recovery runs on open
     info = await engine.get_transaction(tx)

@@ -35,5 +35,6 @@ async def test_a_tool_that_mutates_its_arguments_changes_nothing_outside(
     assert r.status is StepStatus.SUCCESS
     assert repr(arguments) == before  # the caller's value is untouched
     step = (await engine.get_transaction(tx)).steps[0]
-    assert step.arguments is not None and "added" not in step.arguments
+    assert step.arguments is not None
+    assert "added" not in step.arguments
     assert step.arguments["name"] != "scribbled"

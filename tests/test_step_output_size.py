@@ -45,15 +45,14 @@ async def test_three_million_two_byte_characters_are_a_step_failure_naming_the_l
     assert f"{MAX_OUTPUT_BYTES}-byte limit" in r.clean_hint
     assert "6000002 bytes" in r.clean_hint  # the JSON string's two quotes included
     assert r.next_step_id == 1  # the agent resends the step asking for less
-    assert r.output is None and r.output_json == ""
+    assert r.output is None
+    assert r.output_json == ""
 
 
 async def test_nothing_of_an_oversized_step_is_stored(open_engine: Any) -> None:
     engine = await open_engine(tools=[blob])
     tx = (await engine.begin()).transaction_id
-    r = await engine.execute_step(
-        tx, 1, "test.blob", {"size": MAX_OUTPUT_BYTES, "key": "big"}
-    )
+    r = await engine.execute_step(tx, 1, "test.blob", {"size": MAX_OUTPUT_BYTES, "key": "big"})
     assert r.status is StepStatus.ROLLBACK_TRIGGERED
     rows = await engine.store.load_steps(tx, live_only=False)
     assert [(row.status, row.live, row.output_json) for row in rows] == [("FAILED", False, "")]

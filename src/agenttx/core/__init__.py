@@ -18,6 +18,7 @@ recovery and maintenance       ``recovery``: ``Recovery`` — crashed work, unkn
                                the idle reaper, pruning; ``background``: the loops
 step leases                    ``leases``: who owns a RUNNING step, whether it is gone
 request idempotency            ``requests``: ``RequestLog`` — stored replies by request id
+reads                          ``reads``: ``TransactionReader`` — views, listings, watch
 lifecycle states               ``states``: the one transition table
 rollback decisions             ``controller``: ``RollbackController`` and its budget
 references ``${steps.N.x}``    ``refs``
@@ -30,8 +31,9 @@ cancellation-proof calls       ``eager``: ``run_detached``, ``leave_eager``
 =============================  ==============================================================
 
 Who calls whom: ``Engine`` hands each call to one part — a step to ``StepExecutor``, a commit
-to ``Committer``, a rollback to ``Rewinder``, crashed work and the reaper to ``Recovery`` —
-wrapping mutating calls that carry a request id in ``RequestLog``. Every part changes a
+to ``Committer``, a rollback to ``Rewinder``, crashed work and the reaper to ``Recovery``,
+reads to ``TransactionReader`` — wrapping mutating calls that carry a request id in
+``RequestLog``. Every part changes a
 transaction only through ``TxImages`` (lock, compare-and-set, mirror, event); the step
 pipeline, the committer and recovery undo through the ``Rewinder``. Parts get their
 collaborators at construction; none holds the engine.

@@ -32,19 +32,19 @@ from agenttx.core.background import Background
 from agenttx.core.commit import Committer
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState, RollbackController
-from agenttx.core.events import EventBus, TxEvent, event_for
+from agenttx.core.events import EventBus, TxEvent
 from agenttx.core.hints import HintCleaner
 from agenttx.core.images import TxImages
 from agenttx.core.leases import LIVE_OWNERS, new_owner
-from agenttx.core.limits import arguments_text, check_begin, check_labels, check_transaction_id
+from agenttx.core.limits import arguments_text, check_begin, check_labels
+from agenttx.core.reads import TransactionReader
 from agenttx.core.recovery import Recovery
 from agenttx.core.requests import RequestLog
 from agenttx.core.rewind import Rewinder
 from agenttx.core.steps import StepExecutor
-from agenttx.core.views import rebuild_graph, transaction_info
 from agenttx.effects.channels import Channel, JsonlChannel
 from agenttx.effects.dispatcher import OutboxDispatcher
-from agenttx.errors import InvalidArgument, NotActive, NotFound, WrongStep
+from agenttx.errors import InvalidArgument, NotActive, WrongStep
 from agenttx.store.contract import Store, TxRow
 from agenttx.store.factory import open_store
 from agenttx.tools.builtin import BUILTIN_TOOLS
@@ -114,6 +114,8 @@ class Engine:
         )
         # Validation, the one-transaction publish, conflict abort, effect release.
         self.committer = Committer(self.images, self.rewinder, store, dispatcher, clock)
+        # Views, listings and event streams: reads only, never a durable change.
+        self.reader = TransactionReader(store, self.images, self.events)
         # The delivery and maintenance loops; running iff started and not closed.
         self.background = Background(self.recovery, dispatcher, store, config, clock)
 
@@ -335,45 +337,13 @@ class Engine:
     async def get_transaction(
         self, transaction_id: str, *, history: bool = True
     ) -> TransactionInfo:
-        check_transaction_id(transaction_id)
-        row = await self.store.get_transaction(transaction_id)
-        if row is None:
-            raise NotFound(f"transaction `{transaction_id}` not found")
-        steps = await self.store.load_steps(transaction_id, live_only=not history)
-        rt = self.images.cache.get(transaction_id)
-        # A current cached image has the graph already; otherwise it is rebuilt from the rows.
-        graph = rt.graph if rt is not None and rt.row.revision == row.revision else None
-        if graph is None:
-            graph = rebuild_graph(steps)
-        return transaction_info(row, steps, [(e.source, e.target, e.key) for e in graph.edges()])
+        """The transaction's public view; ``history`` includes failed and rewound attempts."""
+        return await self.reader.get_transaction(transaction_id, history=history)
 
-    async def watch(self, transaction_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
+    def watch(self, transaction_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
         """The transaction's state changes, newest revision first if it is past
         ``after_revision``, then one event per durable change, until it ends."""
-        check_transaction_id(transaction_id)
-        # Subscribe first, then read the row: a change between the two is not missed.
-        queue = self.events.open_queue(transaction_id)
-        try:
-            row = await self.store.get_transaction(transaction_id)
-            if row is None:
-                raise NotFound(f"transaction `{transaction_id}` not found")
-            last = after_revision
-            if row.revision > last:
-                last = row.revision
-                yield event_for(
-                    row.id, row.revision, TxStatus(row.status), row.next_step_id, row.updated_at
-                )
-            if TxStatus(row.status).terminal:
-                return
-            while True:
-                event = await queue.get()
-                if event.revision > last:
-                    last = event.revision
-                    yield event
-                    if event.status.terminal:
-                        return
-        finally:
-            self.events.close_queue(transaction_id, queue)
+        return self.reader.watch(transaction_id, after_revision)
 
     async def list_transactions(
         self,
@@ -383,10 +353,9 @@ class Engine:
         limit: int = 100,
         after_id: str = "",
     ) -> list[TransactionInfo]:
-        rows = await self.store.list_transactions(
+        return await self.reader.list_transactions(
             statuses=statuses, agent_id=agent_id, limit=limit, after_id=after_id
         )
-        return [transaction_info(r, [], []) for r in rows]
 
     async def list_transactions_page(
         self,
@@ -398,30 +367,13 @@ class Engine:
         page_token: str = "",
     ) -> TransactionPage:
         """One page of transactions, oldest first; ``page_token`` continues a listing."""
-        if not 1 <= page_size <= 500:
-            raise InvalidArgument("page_size must be 1..500")
-        unknown = [s for s in statuses if s not in TxStatus.__members__]
-        if unknown:
-            raise InvalidArgument(
-                f"unknown status {unknown[0]!r}; use one of {', '.join(TxStatus.__members__)}"
-            )
-        found: list[TransactionInfo] = []
-        after = page_token
-        while len(found) < page_size:
-            rows = await self.store.list_transactions(
-                statuses=statuses, agent_id=agent_id, limit=page_size, after_id=after
-            )
-            if not rows:
-                return TransactionPage(found, "")
-            for row in rows:
-                after = row.id
-                if label is None or label in row.body.get("labels", ()):
-                    found.append(transaction_info(row, [], []))
-                    if len(found) == page_size:
-                        break
-            if len(rows) < page_size and len(found) < page_size:
-                return TransactionPage(found, "")
-        return TransactionPage(found, after)
+        return await self.reader.list_transactions_page(
+            statuses=statuses,
+            agent_id=agent_id,
+            label=label,
+            page_size=page_size,
+            page_token=page_token,
+        )
 
     def list_tools(self) -> list[dict[str, Any]]:
         return [t.describe() for t in self.registry]

@@ -35,8 +35,10 @@ class TxEvent:
     at: float
 
 
-def event_for(tx_id: str, revision: int, status: TxStatus, next_step: int, at: float) -> TxEvent:
-    return TxEvent(tx_id, revision, status, next_step, _KIND[status], at)
+def event_for(
+    transaction_id: str, revision: int, status: TxStatus, next_step: int, at: float
+) -> TxEvent:
+    return TxEvent(transaction_id, revision, status, next_step, _KIND[status], at)
 
 
 class EventBus:
@@ -58,26 +60,27 @@ class EventBus:
                 q.get_nowait()  # drop the oldest: the newest carries the current state
             q.put_nowait(event)
 
-    def open_queue(self, tx_id: str) -> asyncio.Queue[TxEvent]:
-        """A queue that receives every event of ``tx_id`` from now on; ``close_queue`` it."""
+    def open_queue(self, transaction_id: str) -> asyncio.Queue[TxEvent]:
+        """A queue that receives every event of the transaction from now on; ``close_queue``
+        it."""
         q: asyncio.Queue[TxEvent] = asyncio.Queue(self._queue_size)
-        self._subs[tx_id].add(q)
+        self._subs[transaction_id].add(q)
         return q
 
-    def close_queue(self, tx_id: str, q: asyncio.Queue[TxEvent]) -> None:
-        subs = self._subs.get(tx_id)
+    def close_queue(self, transaction_id: str, q: asyncio.Queue[TxEvent]) -> None:
+        subs = self._subs.get(transaction_id)
         if subs is not None:
             subs.discard(q)
             if not subs:
-                del self._subs[tx_id]
+                del self._subs[transaction_id]
 
-    async def subscribe(self, tx_id: str) -> AsyncGenerator[TxEvent, None]:
-        q = self.open_queue(tx_id)
+    async def subscribe(self, transaction_id: str) -> AsyncGenerator[TxEvent, None]:
+        q = self.open_queue(transaction_id)
         try:
             while True:
                 yield await q.get()
         finally:
-            self.close_queue(tx_id, q)
+            self.close_queue(transaction_id, q)
 
-    def subscribers(self, tx_id: str) -> int:
-        return len(self._subs.get(tx_id, ()))
+    def subscribers(self, transaction_id: str) -> int:
+        return len(self._subs.get(transaction_id, ()))

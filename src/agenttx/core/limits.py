@@ -34,8 +34,8 @@ def reply_room(constraints: Sequence[str]) -> int:
     return MAX_OUTPUT_BYTES - sum(len(c.encode()) + 4 for c in constraints)
 
 
-def check_transaction_id(tx_id: str) -> None:
-    if not tx_id or not tx_id.strip():
+def check_transaction_id(transaction_id: str) -> None:
+    if not transaction_id or not transaction_id.strip():
         raise InvalidArgument("transaction_id is required")
 
 
