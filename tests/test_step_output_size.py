@@ -13,7 +13,8 @@ import pytest
 
 import agenttx
 from agenttx import StepStatus
-from agenttx.api.grpc_server import MAX_MESSAGE_BYTES, build_server
+from agenttx.api.grpc_server import build_server
+from agenttx.api.history import MAX_MESSAGE_BYTES
 from agenttx.core.limits import MAX_OUTPUT_BYTES, reply_room
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
