@@ -107,9 +107,9 @@ _WORKER = textwrap.dedent(
 
 
 async def test_a_step_a_killed_process_left_running_gets_the_same_advice(
-    open_engine: Any, tmp_path: Path
+    open_engine: Any, store_url: str, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'agenttx.db'}"
+    url = store_url
     running, tx_file = tmp_path / "running", tmp_path / "tx"
     worker = await asyncio.create_subprocess_exec(
         sys.executable,

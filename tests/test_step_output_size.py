@@ -13,11 +13,11 @@ import pytest
 
 import agenttx
 from agenttx import StepStatus
-from agenttx.api.grpc_server import build_server
 from agenttx.api.history import MAX_MESSAGE_BYTES
 from agenttx.core.limits import MAX_OUTPUT_BYTES, reply_room
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from server_process import serving
 
 
 @agenttx.tool(name="test.blob", effect="state")
@@ -74,15 +74,12 @@ async def stub(open_engine: Any) -> AsyncIterator[Any]:
     """A plain generated stub with gRPC's default limits (a reference client's) on a served
     engine that has ``test.blob``."""
     engine = await open_engine(tools=[blob])
-    server = build_server(engine)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
-    finally:
-        await channel.close()
-        await server.stop(None)
+    async with serving(engine) as address:
+        channel = grpc.aio.insecure_channel(address)
+        try:
+            yield pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
+        finally:
+            await channel.close()
 
 
 async def _step(stub: Any, tx: str, step_id: int, tool: str, args: dict[str, Any]) -> Any:
