@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agenttx.embedded import Engine
+from agenttx.core.engine import Engine
 from agenttx.errors import InternalError, InvalidArgument
 from agenttx.server import ServeConfig, StartupError, start
 from agenttx.store.postgres import PostgresStore
