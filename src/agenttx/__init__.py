@@ -35,8 +35,9 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
     agenttx.store     never imports  agenttx.core agenttx.api agenttx.server
                                      agenttx.cli agenttx.client
-    agenttx.core      never imports  agenttx.store.sql agenttx.store.sqlite agenttx.store.postgres
-                                     agenttx.store.sqlite_writer agenttx.api
+    agenttx.core      never imports  agenttx.store.sql agenttx.store.sql_store agenttx.store.sqlite
+                                     agenttx.store.sqlite_writer agenttx.store.postgres
+                                     agenttx.store.postgres_target agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg
                                      psycopg_pool sqlite3
     agenttx.client    never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
