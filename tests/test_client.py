@@ -45,7 +45,7 @@ from agenttx.client import (
     TransactionListPage,
     error_from_status,
 )
-from agenttx.errors import to_metadata
+from agenttx.error_details import to_metadata
 from server_process import ServerThread, free_port
 
 FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
@@ -281,7 +281,8 @@ def test_a_helper_that_was_not_begun_says_so(client: AgentTxClient) -> None:
 # ---------------------------------------------------------------------------- errors
 
 
-# Each refusal with the trailing metadata our server sends beside it (agenttx.errors.to_metadata):
+# Each refusal with the trailing metadata our server sends beside it
+# (agenttx.error_details.to_metadata):
 # the class comes from the reason and fields, never from the message.
 _SENT = {
     "not active": to_metadata(agenttx.NotActive("t", "COMMITTED", "commit")),
@@ -620,7 +621,13 @@ async def test_async_client_started_before_the_server(tmp_path: Path, store_url:
 
 
 def test_the_client_imports_no_engine_or_store() -> None:
-    allowed = ("agenttx.client", "agenttx.types", "agenttx.errors", "agenttx.wire")
+    allowed = (
+        "agenttx.client",
+        "agenttx.types",
+        "agenttx.errors",
+        "agenttx.error_details",
+        "agenttx.wire",
+    )
     package = Path(agenttx.__file__).parent / "client"
     for path in package.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -23,7 +23,7 @@ from agenttx import errors
 from agenttx.api.metrics import CallObserver
 from agenttx.client import AsyncAgentTxClient, RetryPolicy, TransactionAborted, error_from_status
 from agenttx.core.hints import REFERENCE_CATEGORIES, REFERENCE_CATEGORY, Category
-from agenttx.errors import FIELDS_KEY, MAX_FIELDS_BYTES, REASON_KEY, to_metadata
+from agenttx.error_details import FIELDS_KEY, MAX_FIELDS_BYTES, REASON_KEY, to_metadata
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from server_process import serving

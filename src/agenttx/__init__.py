@@ -8,7 +8,8 @@ standard library. Every other public name is imported the first time it is used 
 
 Layers (imports only point down this list):
 
-1. ``errors``, ``types``, ``jsontext``   plain values, the error tree, JSON text; import nothing
+1. ``errors``, ``error_details``,       the error tree and its details on the wire, plain values,
+   ``types``, ``jsontext``               JSON text; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -28,6 +29,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
 
     -- import rule --
     agenttx.errors    imports only   agenttx.errors agenttx.types
+    agenttx.error_details  imports only   agenttx.errors agenttx.error_details
     agenttx.types     imports only   agenttx.errors agenttx.types
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.wire      imports only   agenttx.wire

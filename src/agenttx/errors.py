@@ -49,8 +49,7 @@ are re-raised as ``InternalError`` ``from exc`` at the store boundary.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TypeVar
@@ -429,69 +428,3 @@ def error_from_wire(
         unknown.code = status  # an unexpected status keeps its name
         return unknown
     return family(message)
-
-
-# ---------------------------------------------------------------------------- on the wire
-
-# A refused call's reason and fields travel as gRPC trailing metadata beside the status code
-# and message (docs/api.md, "Errors"), both ASCII so any gRPC stack passes them on:
-#   agenttx-error-reason   the error's reason (WRONG_STEP, COMMIT_CONFLICT …)
-#   agenttx-error-fields   a compact JSON object of its fields ({"expected":2,"got":5,…})
-# The fields entry is at most MAX_FIELDS_BYTES (gRPC refuses metadata past a few KiB): lists are
-# shortened to fit, and "truncated" then says how many items of which list were left out.
-# Reading never raises: missing or malformed details read as ("", {}), and the client falls
-# back to the status code's family class.
-REASON_KEY = "agenttx-error-reason"
-FIELDS_KEY = "agenttx-error-fields"
-MAX_FIELDS_BYTES = 4096
-
-
-def to_metadata(exc: AgentTxError) -> tuple[tuple[str, str], ...]:
-    """The trailing metadata that carries ``exc``'s reason and fields (the gRPC adapter)."""
-    fields = exc.details()
-    if not fields:
-        return ((REASON_KEY, exc.reason),)
-    return ((REASON_KEY, exc.reason), (FIELDS_KEY, _fitted(fields)))
-
-
-def from_metadata(metadata: Iterable[tuple[str, Any]] | None) -> tuple[str, dict[str, Any]]:
-    """``(reason, fields)`` from a call's trailing metadata (the client); ``("", {})`` if it
-    has none."""
-    reason, fields = "", {}
-    for key, value in metadata or ():
-        if isinstance(value, bytes):
-            value = value.decode("ascii", "replace")
-        if key == REASON_KEY and isinstance(value, str):
-            reason = value
-        elif key == FIELDS_KEY and isinstance(value, str):
-            try:
-                decoded = json.loads(value)
-            except ValueError:
-                continue
-            if isinstance(decoded, dict):
-                fields = decoded
-    return reason, fields
-
-
-def _encoded(fields: Mapping[str, Any]) -> str:
-    # ensure_ascii: a metadata value that is not binary must be printable ASCII.
-    return json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
-
-
-def _fitted(fields: dict[str, Any]) -> str:
-    text = _encoded(fields)
-    if len(text) <= MAX_FIELDS_BYTES:
-        return text
-    fitted = dict(fields)
-    truncated: dict[str, int] = {}
-    while len(text) > MAX_FIELDS_BYTES:
-        lists = [name for name, value in fitted.items() if isinstance(value, list) and value]
-        if not lists:
-            break  # only scalars left: they are small by construction (ids, statuses)
-        longest = max(lists, key=lambda name: len(_encoded({name: fitted[name]})))
-        items = fitted[longest]
-        kept = items[: len(items) // 2]
-        truncated[longest] = truncated.get(longest, 0) + len(items) - len(kept)
-        fitted[longest] = kept
-        text = _encoded({**fitted, "truncated": truncated})
-    return text

@@ -26,7 +26,8 @@ from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both d
 from agenttx.core.eager import run_detached
 from agenttx.core.engine import Engine
 from agenttx.core.hints import reference_category
-from agenttx.errors import AgentTxError, StepFailure, error_code, to_metadata
+from agenttx.error_details import to_metadata
+from agenttx.errors import AgentTxError, StepFailure, error_code
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,

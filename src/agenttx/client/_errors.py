@@ -3,8 +3,8 @@ outcomes the transaction helper raises. All of them are drawn in the one tree of
 ``agenttx.errors``; the step outcomes live here because they carry a ``StepResult``.
 
 A refused call is rebuilt from its status code and the structured details the server sends
-beside it as trailing metadata (``agenttx.errors.from_metadata``): the reason picks the class,
-the fields fill its attributes (the expected step of ``WrongStep``, the status of
+beside it as trailing metadata (``agenttx.error_details.from_metadata``): the reason picks the
+class, the fields fill its attributes (the expected step of ``WrongStep``, the status of
 ``NotActive``, the step of ``OutcomeUnknownPending``, the keys of ``CommitConflict`` …). The
 message is never parsed, so rewording it changes nothing here; without details the error is
 the status code's family class.
@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agenttx.error_details import from_metadata
 from agenttx.errors import (
     Aborted,
     AgentTxError,
     ServerUnavailable,
     error_from_wire,
-    from_metadata,
 )
 from agenttx.types import StepResult
 
