@@ -6,14 +6,11 @@ error from — so rewording a message changes nothing the client recovers. Also 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -27,6 +24,11 @@ from agenttx.error_details import FIELDS_KEY, MAX_FIELDS_BYTES, REASON_KEY, to_m
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from server_process import serving
+
+if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
+    from reference_client import ReferenceClient
+
+pytest_plugins = ["reference_client"]  # the session's reference client, generated once
 
 Code = grpc.StatusCode
 
@@ -433,26 +435,9 @@ async def test_field_9_speaks_the_reference_and_our_client_keeps_the_fine_name(
 
 # ---------------------------------------------------------------------------- a reference client
 
-REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
-
-# Generated from the reference's proto subset in a process of its own (the messages share full
-# names with ours); prints field 9 of each failed step and the refusals exactly as it sees them.
+# The reference client (reference_client.py, a process of its own): records field 9 of each
+# failed step and the refusals exactly as it sees them.
 REFERENCE_DRIVER = r"""
-import importlib, json, sys
-from pathlib import Path
-
-import grpc
-from grpc_tools import protoc
-
-proto, out, target = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-out.mkdir(parents=True, exist_ok=True)
-include = Path(protoc.__file__).parent / "_proto"
-assert protoc.main(["protoc", f"-I{proto.parent}", f"-I{include}", f"--python_out={out}",
-                    f"--grpc_python_out={out}", str(proto)]) == 0
-sys.path.insert(0, str(out))
-pb = importlib.import_module("reference_subset_pb2")
-pb_grpc = importlib.import_module("reference_subset_pb2_grpc")
-stub = pb_grpc.AgentTxServiceStub(grpc.insecure_channel(target))
 seen = {"categories": [], "refusals": []}
 failing = [
     ("kv.get", {"key": "missing"}),
@@ -473,28 +458,13 @@ try:
     stub.ExecuteStep(pb.ExecuteStepRequest(transaction_id=tx, step_id=7, tool_name="kv.get"))
 except grpc.RpcError as exc:
     seen["refusals"].append([tx, exc.code().name, exc.details()])
-print(json.dumps(seen))
 """
 
 
 async def test_a_reference_client_sees_its_own_category_names_and_plain_refusals(
-    tmp_path: Path, s: Served
+    reference_client: ReferenceClient, s: Served
 ) -> None:
-    driver = tmp_path / "reference_client.py"
-    driver.write_text(REFERENCE_DRIVER)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(driver),
-        str(REFERENCE_PROTO),
-        str(tmp_path / "reference_client"),
-        s.target,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=tmp_path,  # nothing of ours on the path
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    seen = json.loads(out)
+    seen = await reference_client.run(REFERENCE_DRIVER, s.target)
     assert seen["categories"] == [
         ["kv.get", "STEP_STATUS_ROLLBACK_TRIGGERED", "missing_record"],
         ["record.insert", "STEP_STATUS_ROLLBACK_TRIGGERED", "foreign_key_violation"],

@@ -3,48 +3,30 @@ reference's five RPCs and fields, nothing of ours) drives a full transaction aga
 server — begin with a policy, steps with references, a failure that rolls back, resume,
 commit, reads, manual rollbacks — and skips the fields it does not know.
 
-The reference client runs in a subprocess: its messages have the same full names
-(``agenttx.v1.*``) as ours, and protobuf's default descriptor pool holds one definition per
-name per process. The subprocess prints what it saw as JSON; the assertions are here.
+The reference client runs in a subprocess (``reference_client.py`` says why); it prints what it
+saw as JSON; the assertions are here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 import agenttx
 from server_process import serving
 
-REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
+if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
+    from reference_client import ReferenceClient
 
-DRIVER = r'''
-"""The reference's client, generated from reference_subset.proto into a directory of its own."""
-import importlib, json, sys
-from pathlib import Path
+pytest_plugins = ["reference_client"]  # the session's reference client, generated once
 
-import grpc
-from grpc_tools import protoc
+# What the reference client does (see reference_client.py for the driver around it).
+DRIVER = r"""
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-proto, out, target = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-out.mkdir(parents=True, exist_ok=True)
-include = Path(protoc.__file__).parent / "_proto"
-args = ["protoc", f"-I{proto.parent}", f"-I{include}", f"--python_out={out}",
-        f"--grpc_python_out={out}", str(proto)]
-assert protoc.main(args) == 0, "protoc failed"
-sys.path.insert(0, str(out))
-pb = importlib.import_module("reference_subset_pb2")
-pb_grpc = importlib.import_module("reference_subset_pb2_grpc")
 assert "ListTools" not in pb.DESCRIPTOR.services_by_name["AgentTxService"].methods_by_name
-
-stub = pb_grpc.AgentTxServiceStub(grpc.insecure_channel(target))
 seen = {"steps": []}
 
 
@@ -132,9 +114,7 @@ seen["rollback"] = {
 seen["not_found"] = status(lambda: stub.GetTransaction(
     pb.GetTransactionRequest(transaction_id="tx_missing")))
 seen["empty_id"] = status(lambda: stub.CommitTransaction(pb.CommitTransactionRequest()))
-assert not [m for m in sys.modules if m.split(".")[0] == "agenttx"], "imported our code"
-print(json.dumps(seen))
-'''
+"""
 
 
 @pytest.fixture
@@ -143,27 +123,10 @@ async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
         yield address
 
 
-async def run_reference_client(tmp_path: Path, target: str) -> dict[str, Any]:
-    driver = tmp_path / "reference_client.py"
-    driver.write_text(DRIVER)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(driver),
-        str(REFERENCE_PROTO),
-        str(tmp_path / "reference_client"),
-        target,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=tmp_path,  # nothing of ours on the path
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    result: dict[str, Any] = json.loads(out)
-    return result
-
-
-async def test_a_reference_client_drives_a_full_transaction(tmp_path: Path, target: str) -> None:
-    seen = await run_reference_client(tmp_path, target)
+async def test_a_reference_client_drives_a_full_transaction(
+    reference_client: ReferenceClient, target: str
+) -> None:
+    seen = await reference_client.run(DRIVER, target)
 
     assert seen["begin"]["next_step_id"] == 1
     steps = seen["steps"]
@@ -230,9 +193,9 @@ async def test_a_reference_client_drives_a_full_transaction(tmp_path: Path, targ
 
 
 async def test_the_old_client_skips_the_fields_it_does_not_know(
-    tmp_path: Path, target: str
+    reference_client: ReferenceClient, target: str
 ) -> None:
-    seen = await run_reference_client(tmp_path, target)
+    seen = await reference_client.run(DRIVER, target)
     # Our additions arrive at their new numbers and the old client parses around them.
     assert seen["begin"]["unknown"] == [3, 4]  # transaction_status, revision
     assert {13, 14} <= set(seen["steps"][0]["unknown"])  # transaction_status, revision

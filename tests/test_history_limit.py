@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -25,9 +23,13 @@ from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from server_process import serving
 
+if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
+    from reference_client import ReferenceClient
+
+pytest_plugins = ["reference_client"]  # the session's reference client, generated once
+
 LIMIT = 4 * 1024 * 1024
 VALUE_BYTES = 700 * 1024  # each kv.put carries it in its arguments and again in its output
-REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
 
 
 def _value(i: int) -> str:
@@ -261,26 +263,11 @@ async def test_tx_show_prints_the_whole_history(engine: agenttx.Engine, target: 
 
 
 async def test_a_reference_client_reads_a_trimmed_history(
-    engine: agenttx.Engine, target: str, tmp_path: Path
+    engine: agenttx.Engine, target: str, reference_client: ReferenceClient
 ) -> None:
     tx = await _big_history(engine, 8)
     full = await engine.get_transaction(tx)
-    driver = tmp_path / "reference_get.py"
-    driver.write_text(REFERENCE_GET)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(driver),
-        str(REFERENCE_PROTO),
-        str(tmp_path / "generated"),
-        target,
-        tx,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=tmp_path,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    seen = json.loads(out)
+    seen = await reference_client.run(REFERENCE_GET, target, tx)
     assert seen["status"] == ["OK", ""]
     assert seen["reply"]["next_step_id"] == 9
     assert seen["reply"]["agent_id"] == "big"
@@ -289,22 +276,9 @@ async def test_a_reference_client_reads_a_trimmed_history(
     ]
 
 
+# The reference client (reference_client.py) reads the transaction named by its extra string.
 REFERENCE_GET = r"""
-import importlib, json, sys
-from pathlib import Path
-
-import grpc
-from grpc_tools import protoc
-
-proto, out, target, tx = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-out.mkdir(parents=True, exist_ok=True)
-include = Path(protoc.__file__).parent / "_proto"
-assert protoc.main(["protoc", f"-I{proto.parent}", f"-I{include}", f"--python_out={out}",
-                    f"--grpc_python_out={out}", str(proto)]) == 0
-sys.path.insert(0, str(out))
-pb = importlib.import_module("reference_subset_pb2")
-pb_grpc = importlib.import_module("reference_subset_pb2_grpc")
-stub = pb_grpc.AgentTxServiceStub(grpc.insecure_channel(target))
+tx = args[0]
 seen = {"status": ["OK", ""], "reply": None}
 try:
     g = stub.GetTransaction(pb.GetTransactionRequest(transaction_id=tx), timeout=30)
@@ -312,7 +286,6 @@ try:
                      "context": [[e.step_id, e.tool_name, e.raw_context] for e in g.context]}
 except grpc.RpcError as exc:
     seen["status"] = [exc.code().name, exc.details()]
-print(json.dumps(seen))
 """
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -26,31 +24,20 @@ from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from server_process import serving
 
-REFERENCE_PROTO = Path(__file__).parent / "reference_subset.proto"
+if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
+    from reference_client import ReferenceClient
+
+pytest_plugins = ["reference_client"]  # the session's reference client, generated once
+
 GOOD = json.dumps({"key": "k", "value": 1})
 MISSING_KEY = json.dumps({"value": 1})  # an argument error: the controller answers RETRY
 
-REFERENCE_DRIVER = r'''
-"""A client generated from reference_subset.proto: a step that fails with an argument error."""
-import importlib, json, sys
-from pathlib import Path
-
-import grpc
-from grpc_tools import protoc
-
-proto, out, target = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-out.mkdir(parents=True, exist_ok=True)
-include = Path(protoc.__file__).parent / "_proto"
-assert protoc.main(["protoc", f"-I{proto.parent}", f"-I{include}", f"--python_out={out}",
-                    f"--grpc_python_out={out}", str(proto)]) == 0
-sys.path.insert(0, str(out))
-pb = importlib.import_module("reference_subset_pb2")
-pb_grpc = importlib.import_module("reference_subset_pb2_grpc")
-stub = pb_grpc.AgentTxServiceStub(grpc.insecure_channel(target))
-
+# The reference client (reference_client.py): a step that fails with an argument error, given
+# the good and the bad arguments as its two extra strings.
+REFERENCE_DRIVER = r"""
 tx = stub.BeginTransaction(pb.BeginTransactionRequest(agent_id="ref")).transaction_id
 seen = []
-for step, arguments in ((1, sys.argv[4]), (2, sys.argv[5]), (2, sys.argv[4])):
+for step, arguments in ((1, args[0]), (2, args[1]), (2, args[0])):
     r = stub.ExecuteStep(pb.ExecuteStepRequest(
         transaction_id=tx, step_id=step, tool_name="kv.put", arguments_json=arguments))
     known = r.strategy in pb.RollbackStrategy.values()
@@ -61,9 +48,7 @@ for step, arguments in ((1, sys.argv[4]), (2, sys.argv[5]), (2, sys.argv[4])):
         "rollback_to_step": r.rollback_to_step,
         "next_step_id": r.next_step_id,
     })
-assert not [m for m in sys.modules if m.split(".")[0] == "agenttx"], "imported our code"
-print(json.dumps(seen))
-'''
+"""
 
 
 @pytest.fixture
@@ -73,25 +58,9 @@ async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
 
 
 async def test_a_reference_client_gets_local_backtrack_in_place_of_retry(
-    tmp_path: Path, target: str
+    reference_client: ReferenceClient, target: str
 ) -> None:
-    driver = tmp_path / "reference_client.py"
-    driver.write_text(REFERENCE_DRIVER)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(driver),
-        str(REFERENCE_PROTO),
-        str(tmp_path / "generated"),
-        target,
-        GOOD,
-        MISSING_KEY,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=tmp_path,  # nothing of ours on the path
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    first, failed, again = json.loads(out)
+    first, failed, again = await reference_client.run(REFERENCE_DRIVER, target, GOOD, MISSING_KEY)
 
     assert first["status"] == "STEP_STATUS_SUCCESS"
     assert failed["status"] == "STEP_STATUS_ROLLBACK_TRIGGERED"
