@@ -6,10 +6,9 @@ error from — so rewording a message changes nothing the client recovers. Also 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -18,7 +17,7 @@ import pytest
 import agenttx
 from agenttx import errors
 from agenttx.api.metrics import CallObserver
-from agenttx.client import AsyncAgentTxClient, RetryPolicy, TransactionAborted, error_from_status
+from agenttx.client import TransactionAborted, error_from_status
 from agenttx.core.hints import REFERENCE_CATEGORIES, REFERENCE_CATEGORY, Category
 from agenttx.error_details import FIELDS_KEY, MAX_FIELDS_BYTES, REASON_KEY, to_metadata
 from agenttx.wire import agenttx_pb2 as pb
@@ -27,57 +26,11 @@ from server_process import serving
 
 if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
     from reference_client import ReferenceClient
+    from served_engine import Served
 
-pytest_plugins = ["reference_client"]  # the session's reference client, generated once
+pytest_plugins = ["reference_client", "served_engine"]  # the reference client; ``s``, ``serve``
 
 Code = grpc.StatusCode
-
-
-class Served:
-    """An engine behind a started server, a plain generated stub and our async client."""
-
-    def __init__(self, engine: agenttx.Engine, target: str) -> None:
-        self.engine = engine
-        self.target = target
-        self.channel = grpc.aio.insecure_channel(target)
-        self.stub = pb_grpc.AgentTxServiceStub(self.channel)
-        self.client = AsyncAgentTxClient(target, retry=RetryPolicy(max_attempts=1), timeout=10)
-
-    async def begin(self) -> str:
-        return str((await self.stub.BeginTransaction(pb.BeginTransactionRequest())).transaction_id)
-
-    def step(self, tx: str, step_id: int, tool: str, args: Any = None, **kw: Any) -> Any:
-        return self.stub.ExecuteStep(
-            pb.ExecuteStepRequest(
-                transaction_id=tx,
-                step_id=step_id,
-                tool_name=tool,
-                arguments_json=json.dumps(args) if args is not None else "",
-                **kw,
-            )
-        )
-
-
-@pytest.fixture
-async def serve(open_engine: Any) -> AsyncIterator[Callable[..., Awaitable[Served]]]:
-    async with contextlib.AsyncExitStack() as servers:
-        served: list[Served] = []
-
-        async def factory(**kwargs: Any) -> Served:
-            engine = await open_engine(**kwargs)
-            s = Served(engine, await servers.enter_async_context(serving(engine)))
-            served.append(s)
-            return s
-
-        yield factory
-        for s in served:
-            await s.client.close()
-            await s.channel.close()
-
-
-@pytest.fixture
-async def s(serve: Callable[..., Awaitable[Served]]) -> Served:
-    return await serve()
 
 
 async def refusal(call: Awaitable[Any]) -> tuple[Code, str, str, dict[str, Any]]:

@@ -6,10 +6,9 @@ history that outlives a transaction, health, reflection, listing, tools and the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -18,59 +17,14 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 import agenttx
 from agenttx.wire import agenttx_pb2 as pb
-from agenttx.wire import agenttx_pb2_grpc as pb_grpc
-from server_process import serving
+
+if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
+    from served_engine import Served
+
+pytest_plugins = ["served_engine"]  # ``s`` and ``serve``: this test's engine behind a server
 
 MiB = 1 << 20
 Code = grpc.StatusCode
-
-
-class Served:
-    def __init__(self, engine: agenttx.Engine, channel: Any) -> None:
-        self.engine = engine
-        self.channel = channel
-        self.stub = pb_grpc.AgentTxServiceStub(channel)
-
-    async def begin(self, **fields: Any) -> str:
-        reply = await self.stub.BeginTransaction(pb.BeginTransactionRequest(**fields))
-        return str(reply.transaction_id)
-
-    async def step(self, tx: str, step_id: int, tool: str, args: Any = None, **kw: Any) -> Any:
-        return await self.stub.ExecuteStep(
-            pb.ExecuteStepRequest(
-                transaction_id=tx,
-                step_id=step_id,
-                tool_name=tool,
-                arguments_json=json.dumps(args) if args is not None else "",
-                **kw,
-            )
-        )
-
-    async def get(self, tx: str) -> Any:
-        return await self.stub.GetTransaction(pb.GetTransactionRequest(transaction_id=tx))
-
-
-@pytest.fixture
-async def serve(open_engine: Any) -> AsyncIterator[Callable[..., Awaitable[Served]]]:
-    """``await serve(**engine_kwargs)``: an engine behind a started server, and a stub."""
-    async with contextlib.AsyncExitStack() as servers:
-        channels: list[Any] = []
-
-        async def factory(**kwargs: Any) -> Served:
-            engine = await open_engine(**kwargs)
-            target = await servers.enter_async_context(serving(engine))
-            channel = grpc.aio.insecure_channel(target)
-            channels.append(channel)
-            return Served(engine, channel)
-
-        yield factory
-        for channel in channels:
-            await channel.close()
-
-
-@pytest.fixture
-async def s(serve: Callable[..., Awaitable[Served]]) -> Served:
-    return await serve()
 
 
 async def status_of(call: Awaitable[Any]) -> tuple[grpc.StatusCode, str]:
