@@ -28,11 +28,8 @@ import pytest
 
 import agenttx
 from pg import (
-    create_database,
-    drop_database,
+    fresh_database,
     pg_url,  # noqa: F401 - a fixture every test may ask for: a new PG database
-    require_postgres,
-    url_for,
 )
 
 STORES = ("sqlite", "postgres")
@@ -100,12 +97,8 @@ def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
     if store_backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'agenttx.db'}"
         return
-    require_postgres()
-    name = create_database()
-    try:
-        yield url_for(name)
-    finally:
-        drop_database(name)
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,17 +199,23 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
-def loaded_by(modules: list[str]) -> list[str]:
-    """The modules a fresh interpreter loads to import ``modules`` after ``import agenttx``."""
+def _fresh(code: str) -> Any:
+    """Run ``code`` in a fresh interpreter (so nothing this process imported counts) and
+    return the JSON it printed."""
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(modules=modules)],
+        [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    loaded: list[str] = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def loaded_by(modules: list[str]) -> list[str]:
+    """The modules a fresh interpreter loads to import ``modules`` after ``import agenttx``."""
+    loaded: list[str] = _fresh(_PROBE.format(modules=modules))
     return loaded
 
 
@@ -218,19 +225,6 @@ def test_importing_a_package_loads_nothing_its_rule_forbids(rule: Rule) -> None:
     loaded = loaded_by(modules)
     bad = [m for m in loaded if violation(rule, m) and not covers(rule.subject, m)]
     assert not bad, f"importing {rule.subject} loaded {bad}"
-
-
-def _fresh(code: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    loaded: list[str] = json.loads(done.stdout)
-    return loaded
 
 
 HEAVY = ("agenttx.core", "agenttx.store", "agenttx.embedded", "agenttx.effects", "agenttx.tools")

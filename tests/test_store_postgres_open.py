@@ -20,15 +20,9 @@ from agenttx.errors import InternalError, InvalidArgument
 from agenttx.server import ServeConfig, StartupError, start
 from agenttx.store.postgres import PostgresStore
 from pg import PG_HOST, PG_PORT, PG_USER, require_postgres
+from server_process import free_port  # a port nothing listens on: a refused connection
 
 FAST_S = 5.0  # "a few seconds"; the cases below fail in well under one
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def open_failure(url: str) -> tuple[InternalError, float]:
@@ -44,7 +38,7 @@ async def open_failure(url: str) -> tuple[InternalError, float]:
 
 
 async def test_a_closed_port_fails_at_once_with_the_drivers_reason() -> None:
-    port = closed_port()
+    port = free_port()
     error, elapsed = await open_failure(f"postgresql://agenttx:s3cret@127.0.0.1:{port}/agenttx")
     assert elapsed < FAST_S
     assert "Connection refused" in error.message
@@ -77,13 +71,13 @@ async def test_an_engine_on_a_bad_url_raises_the_reason(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(InternalError, match="Connection refused"):
         await Engine.open(
-            f"postgresql://agenttx@127.0.0.1:{closed_port()}/agenttx", fs_root=tmp_path / "f"
+            f"postgresql://agenttx@127.0.0.1:{free_port()}/agenttx", fs_root=tmp_path / "f"
         )
     assert time.monotonic() - started < FAST_S
 
 
 async def test_serve_on_a_bad_store_url_stops_with_the_reason(tmp_path: Path) -> None:
-    url = f"postgresql://agenttx@127.0.0.1:{closed_port()}/agenttx"
+    url = f"postgresql://agenttx@127.0.0.1:{free_port()}/agenttx"
     started = time.monotonic()
     with pytest.raises(StartupError, match="Connection refused"):
         await start(
