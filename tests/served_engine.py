@@ -7,7 +7,8 @@ what it rebuilds. Fixtures (registered by ``pytest_plugins = ["served_engine"]``
 
 - ``serve``: ``await serve(**engine_kwargs)`` opens an engine on this test's store (both
   stores, through ``open_engine``), serves it and returns its ``Served``;
-- ``s``: ``await serve()`` with the defaults.
+- ``s``: ``await serve()`` with the defaults;
+- ``target``: only the address, of the ``engine`` fixture's engine behind a started server.
 
 Invariant: every server, channel and client made for a test is closed when the test ends.
 """
@@ -93,3 +94,9 @@ async def serve(open_engine: Any) -> AsyncIterator[Callable[..., Awaitable[Serve
 @pytest.fixture
 async def s(serve: Callable[..., Awaitable[Served]]) -> Served:
     return await serve()
+
+
+@pytest.fixture
+async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
+    async with serving(engine) as address:
+        yield address

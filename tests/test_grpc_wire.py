@@ -9,18 +9,13 @@ saw as JSON; the assertions are here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
-
-import pytest
-
-import agenttx
-from server_process import serving
 
 if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
     from reference_client import ReferenceClient
 
-pytest_plugins = ["reference_client"]  # the session's reference client, generated once
+# The session's reference client, generated once; ``target``, this test's engine behind a server.
+pytest_plugins = ["reference_client", "served_engine"]
 
 # What the reference client does (see reference_client.py for the driver around it).
 DRIVER = r"""
@@ -115,12 +110,6 @@ seen["not_found"] = status(lambda: stub.GetTransaction(
     pb.GetTransactionRequest(transaction_id="tx_missing")))
 seen["empty_id"] = status(lambda: stub.CommitTransaction(pb.CommitTransactionRequest()))
 """
-
-
-@pytest.fixture
-async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
-    async with serving(engine) as address:
-        yield address
 
 
 async def test_a_reference_client_drives_a_full_transaction(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -21,12 +20,12 @@ from agenttx.cli import main
 from agenttx.client import AgentTxClient, AsyncAgentTxClient
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
-from server_process import serving
 
 if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
     from reference_client import ReferenceClient
 
-pytest_plugins = ["reference_client"]  # the session's reference client, generated once
+# The session's reference client, generated once; ``target``, this test's engine behind a server.
+pytest_plugins = ["reference_client", "served_engine"]
 
 LIMIT = 4 * 1024 * 1024
 VALUE_BYTES = 700 * 1024  # each kv.put carries it in its arguments and again in its output
@@ -49,12 +48,6 @@ async def _big_history(engine: agenttx.Engine, steps: int, reasoning_bytes: int 
         r = await engine.execute_step(tx, step, "kv.put", arguments, f"{i}" * reasoning_bytes)
         step = r.next_step_id
     return tx
-
-
-@pytest.fixture
-async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
-    async with serving(engine) as address:
-        yield address
 
 
 async def _get(target: str, tx: str) -> pb.GetTransactionResponse:

@@ -11,23 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
 
-import agenttx
 from agenttx.client import AgentTxClient, AsyncAgentTxClient, RollbackTriggered
 from agenttx.types import ACCEPT_STRATEGIES_METADATA, StepStatus, Strategy
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
-from server_process import serving
 
 if TYPE_CHECKING:  # imported at run time by pytest_plugins, so that pytest rewrites its asserts
     from reference_client import ReferenceClient
 
-pytest_plugins = ["reference_client"]  # the session's reference client, generated once
+# The session's reference client, generated once; ``target``, this test's engine behind a server.
+pytest_plugins = ["reference_client", "served_engine"]
 
 GOOD = json.dumps({"key": "k", "value": 1})
 MISSING_KEY = json.dumps({"value": 1})  # an argument error: the controller answers RETRY
@@ -49,12 +47,6 @@ for step, arguments in ((1, args[0]), (2, args[1]), (2, args[0])):
         "next_step_id": r.next_step_id,
     })
 """
-
-
-@pytest.fixture
-async def target(engine: agenttx.Engine) -> AsyncIterator[str]:
-    async with serving(engine) as address:
-        yield address
 
 
 async def test_a_reference_client_gets_local_backtrack_in_place_of_retry(
