@@ -1,6 +1,8 @@
 """Rules of the repository that keep tests and benchmarks easy to carry on, checked on the
 files themselves: tests never import ``benchmarks``; ``benchmarks/results/`` holds one file
-per benchmark with no machine-local path; ``docs/`` cites code by name, never by line number.
+per benchmark (and one ``ab_<module>.json`` per benchmark compared across two revisions by
+``benchmarks/ab.py``) with no machine-local path; ``docs/`` cites code by name, never by line
+number.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ RESULT_FILES = {
     "recovery.json",
     "replicas.json",
 }
+# benchmarks/ab.py's result for benchmarks/<module>.py, run at two revisions.
+AB_RESULT = re.compile(r"ab_(\w+)\.json")
 # A directory only this machine has: the work tree, temporary files, a home directory.
 MACHINE_LOCAL = re.compile(r"(?:^|[\s\"'(=])(/work/|/tmp/|/var/folders/|/home/|/root/|/Users/)")
 # `store/sqlite.py:123`, `engine.py:12,40`, `logs.py:44–60`: a file cited by line.
@@ -67,11 +71,26 @@ def test_tests_never_import_benchmarks() -> None:
     assert not offenders
 
 
+def ab_result_files() -> set[str]:
+    return {p.name for p in RESULTS.iterdir() if AB_RESULT.fullmatch(p.name)}
+
+
 def test_results_hold_one_file_per_benchmark() -> None:
-    assert {p.name for p in RESULTS.iterdir()} == RESULT_FILES
+    assert {p.name for p in RESULTS.iterdir()} - ab_result_files() == RESULT_FILES
 
 
-@pytest.mark.parametrize("name", sorted(RESULT_FILES))
+def test_an_ab_result_names_a_benchmark_module() -> None:
+    # ab_<module>.json is one file per compared benchmark: <module> must be a benchmark.
+    modules = {name: AB_RESULT.fullmatch(name) for name in ab_result_files()}
+    orphans = [
+        name
+        for name, match in sorted(modules.items())
+        if match is None or not (REPO / "benchmarks" / f"{match[1]}.py").exists()
+    ]
+    assert not orphans
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_FILES | ab_result_files()))
 def test_a_result_names_no_machine_local_path(name: str) -> None:
     data = json.loads((RESULTS / name).read_text())
     local = sorted({s for s in strings(data) if MACHINE_LOCAL.search(s)})
