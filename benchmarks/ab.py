@@ -170,21 +170,55 @@ def verdict(name: str, a: Sequence[float], b: Sequence[float]) -> str:
 def compare(
     runs: dict[str, list[dict[str, float]]], ratios: dict[str, tuple[str, str]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per figure and per ratio: both sides' rounds and medians, B/A, spreads, verdict."""
-    a_runs, b_runs = runs["before"], runs["after"]
-    common = sorted(set.intersection(*(set(r) for r in a_runs + b_runs)))
-    table: dict[str, Any] = {}
-    for name in common:
-        a = [r[name] for r in a_runs]
-        b = [r[name] for r in b_runs]
-        table[name] = _row(name, a, b)
+    """Per figure and per ratio: both sides' rounds and medians, B/A, spreads, verdict. A
+    figure or ratio that only one side reports in every round (a workload one revision
+    lacks) gets that side's rounds and median and the verdict ``<side> only``."""
+
+    def rounds_of(side: str, value: Any) -> list[float] | None:
+        got = [value(r) for r in runs[side]]
+        return None if any(v is None for v in got) else got
+
+    def entry(name: str, value: Any) -> dict[str, Any] | None:
+        a, b = rounds_of("before", value), rounds_of("after", value)
+        if a and b:
+            return _row(name, a, b)
+        if a or b:
+            side, got = ("before", a) if a else ("after", b)
+            return _one_side(name, side, got or [])
+        return None
+
+    names = sorted(set().union(*runs["before"], *runs["after"]))
+    table = {
+        name: row
+        for name in names
+        if (row := entry(name, lambda r, name=name: r.get(name))) is not None
+    }
+
+    def ratio(num: str, den: str) -> Any:
+        return lambda r: r[num] / r[den] if r.get(num) is not None and r.get(den) else None
+
     derived: dict[str, Any] = {}
     for label, (num, den) in ratios.items():
-        if all(num in r and den in r and r[den] for r in a_runs + b_runs):
-            a = [r[num] / r[den] for r in a_runs]
-            b = [r[num] / r[den] for r in b_runs]
-            derived[label] = {"numerator": num, "denominator": den, **_row(label, a, b)}
+        row = entry(label, ratio(num, den))
+        if row is not None:
+            derived[label] = {"numerator": num, "denominator": den, **row}
     return table, derived
+
+
+def _one_side(name: str, side: str, values: list[float]) -> dict[str, Any]:
+    other = "after" if side == "before" else "before"
+    return {
+        "better": "higher" if higher_is_better(name) else "lower",
+        side: values,
+        other: [],
+        f"{side}_median": statistics.median(values),
+        f"{other}_median": None,
+        "ratio": None,
+        f"spread_{side}": spread(values),
+        f"spread_{other}": None,
+        "p_value": None,
+        "verdict": f"{side} only",
+    }
 
 
 def _row(name: str, a: list[float], b: list[float]) -> dict[str, Any]:
@@ -318,15 +352,19 @@ def cell(v: Any) -> str:
 
 
 def table_rows(rows: dict[str, Any], *, md: bool) -> list[list[Any]]:
-    flag = {"worse": "**worse**", "better": "better", "noise": "noise"} if md else {}
+    flag = {"worse": "**worse**"} if md else {}
+
+    def pct(v: float | None) -> str:
+        return "–" if v is None else f"{100 * v:.0f}"
+
     return [
         [
             f"`{name}`" if md else name,
-            cell(r["before_median"]),
-            cell(r["after_median"]),
-            f"{r['ratio']:.2f}×" if r["ratio"] is not None else "-",
-            f"{100 * r['spread_before']:.0f} / {100 * r['spread_after']:.0f} %",
-            f"{r['p_value']:.3f}",
+            cell(r["before_median"]) if r["before_median"] is not None else "–",
+            cell(r["after_median"]) if r["after_median"] is not None else "–",
+            f"{r['ratio']:.2f}×" if r["ratio"] is not None else "–",
+            f"{pct(r['spread_before'])} / {pct(r['spread_after'])} %",
+            f"{r['p_value']:.3f}" if r["p_value"] is not None else "–",
             flag.get(r["verdict"], r["verdict"]),
         ]
         for name, r in rows.items()
@@ -434,6 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     order_run: list[str] = []
     loads: list[float] = []
     seconds: dict[str, list[float]] = {"before": [], "after": []}
+    sections: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     base = Path(tempfile.mkdtemp(prefix="agenttx-ab-"))
     try:
         for side in sides:
@@ -452,6 +491,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             seconds[side.label].append(round(time.perf_counter() - t0, 1))
             runs[side.label].append(figures(result))
+            # Wall time is no figure (it counts set-up and samples), but a side whose sections
+            # take much longer is a lead worth following.
+            sections[side.label].append(result.get("seconds", {}))
             order_run.append(side.label)
             out.note(
                 f"[dim]round {r + 1}/{ns.rounds} {side.label}: {seconds[side.label][-1]} s, "
@@ -472,13 +514,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     res["order"] = order_run
     res["load_average_runs"] = loads
     res["seconds_per_run"] = seconds
+    res["section_seconds"] = sections
+    # A figure only one side reports (a workload added or renamed) stays in the table with
+    # that side's median, rather than being dropped.
     res["figures"], res["ratios"] = compare(runs, ns.ratios)
-    # Figures a side's script does not report (a section added or renamed) are listed, not
-    # silently dropped.
-    res["figures_on_one_side_only"] = {
-        "before": sorted(set(runs["before"][0]) - set(runs["after"][0])),
-        "after": sorted(set(runs["after"][0]) - set(runs["before"][0])),
-    }
     finish_machine(res, started)
     report(out, res)
     write_result(out, ns.output, res)
