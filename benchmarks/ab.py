@@ -100,6 +100,13 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
         "step/store (sync_writes)": ("step.sync_writes.p50", "store.sync_writes.p50"),
         "step/floor (default)": ("step.default.p50", "floor.default.p50"),
     },
+    "grpc_loopback": {
+        "step/echo (served)": (
+            "stacks.served.latency.step.p50",
+            "stacks.served.latency.echo.p50",
+        ),
+        "step/echo (bare)": ("stacks.bare.latency.step.p50", "stacks.bare.latency.echo.p50"),
+    },
 }
 
 
@@ -467,6 +474,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "spread = (max - min) / median of a side's rounds"
         ),
     }
+    # The harness records the commit of the code that runs; here that is ab.py's own, not
+    # either side's (those are under "sides").
+    res["machine"]["ab_script_git"] = res["machine"].pop("git", "unknown")
     started = time.perf_counter()
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     order_run: list[str] = []
@@ -518,6 +528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A figure only one side reports (a workload added or renamed) stays in the table with
     # that side's median, rather than being dropped.
     res["figures"], res["ratios"] = compare(runs, ns.ratios)
+    for label, (num, den) in ns.ratios.items():
+        if label not in res["ratios"]:
+            out.note(f"ratio {label!r}: {num} or {den} is in no run of either side")
     finish_machine(res, started)
     report(out, res)
     write_result(out, ns.output, res)
