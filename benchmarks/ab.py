@@ -106,6 +106,16 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
             "stacks.served.latency.echo.p50",
         ),
         "step/echo (bare)": ("stacks.bare.latency.step.p50", "stacks.bare.latency.echo.p50"),
+        # The target: a 10-step run through our client <= 1.5x twelve no-op RPCs
+        # through it (only where the script has its client_run section).
+        "client run/12 no-ops (served)": (
+            "stacks.served.client_run.run.p50",
+            "stacks.served.client_run.noop.p50",
+        ),
+        "client run/12 no-ops (bare)": (
+            "stacks.bare.client_run.run.p50",
+            "stacks.bare.client_run.noop.p50",
+        ),
     },
 }
 
