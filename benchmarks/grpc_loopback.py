@@ -52,6 +52,11 @@ Sections, per stack (``--no-throughput``, ``--no-profile`` skip theirs):
 - ``throughput``: 512 transactions × (begin, 20 ``kv.put``, commit) run by 1/4/16/64 tasks on
   one channel (steps/s = 10,240 / wall), then the same number of RPCs (22 per "transaction")
   through the echo for context (calls/s); with the CPU used by each side during the run.
+- ``client run``: the project's own client (``AsyncAgentTxClient``, which sends a
+  ``request_id`` with every mutating call): 10-step runs (``client.transaction()``: begin, 10
+  ``kv.put``, commit), each timed whole, beside groups of 12 no-op RPCs (``client.health()``,
+  answered by the health service without touching the engine) through the same client and
+  channel, alternating. The issue's target: a run ≤ 1.5× twelve no-op RPCs (p50).
 - ``profile``: 1,000 sequential steps (one transaction), then 1,000 echoes, under cProfile
   and pyinstrument in the server process (event-loop thread only); self time per call
   grouped by area (gRPC, protobuf, asyncio, logging, metrics, engine, SQLite …), and the
@@ -118,6 +123,8 @@ ECHO_PATH = f"/{ECHO_SERVICE}/Echo"
 REF_GRPC = {"p50": 348.0, "mean": 506.0, "p99": 884.0}
 # The issue's targets.
 TARGET_RATIO_P50 = 1.25  # kv.put step p50 ≤ 1.25 × the no-op RPC's p50
+TARGET_CLIENT_RUN = 1.5  # a 10-step run through our client ≤ 1.5 × 12 no-op RPCs through it
+CLIENT_RUN_STEPS = 10
 TARGET_SCALING = 3.0  # steps/s at 16 tasks ≥ 3 × steps/s at 1 task
 
 ROUNDS = {"n": 3}
@@ -710,6 +717,45 @@ async def throughput_round(
     return out
 
 
+# --------------------------------------------------------------------------- client run
+
+
+async def client_run_round(address: str, runs: int, key0: int) -> dict[str, Any]:
+    """``runs`` 10-step runs through ``AsyncAgentTxClient`` and as many groups of 12 health
+    RPCs through the same client, alternating (the first of each not timed)."""
+    from agenttx.client import AsyncAgentTxClient
+
+    clock = time.perf_counter_ns
+    run_ns: list[int] = []
+    noop_ns: list[int] = []
+    rpcs = CLIENT_RUN_STEPS + 2  # begin, the steps, commit
+    async with AsyncAgentTxClient(address, timeout=60) as client:
+        key = key0
+        for i in range(runs + 1):
+            t0 = clock()
+            async with client.transaction(agent_id="bench") as tx:
+                for _ in range(CLIENT_RUN_STEPS):
+                    await tx.step("kv.put", {"key": f"run/{key:08d}", "value": key})
+                    key += 1
+            t1 = clock()
+            for _ in range(rpcs):
+                await client.health()
+            t2 = clock()
+            if i:
+                run_ns.append(t1 - t0)
+                noop_ns.append(t2 - t1)
+    run, noop = stats_us(run_ns), stats_us(noop_ns)
+    return {
+        "runs": runs,
+        "steps_per_run": CLIENT_RUN_STEPS,
+        "noop_rpcs_per_group": rpcs,
+        "run": run,
+        "noop": noop,
+        "ratio_p50": run["p50"] / noop["p50"],
+        "keys_used": key - key0,
+    }
+
+
 # --------------------------------------------------------------------------- profile
 
 
@@ -865,6 +911,18 @@ async def run_group(
             best.update(samples=n, warmup=warm, block=ns.block, steps_per_transaction=1_000)
             res[st]["latency"] = best
         res[stacks[0]]["latency_seconds"] = round(time.perf_counter() - t0, 1)
+        out.note(
+            "[dim]client runs: 10-step runs vs 12 no-op RPCs through AsyncAgentTxClient …[/dim]"
+        )
+        for st in stacks:
+            cr = [
+                await client_run_round(clients[st].address, 50 if quick else 200, key + 50_000 * r)
+                for r in range(ROUNDS["n"])
+            ]
+            best = dict(min(cr, key=lambda r: r["ratio_p50"]))
+            best["ratio_p50_rounds"] = [r["ratio_p50"] for r in cr]
+            res[st]["client_run"] = best
+        key += 50_000 * ROUNDS["n"]
         tputs: dict[str, dict[str, Any]] = {
             st: {"transactions": transactions, "steps_per_transaction": 20} for st in stacks
         }
@@ -919,6 +977,19 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
                 "detail": f"{lat['step']['p50']:.0f} vs {lat['echo']['p50']:.0f} µs",
             }
         )
+        cr = r.get("client_run")
+        if cr is not None:
+            t.append(
+                {
+                    "target": f"10-step client run p50 ≤ {TARGET_CLIENT_RUN}× 12 no-op RPCs "
+                    f"({stack})",
+                    "bound": TARGET_CLIENT_RUN,
+                    "measured": cr["ratio_p50"],
+                    "unit": "×",
+                    "met": cr["ratio_p50"] <= TARGET_CLIENT_RUN,
+                    "detail": f"{cr['run']['p50']:.0f} vs {cr['noop']['p50']:.0f} µs",
+                }
+            )
         if tp is None:
             continue
         t.append(
@@ -957,6 +1028,15 @@ def _latency_rows(r: dict[str, Any]) -> list[list[Any]]:
             f"{s['p90'] / e['p90']:.2f}×",
             f"{s['p99'] / e['p99']:.2f}×",
         ],
+    ]
+
+
+def _client_run_rows(cr: dict[str, Any]) -> list[list[Any]]:
+    a, b = cr["run"], cr["noop"]
+    return [
+        [f"begin + {cr['steps_per_run']} kv.put + commit", a["p50"], a["mean"], a["p90"], a["p99"]],
+        [f"{cr['noop_rpcs_per_group']} health RPCs", b["p50"], b["mean"], b["p90"], b["p99"]],
+        ["run / no-op RPCs", *(f"{a[k] / b[k]:.2f}×" for k in ("p50", "mean", "p90", "p99"))],
     ]
 
 
@@ -1077,6 +1157,13 @@ def report(out: Out, res: dict[str, Any]) -> None:
         out.table(
             f"[{stack}] CPU per call (latency loop){_inproc_note(res)}", _CPU_COLS, _cpu_rows(r)
         )
+        cr = r.get("client_run")
+        if cr is not None:
+            out.table(
+                f"[{stack}] {cr['runs']} runs through AsyncAgentTxClient, µs per run",
+                ["", "p50", "mean", "p90", "p99"],
+                _client_run_rows(cr),
+            )
         tp = r.get("throughput")
         if tp is not None:
             out.table(
@@ -1133,6 +1220,12 @@ def markdown(res: dict[str, Any]) -> str:
             f"`{stack}` stack, CPU per call in the latency loop, µs{_inproc_note(res)}\n\n"
             + md_table(_CPU_COLS, _cpu_rows(r))
         )
+        cr = r.get("client_run")
+        if cr is not None:
+            parts.append(
+                f"`{stack}` stack, {cr['runs']} runs through `AsyncAgentTxClient`, µs per run\n\n"
+                + md_table(["", "p50", "mean", "p90", "p99"], _client_run_rows(cr))
+            )
         tp = r.get("throughput")
         if tp is not None:
             parts.append(
