@@ -21,6 +21,7 @@ from typing import Protocol
 from agenttx.core.config import Clock
 from agenttx.core.eager import leave_eager
 from agenttx.core.images import TxImages
+from agenttx.core.requests import Request
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import OPEN
@@ -59,9 +60,15 @@ class Committer:
         self.dispatcher = dispatcher
         self.clock = clock
 
-    async def commit(self, transaction_id: str, request_id: str = "") -> CommitResult:
+    async def commit(self, transaction_id: str, request: Request | None = None) -> CommitResult:
+        """Commit the transaction. With ``request``, its stored reply is looked up under the
+        lock, and a commit that delivers nothing right away stores its reply in the commit's
+        own store transaction; one that delivers effects counts them in its reply, so that
+        reply is stored after delivery (``RequestLog``), with the commit's outcome and
+        ``commit_request_id`` durable first for ``commit_replay``."""
         images = self.images
-        async with images.locked(transaction_id) as rt:
+        request_id = request.request_id if request is not None else ""
+        async with images.locked(transaction_id, request=request) as rt:
             status = TxStatus(rt.row.status)
             if status is not TxStatus.ACTIVE:
                 raise NotActive(transaction_id, status.value, "commit")
@@ -82,16 +89,31 @@ class Committer:
             # The commit claims its effects (a lease) to deliver them itself right after, so
             # no background pass takes them first.
             dispatcher = self.dispatcher if rt.staged else None
+            on_success = images.update(rt, TxStatus.COMMITTED, 0, done_body, OPEN)
+            # Nothing to deliver now: the reply is known before the commit, and goes in with it.
+            folded: CommitResult | None = None
+            if request is not None and dispatcher is None:
+                folded = CommitResult(
+                    transaction_id=transaction_id,
+                    committed=True,
+                    steps_committed=steps_committed,
+                    effects_dispatched=0,
+                    dispatch_errors=[],
+                    effects_queued=len(rt.staged),  # one outbox row per staged effect
+                    transaction_status=TxStatus.COMMITTED,
+                    revision=on_success.expected_revision + 1,
+                )
             plan = CommitPlan(
                 tenant=rt.row.tenant,
                 writes=writes,
                 effects=list(rt.staged),
                 checks=validation_checks(rt, writes),
-                on_success=images.update(rt, TxStatus.COMMITTED, 0, done_body, OPEN),
+                on_success=on_success,
                 on_conflict=images.update(
                     rt, TxStatus.ROLLING_BACK, rt.row.next_step_id, conflict_body, OPEN
                 ),
                 claim_until=now + dispatcher.lease_secs if dispatcher is not None else 0.0,
+                reply=request.reply(folded) if request is not None and folded else None,
             )
             outcome = await self.store.commit(plan)
             applied = plan.on_success if outcome.committed else plan.on_conflict
@@ -107,6 +129,10 @@ class Committer:
                 errors, _ = await self.rewinder.rewind(rt, 0, TxStatus.FAILED, body, None)
                 raise CommitConflict(transaction_id, keys, kind, errors)
             images.evict(rt)
+        if folded is not None:
+            assert request is not None
+            request.stored = True
+            return folded
         # Outside the lock: the transaction is over, delivery must not hold anything up.
         dispatched, dispatch_errors = await self.release(
             outcome.outbox if dispatcher is not None else []

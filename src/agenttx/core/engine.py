@@ -39,7 +39,7 @@ from agenttx.core.leases import LIVE_OWNERS, new_owner
 from agenttx.core.limits import arguments_text, check_begin, check_labels
 from agenttx.core.reads import TransactionReader
 from agenttx.core.recovery import Recovery
-from agenttx.core.requests import RequestLog
+from agenttx.core.requests import Request, RequestLog
 from agenttx.core.rewind import Rewinder
 from agenttx.core.steps import StepExecutor
 from agenttx.effects.channels import Channel, JsonlChannel
@@ -234,7 +234,8 @@ class Engine:
             "begin",
             payload,
             BeginResult,
-            lambda: self._begin(agent_id, metadata, policy, isolation, labels),
+            lambda req: self._begin(agent_id, metadata, policy, isolation, labels, req),
+            lookup_first=True,  # no transaction to lock yet: a plain read
         )
 
     async def execute_step(
@@ -253,19 +254,13 @@ class Engine:
         parsed = arguments if isinstance(arguments, dict) else None
         if not request_id:
             return await self.steps.run(
-                transaction_id, step_id, tool_name, arguments_json, raw_context, "", parsed
+                transaction_id, step_id, tool_name, arguments_json, raw_context, None, parsed
             )
 
-        async def call() -> StepResult:
+        async def call(req: Request | None) -> StepResult:
             try:
                 return await self.steps.run(
-                    transaction_id,
-                    step_id,
-                    tool_name,
-                    arguments_json,
-                    raw_context,
-                    request_id,
-                    parsed,
+                    transaction_id, step_id, tool_name, arguments_json, raw_context, req, parsed
                 )
             except (WrongStep, NotActive):
                 # The step may have run while its reply was lost (a crash before the reply
@@ -279,9 +274,9 @@ class Engine:
         return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
 
     async def commit(self, transaction_id: str, *, request_id: str = "") -> CommitResult:
-        async def call() -> CommitResult:
+        async def call(req: Request | None) -> CommitResult:
             try:
-                return await self.committer.commit(transaction_id, request_id)
+                return await self.committer.commit(transaction_id, req)
             except NotActive:
                 # This very commit may have happened while its reply was lost: the commit
                 # records its request id with the outcome, in the same store transaction.
@@ -305,7 +300,7 @@ class Engine:
             "rollback",
             [transaction_id, to_step or 0, reason],
             RollbackResult,
-            lambda: self._rollback(transaction_id, to_step, reason),
+            lambda req: self._rollback(transaction_id, to_step, reason, req),
         )
 
     async def resolve_outcome(
@@ -387,6 +382,7 @@ class Engine:
         policy: RollbackPolicy | Mapping[str, Any] | None,
         isolation: Isolation | str,
         labels: Sequence[str],
+        request: Request | None,
     ) -> BeginResult:
         meta = dict(metadata or {})
         check_begin(agent_id, meta)
@@ -427,10 +423,15 @@ class Engine:
             updated_at=now,
             last_activity_at=now,
         )
-        row = await self.store.create_transaction(row)
+        result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
+        # The reply goes in with the transaction: one durable write for both.
+        reply = request.reply(result) if request is not None else None
+        row = await self.store.create_transaction(row, reply)
+        if request is not None:
+            request.stored = True
         self.images.add(row, pol, iso)
         log.debug("begin %s agent=%s isolation=%s", row.id, agent_id, iso.value)
-        return BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
+        return result
 
     def _policy(self, policy: RollbackPolicy | Mapping[str, Any] | None) -> RollbackPolicy:
         if policy is None:
@@ -442,9 +443,10 @@ class Engine:
         return RollbackPolicy.from_dict(base)
 
     async def _rollback(
-        self, transaction_id: str, to_step: int | None, reason: str
+        self, transaction_id: str, to_step: int | None, reason: str, request: Request | None
     ) -> RollbackResult:
-        async with self.images.locked(transaction_id) as rt:
+        # Its reply is stored after the rewind (``RequestLog``): a write of its own.
+        async with self.images.locked(transaction_id, request=request) as rt:
             status = TxStatus(rt.row.status)
             if status.terminal:
                 raise NotActive(transaction_id, status.value, "roll back")

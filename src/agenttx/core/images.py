@@ -28,11 +28,12 @@ from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState
 from agenttx.core.events import EventBus, event_for
 from agenttx.core.limits import check_transaction_id
+from agenttx.core.requests import Request
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
 from agenttx.core.views import graph_step
-from agenttx.errors import NotFound, RevisionConflict
-from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, TxUpdate
+from agenttx.errors import AlreadyExists, NotFound, RevisionConflict
+from agenttx.store.contract import HeldTx, StagedEffect, StepRow, Store, TxRow, TxUpdate
 from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
 
 
@@ -74,11 +75,18 @@ class TxImages:
         self._loading.pop(transaction_id, None)
         return rt
 
-    def locked(self, transaction_id: str, lock_timeout_s: float | None = None) -> HeldImage:
+    def locked(
+        self,
+        transaction_id: str,
+        lock_timeout_s: float | None = None,
+        *,
+        request: Request | None = None,
+    ) -> HeldImage:
         """``async with images.locked(id) as rt``: the transaction's image, held exclusively
-        and current with the store (see ``HeldImage``)."""
+        and current with the store (see ``HeldImage``). With ``request``, its stored reply is
+        looked up once the lock is held (``ReplyFound`` if there is one)."""
         wait_s = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
-        return HeldImage(self, transaction_id, wait_s)
+        return HeldImage(self, transaction_id, wait_s, request)
 
     async def load(self, transaction_id: str) -> TxRuntime:
         """A fresh image from the store: the row, the live steps, the pending undo records."""
@@ -195,20 +203,35 @@ class TxImages:
 class HeldImage:
     """The context of one call on a transaction: its image under ``TxRuntime.lock`` and, on
     a shared store, the store's ``transaction_lock``. If the store's row moved since the image
-    was cached (another replica), the image catches up on entry. If the call raises
-    ``RevisionConflict`` (someone moved the transaction under a durable update), the stale
-    image is reloaded before the error reaches the caller, so a retry works.
+    was cached (another replica), the image catches up on entry. A call carrying a request id
+    looks its stored reply up once the locks are held — on a shared store in the lock's own
+    round trip — and ends there with ``ReplyFound`` if there is one. If the call raises
+    ``RevisionConflict`` (someone moved the transaction under a durable update) or
+    ``AlreadyExists`` (its write was rolled back: the request id was taken), the image, which
+    the call may have advanced ahead of that write, is reloaded before the error reaches the
+    caller, so a retry works.
 
     A class rather than a generator-based context manager: it is entered on every call, and
     this costs a fraction of one (measured on the step path)."""
 
-    __slots__ = ("_images", "_lock", "_rt", "_store_lock", "_transaction_id", "_wait_s")
+    __slots__ = (
+        "_images",
+        "_lock",
+        "_request",
+        "_rt",
+        "_store_lock",
+        "_transaction_id",
+        "_wait_s",
+    )
 
-    def __init__(self, images: TxImages, transaction_id: str, wait_s: float) -> None:
+    def __init__(
+        self, images: TxImages, transaction_id: str, wait_s: float, request: Request | None
+    ) -> None:
         self._images = images
         self._transaction_id = transaction_id
         self._wait_s = wait_s
-        self._store_lock: AbstractAsyncContextManager[TxRow | None] | None = None
+        self._request = request
+        self._store_lock: AbstractAsyncContextManager[HeldTx | None] | None = None
 
     async def __aenter__(self) -> TxRuntime:
         images = self._images
@@ -219,12 +242,20 @@ class HeldImage:
         images.in_flight += 1
         try:
             await lock.acquire()
+            request = self._request
             try:
                 if images.store_locks:
-                    store_lock = images.store.transaction_lock(self._transaction_id, self._wait_s)
-                    current = await store_lock.__aenter__()
+                    store_lock = images.store.transaction_lock(
+                        self._transaction_id,
+                        self._wait_s,
+                        request=request.key if request is not None else None,
+                    )
+                    held = await store_lock.__aenter__()
                     self._store_lock = store_lock
                     try:
+                        current = held.row if held is not None else None
+                        if request is not None:
+                            request.check(held.reply if held is not None else None)
                         # A shared store read the row once the lock was held: another replica
                         # may have moved the transaction since this image was cached.
                         if current is not None and current.revision != rt.row.revision:
@@ -232,6 +263,10 @@ class HeldImage:
                     except BaseException as exc:
                         await store_lock.__aexit__(type(exc), exc, exc.__traceback__)
                         raise
+                elif request is not None:
+                    # One process serves the store: under our lock nobody else can store a
+                    # reply for this transaction's calls. A read, no write.
+                    request.check(await images.store.get_request(*request.key))
             except BaseException:
                 lock.release()
                 raise
@@ -250,7 +285,7 @@ class HeldImage:
         images = self._images
         try:
             try:
-                if exc_type is not None and issubclass(exc_type, RevisionConflict):
+                if exc_type is not None and issubclass(exc_type, RevisionConflict | AlreadyExists):
                     await images.reload(self._rt)
             finally:
                 if self._store_lock is not None:

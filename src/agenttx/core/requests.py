@@ -1,11 +1,27 @@
 """Request idempotency: a mutating call retried with the same ``request_id`` and payload gets
 the stored reply instead of running again; the same id with another payload is refused.
 
-Replies (and the protocol errors a call raised) are stored after the call, keyed by tenant
-and request id. The window between a call becoming durable and its reply being stored is
-closed by the durable rows themselves: a step attempt records its request id (``rid``) and a
-commit records ``commit_request_id`` with its outcome, so a retry that finds no stored reply
-rebuilds it from those rows (``step_replay``, ``commit_replay``).
+Where the reply is looked up and stored, so the common call costs no write of its own:
+
+- **Lookup**: begin (no transaction yet) reads the stored reply first. Every other call looks
+  it up once it holds the transaction's lock (``TxImages.locked`` with its ``Request``): on
+  PostgreSQL in the same pipeline as the advisory lock and the row read, on SQLite a read on
+  the reader connection. Under the lock no twin on the same transaction can slip in between.
+- **Store**: begin, a successful state step and a commit that delivers nothing right away put
+  their reply into their own durable write (``create_transaction``, ``finish_step``,
+  ``commit``: the same SQLite commit, the same PostgreSQL statement or transaction). That
+  insert is "first wins": if the id was taken meanwhile (a twin on another transaction or
+  method), the store raises ``AlreadyExists`` and none of the write happened; the call then
+  answers with what is stored. A step with an outside effect claims its id in the RUNNING
+  write (``start_step``), before the outside call, so no other request can take the id once
+  that call may have happened. Everything else — failed steps and their rewinds, rollbacks,
+  refusals, an outside step's final reply, a commit that delivered effects (its reply counts
+  them) — stores its reply with ``put_request``, a write of its own.
+
+A failure path's window between its durable write and its reply is closed by the durable rows:
+a step attempt records its request id (``rid``) and a commit records ``commit_request_id``
+with its outcome, so a retry that finds no stored reply rebuilds it from those rows
+(``step_replay``, ``commit_replay``).
 """
 
 from __future__ import annotations
@@ -20,7 +36,13 @@ from typing import Any, TypeVar
 
 from agenttx import errors
 from agenttx.core.hints import reference_category
-from agenttx.errors import AgentTxError, AlreadyExists, CommitConflict, InvalidArgument
+from agenttx.errors import (
+    AgentTxError,
+    AlreadyExists,
+    CommitConflict,
+    InternalError,
+    InvalidArgument,
+)
 from agenttx.store.contract import Store, StoredReply
 from agenttx.types import CommitResult, StepResult, StepStatus, TxStatus
 
@@ -48,6 +70,58 @@ def check_request_id(request_id: str) -> None:
         raise InvalidArgument(f"request_id exceeds {MAX_REQUEST_ID_BYTES} bytes")
 
 
+class ReplyFound(Exception):
+    """Control flow: the request's id already holds a reply (or another request's claim).
+    Raised by the lookup under the transaction's lock before the call does anything; caught
+    by ``RequestLog.run``, which answers with what is stored. Never leaves the engine."""
+
+    def __init__(self, stored: StoredReply) -> None:
+        super().__init__(stored.request_id)
+        self.stored = stored
+
+
+@dataclasses.dataclass(slots=True)
+class Request:
+    """One mutating call under a request id while it runs: what the parts need to look its
+    reply up under the transaction's lock and to store it with their own durable write."""
+
+    tenant: str
+    request_id: str
+    method: str
+    digest: str  # payload_hash of the method and payload
+    now: float  # when the call began: the stored reply's age
+    # True iff the call's own durable write stored its reply (nothing left for RequestLog).
+    stored: bool = False
+    # True iff ``start_step`` claimed the id: the reply then fills the claim (put_request).
+    claimed: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(tenant, request id), as ``Store.transaction_lock`` takes it."""
+        return self.tenant, self.request_id
+
+    def reply(self, result: Any) -> StoredReply:
+        """The stored form of ``result`` as this request's reply."""
+        return StoredReply(self.request_id, self.method, self.digest, _reply_json(result), self.now)
+
+    def claim(self) -> StoredReply:
+        """A claim on the id for this request (no reply yet)."""
+        return StoredReply(self.request_id, self.method, self.digest, "", self.now)
+
+    def check(self, stored: StoredReply | None) -> None:
+        """Go on iff nothing is stored for the id, or only this same request's claim (its
+        call was interrupted: it runs again, and recovery has settled what it left); else
+        ``ReplyFound``."""
+        if stored is None:
+            return
+        if stored.claimed_only and (stored.method, stored.payload_hash) == (
+            self.method,
+            self.digest,
+        ):
+            return
+        raise ReplyFound(stored)
+
+
 class RequestLog:
     """The stored replies of mutating calls, by (tenant, request id)."""
 
@@ -62,18 +136,46 @@ class RequestLog:
         method: str,
         payload: Any,
         result_type: type[T],
-        call: Callable[[], Awaitable[T]],
+        call: Callable[[Request | None], Awaitable[T]],
+        *,
+        lookup_first: bool = False,
     ) -> T:
-        """Run ``call`` once per ``request_id``; replay its stored reply on a retry."""
+        """Run ``call`` once per ``request_id``; replay its stored reply on a retry.
+
+        ``call`` gets the ``Request`` (None without an id) and hands it to the lock it takes
+        (the lookup) and to its durable write (the store); ``lookup_first`` looks the reply
+        up before the call instead, for a call that locks no transaction (begin)."""
         if not request_id:
-            return await call()
+            return await call(None)
         check_request_id(request_id)
         digest = payload_hash(method, payload)
-        stored = await self.store.get_request(self.tenant, request_id)
-        if stored is not None:
-            return self._replay(stored, method, digest, result_type)
+        req = Request(self.tenant, request_id, method, digest, self.clock())
         try:
-            result = await call()
+            if lookup_first:
+                req.check(await self.store.get_request(self.tenant, request_id))
+            result = await self._call(req, call)
+        except ReplyFound as found:
+            return self._replay(found.stored, method, digest, result_type)
+        if req.stored:
+            return result  # stored with the call's own write
+        row = req.reply(result)
+        stored = await self.store.put_request(self.tenant, row)
+        if stored is row:
+            return result  # this call's reply is the stored one: no need to decode it again
+        return self._replay(stored, method, digest, result_type)  # a concurrent twin won
+
+    async def _call(self, req: Request, call: Callable[[Request | None], Awaitable[T]]) -> T:
+        """The call; its protocol error becomes the stored reply, and a request id taken by
+        another request while it ran becomes ``ReplyFound``."""
+        try:
+            return await call(req)
+        except AlreadyExists:
+            # The id was taken between the lookup and the call's own write, which the store
+            # then rolled back whole: answer with what holds the id.
+            stored = await self.store.get_request(self.tenant, req.request_id)
+            if stored is None:
+                raise
+            raise ReplyFound(stored) from None
         except _TRANSIENT:
             raise
         except AgentTxError as exc:
@@ -86,14 +188,8 @@ class RequestLog:
                     "fields": exc.details(),  # a replay refuses with the same data
                 }
             }
-            row = StoredReply(request_id, method, digest, json.dumps(error), self.clock())
-            stored = await self.store.put_request(self.tenant, row)
-            return self._replay(stored, method, digest, result_type)
-        row = StoredReply(request_id, method, digest, _reply_json(result), self.clock())
-        stored = await self.store.put_request(self.tenant, row)
-        if stored is row:
-            return result  # this call's reply is the stored one: no need to decode it again
-        return self._replay(stored, method, digest, result_type)  # a concurrent twin won
+            row = StoredReply(req.request_id, req.method, req.digest, json.dumps(error), req.now)
+            raise ReplyFound(await self.store.put_request(self.tenant, row)) from exc
 
     async def step_replay(
         self, transaction_id: str, step_id: int, request_id: str
@@ -174,6 +270,13 @@ class RequestLog:
                 f"request_id {stored.request_id!r} was already used for a different "
                 f"{stored.method} request; use a new request_id for a new request",
                 request_id=stored.request_id,
+            )
+        if stored.claimed_only:
+            # Only reachable if this request's own claim meets a write that cannot fill it
+            # (a tool whose effect class changed between the claim and the retry).
+            raise InternalError(
+                f"request_id {stored.request_id!r} is claimed by an unfinished call of this "
+                "request; retry later"
             )
         reply = json.loads(stored.reply_json)
         if "error" in reply:

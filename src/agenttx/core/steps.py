@@ -32,6 +32,7 @@ from agenttx.core.images import TxImages
 from agenttx.core.limits import check_step_request, check_transaction_id, reply_room
 from agenttx.core.recovery import outcome_unknown_hint
 from agenttx.core.refs import Reference, UnresolvedReference, find_references, resolve
+from agenttx.core.requests import Request
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import StepRun, TxRuntime, Write
 from agenttx.core.states import OPEN
@@ -70,7 +71,7 @@ class Attempt:
     arguments_json: str  # as stored: the resolved arguments once references are resolved
     raw_context: str
     started_at: float
-    request_id: str
+    request: Request | None  # the call's request id, looked up and stored with the step
     resolved: Any = None
     references: list[Reference] = field(default_factory=list)
 
@@ -106,14 +107,14 @@ class StepExecutor:
         tool_name: str,
         arguments_json: str,
         raw_context: str,
-        request_id: str,
+        request: Request | None,
         parsed: dict[str, Any] | None,
     ) -> StepResult:
         """Run step ``step_id`` of the transaction; ``parsed`` is the arguments already as a
         dict (then ``arguments_json`` is its text), else ``arguments_json`` is parsed here."""
         check_transaction_id(transaction_id)
         check_step_request(step_id, tool_name, raw_context)
-        async with self.images.locked(transaction_id) as rt:
+        async with self.images.locked(transaction_id, request=request) as rt:
             if rt.row.status != _ACTIVE:
                 rt = await self._settle(rt)
             if rt.body.get("outcome_unknown_step"):
@@ -133,7 +134,7 @@ class StepExecutor:
                 arguments_json=arguments_json,
                 raw_context=raw_context,
                 started_at=now,
-                request_id=request_id,
+                request=request,
             )
             self.controller.on_step_started(rt.ctl, step_id)
 
@@ -190,7 +191,12 @@ class StepExecutor:
                 update = self.images.update(
                     rt, TxStatus.EXECUTING, rt.row.next_step_id, rt.body, OPEN
                 )
-                self.images.applied(rt, update, await self.store.start_step(update, running))
+                # The request id is claimed before the outside call, in the same write: once
+                # the call may have happened, no other request can take the id.
+                claim = request.claim() if request is not None else None
+                self.images.applied(rt, update, await self.store.start_step(update, running, claim))
+                if request is not None:
+                    request.claimed = True
             try:
                 output = await self._run_tool(tool, timeout, scope, att.resolved, call_args)
                 output_json = compact(output)
@@ -294,8 +300,10 @@ class StepExecutor:
                 "refs": [[r.step_id, list(r.path), list(r.arg_path)] for r in att.references],
                 **detail,
             }
-        if att.request_id:
-            detail = {**detail, "rid": att.request_id}
+        if att.request is not None:
+            # Kept although a successful step's reply is stored with it: a failure's reply is
+            # written after its rewind, and a retry in between rebuilds it from this row.
+            detail = {**detail, "rid": att.request.request_id}
         return StepRow(
             tx_id=rt.transaction_id,
             seq=att.seq,
@@ -354,7 +362,26 @@ class StepExecutor:
             body=body,
             now=att.started_at,
         )
-        self.images.applied(rt, update, await self.store.finish_step(update, row))
+        result = StepResult(
+            transaction_id=rt.transaction_id,
+            step_id=att.step_id,
+            status=StepStatus.SUCCESS,
+            output=output,
+            output_json=output_json,
+            strategy=Strategy.NONE,
+            next_step_id=next_step,
+            constraints=list(rt.row.body.get("constraints", [])),
+            transaction_status=TxStatus.ACTIVE,
+            revision=update.expected_revision + 1,
+        )
+        # The reply goes in with the step (one commit, one statement), unless an outside
+        # step's claim holds the id: its reply then fills the claim (RequestLog).
+        request = att.request
+        reply = request.reply(result) if request is not None and not request.claimed else None
+        self.images.applied(rt, update, await self.store.finish_step(update, row, reply))
+        if reply is not None:
+            assert request is not None
+            request.stored = True
         rt.steps[att.step_id] = row
         rt.outputs[att.step_id] = output
         if writes:
@@ -368,18 +395,7 @@ class StepExecutor:
             state_reads=scope.state_reads,
             state_writes=list(scope.writes),
         )
-        return StepResult(
-            transaction_id=rt.transaction_id,
-            step_id=att.step_id,
-            status=StepStatus.SUCCESS,
-            output=output,
-            output_json=output_json,
-            strategy=Strategy.NONE,
-            next_step_id=next_step,
-            constraints=list(rt.row.body.get("constraints", [])),
-            transaction_status=TxStatus.ACTIVE,
-            revision=rt.row.revision,
-        )
+        return result
 
     async def _deltas(self, rt: TxRuntime, scope: StepRun) -> list[Write]:
         """The step's writes with the committed version each key had when first written."""

@@ -142,13 +142,31 @@ class OutboxRow:
 
 @dataclass(frozen=True, slots=True)
 class StoredReply:
-    """The reply to a mutating request, kept so a retry with the same ``request_id`` gets it."""
+    """The reply to a mutating request, kept so a retry with the same ``request_id`` gets it.
+
+    A reply with an empty ``reply_json`` is a **claim**: the id is bound to this method and
+    payload while the call runs (a step about to make an outside call takes one in
+    ``start_step``, so no other request can take the id once the outside call may have
+    happened); storing the real reply later fills it in."""
 
     request_id: str
     method: str
     payload_hash: str  # sha256 of the canonical request: same id + other payload is refused
-    reply_json: str
+    reply_json: str  # "" iff this is a claim, not a reply yet
     created_at: float
+
+    @property
+    def claimed_only(self) -> bool:
+        """True iff this is a claim whose call has not stored its reply (yet)."""
+        return not self.reply_json
+
+
+@dataclass(frozen=True, slots=True)
+class HeldTx:
+    """What a shared store read once ``transaction_lock`` held the transaction."""
+
+    row: TxRow | None  # the transaction's row as it is now (None: no such transaction)
+    reply: StoredReply | None  # what is stored for the request id asked about (None: nothing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +199,9 @@ class CommitPlan:
     on_success: TxUpdate
     on_conflict: TxUpdate
     claim_until: float = 0.0
+    # The commit's reply under its request id, stored iff the commit succeeds (not on a
+    # conflict, whose reply is an error the caller stores once the abort has finished).
+    reply: StoredReply | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,16 +232,18 @@ class Store(abc.ABC):
         return
 
     def transaction_lock(
-        self, tx_id: str, timeout_s: float
-    ) -> AbstractAsyncContextManager[TxRow | None]:
+        self, tx_id: str, timeout_s: float, *, request: tuple[str, str] | None = None
+    ) -> AbstractAsyncContextManager[HeldTx | None]:
         """Hold ``tx_id`` against other processes for the duration of one call; raises
         ``DeadlineExceeded`` after ``timeout_s`` (nothing held). Waiting must not poll: the
-        database wakes the waiter. A shared store yields the transaction's row as read once
-        the lock is held (None if there is none), so the caller can tell whether its cached
-        image is current without another round trip. The lock is released when the block
-        ends, however it ends; if releasing fails, the session holding it is closed, which
-        releases it too. The default holds nothing and yields None (one process per store:
-        the cache is authoritative)."""
+        database wakes the waiter. A shared store yields a ``HeldTx``: the transaction's row
+        as read once the lock is held, so the caller can tell whether its cached image is
+        current, and, if ``request`` (tenant, request id) is given, what is stored for that
+        request id, read after the lock is held too — both without another round trip. The
+        lock is released when the block ends, however it ends; if releasing fails, the session
+        holding it is closed, which releases it too. The default holds nothing and yields None
+        (one process per store: the cache is authoritative, and the caller looks the request
+        up with ``get_request``)."""
         return contextlib.nullcontext()
 
     @abc.abstractmethod
@@ -237,10 +260,15 @@ class Store(abc.ABC):
     # -- transactions -----------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def create_transaction(self, row: TxRow) -> TxRow:
+    async def create_transaction(self, row: TxRow, reply: StoredReply | None = None) -> TxRow:
         """Insert a new transaction; ``row.snapshot`` is replaced by the current commit
         sequence inside the same unit, so the snapshot and the insert agree. An existing id
-        is an ``InternalError`` (ids are random; nothing is written)."""
+        is an ``InternalError`` (ids are random; nothing is written).
+
+        ``reply`` (the begin's reply under its request id) is stored in the same unit: one
+        commit, and on a networked store the same statement. If its request id already holds
+        a reply or a claim, ``AlreadyExists`` is raised and nothing is written — neither the
+        transaction nor the reply (the first request with an id wins)."""
 
     @abc.abstractmethod
     async def get_transaction(self, tx_id: str) -> TxRow | None:
@@ -282,18 +310,34 @@ class Store(abc.ABC):
         """Undo records of the transaction (any status), ordered by id."""
 
     @abc.abstractmethod
-    async def start_step(self, update: TxUpdate, step: StepRow) -> int:
+    async def start_step(
+        self, update: TxUpdate, step: StepRow, claim: StoredReply | None = None
+    ) -> int:
         """Atomically: CAS the transaction, insert ``step`` (status RUNNING, with a lease);
         returns the new revision. On ``RevisionConflict`` no step row is written.
 
-        Used before a tool with an outside effect runs, so a crash leaves evidence."""
+        Used before a tool with an outside effect runs, so a crash leaves evidence.
+        ``claim`` (a ``StoredReply`` with no reply yet) binds the request id to this request
+        in the same unit, before the outside call: it is inserted, or takes over a claim of
+        the same method and payload (a retry after a crash). If the id holds anything else,
+        ``AlreadyExists`` is raised and nothing of the unit happened — so the tool never runs
+        under an id another request owns."""
 
     @abc.abstractmethod
-    async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
+    async def finish_step(
+        self, update: TxUpdate, step: StepRow, reply: StoredReply | None = None
+    ) -> int:
         """Atomically: CAS the transaction, insert or replace the attempt ``step`` (same
         ``seq``: a RUNNING row becomes final). Returns the new revision. On
         ``RevisionConflict`` the step row is not written either. The hot path of every step:
-        one database transaction, and on a networked store one round trip."""
+        one database transaction, and on a networked store one round trip.
+
+        ``reply`` (the step's reply under its request id) is inserted in the same unit: one
+        commit, and on a networked store the same statement, so a step and its reply are
+        durable together or not at all. The insert is "first wins": if the id already holds a
+        reply or a claim, ``AlreadyExists`` is raised and nothing of the unit happened (the
+        step is not written either). A step that claimed its id in ``start_step`` stores its
+        reply with ``put_request`` instead, which fills the claim in."""
 
     @abc.abstractmethod
     async def append_undo(self, row: UndoRow) -> int:
@@ -320,7 +364,9 @@ class Store(abc.ABC):
         """Validate and publish in one database transaction (see ``CommitPlan``). A conflict
         is not an error: it applies ``on_conflict`` and says which checks failed. A
         ``RevisionConflict`` on either update leaves everything as it was: no version
-        published, no effect queued."""
+        published, no effect queued. ``plan.reply`` is stored with a successful commit, in
+        the same transaction, first wins: if its id already holds a reply or a claim,
+        ``AlreadyExists`` is raised and nothing was published."""
 
     # -- managed state ----------------------------------------------------------------------
 
@@ -399,16 +445,23 @@ class Store(abc.ABC):
 
     # -- request idempotency ----------------------------------------------------------------
 
+    # Request ids are unique per tenant. Three writes store a reply in the unit of the
+    # operation that produced it (``create_transaction``, ``finish_step``, ``commit``), so
+    # the common call costs no write of its own; ``start_step`` claims an id before an
+    # outside call; ``put_request`` stores the replies of everything else (failures,
+    # rewinds, rollbacks, refusals, a commit that delivered effects) as a write of its own.
+
     @abc.abstractmethod
     async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
-        """The reply stored for ``request_id``, if any."""
+        """The reply (or claim) stored for ``request_id``, if any. A read."""
 
     @abc.abstractmethod
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
-        """Store a reply unless one is stored for its id already; returns the one that is
-        stored (the earlier one wins, so two racing retries agree): ``reply`` itself when it
-        was stored by this call. Not one unit with the caller's other writes: a failure
-        after the caller's step was written leaves the step durable and no reply stored."""
+        """Store a reply unless its id holds one already, filling in a claim of the same
+        method and payload; returns what is stored (the earlier reply wins, so two racing
+        retries agree): ``reply`` itself when this call stored it. Not one unit with the
+        caller's other writes: a failure after the caller's step was written leaves the step
+        durable and no reply stored (the step row's request id covers that window)."""
 
     @abc.abstractmethod
     async def prune_requests(self, older_than: float) -> int:

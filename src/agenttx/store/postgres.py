@@ -39,7 +39,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agenttx.errors import DeadlineExceeded, InternalError
 from agenttx.store import sql
-from agenttx.store.contract import StepRow, TxRow, TxUpdate
+from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
 from agenttx.store.postgres_target import Target
 from agenttx.store.sql_store import Connection, Result, SqlStore
 
@@ -65,13 +65,40 @@ def _pg(query: str) -> str:
     return query.replace("?", "%s")
 
 
-@functools.lru_cache(maxsize=64)
-def _step_write(cas: str) -> str:
-    """The step write as one statement: the step row is inserted only if the CAS applied."""
+# The primary key of the stored replies: a plain INSERT that hits it fails its statement.
+_REQUESTS_KEY = "requests_pkey"
+
+
+@functools.lru_cache(maxsize=128)
+def _step_write(cas: str, with_reply: bool) -> str:
+    """The step write as one statement: the step row (and with ``with_reply`` the stored
+    reply, under the transaction's tenant) is inserted only if the CAS applied.
+
+    The reply is a plain INSERT, not ``ON CONFLICT DO NOTHING``: data-modifying CTEs all run
+    to their end, so the only way for a taken request id to undo the CAS and the step row of
+    the same statement is for the statement to fail — which the primary key does."""
+    reply = (
+        f", req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) "
+        "SELECT tenant, ?,?,?,?,? FROM cas)"
+        if with_reply
+        else ""
+    )
     return _pg(
-        f"WITH cas AS ({cas} RETURNING 1) INSERT INTO steps ({sql.STEP_COLS}) "
+        f"WITH cas AS ({cas} RETURNING tenant){reply} INSERT INTO steps ({sql.STEP_COLS}) "
         f"SELECT {sql.STEP_MARKS} FROM cas {sql.STEP_UPSERT} RETURNING 1"
     )
+
+
+# A begin and its reply in one statement; a taken request id fails it (see ``_step_write``).
+_INSERT_TX_WITH_REPLY = _pg(
+    f"WITH req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?)) "
+    + sql.INSERT_TX
+)
+
+
+def _taken(exc: psycopg.errors.UniqueViolation) -> bool:
+    """True iff ``exc`` is a request id that already holds a reply or a claim."""
+    return exc.diag.constraint_name == _REQUESTS_KEY
 
 
 def _lock_key(tx_id: str) -> int:
@@ -213,12 +240,33 @@ class PostgresStore(SqlStore):
     # -- locks --------------------------------------------------------------------------------
 
     def transaction_lock(
-        self, tx_id: str, timeout_s: float
-    ) -> AbstractAsyncContextManager[TxRow | None]:
-        return self._advisory(tx_id, timeout_s)
+        self, tx_id: str, timeout_s: float, *, request: tuple[str, str] | None = None
+    ) -> AbstractAsyncContextManager[HeldTx | None]:
+        return self._advisory(tx_id, timeout_s, request)
+
+    async def create_transaction(self, row: TxRow, reply: StoredReply | None = None) -> TxRow:
+        if reply is None:
+            return await super().create_transaction(row)
+        # One statement, one round trip (the shared form would be a four-trip transaction).
+        async with self._connection() as c:
+            try:
+                cur = await c.execute(
+                    _INSERT_TX_WITH_REPLY,
+                    [*sql.request_values(row.tenant, reply), *sql.tx_values(row)],
+                )
+            except psycopg.errors.UniqueViolation as exc:
+                if not _taken(exc):
+                    raise
+                raise sql.request_taken(reply) from None
+            found = await cur.fetchone()
+        assert found is not None
+        row.snapshot = int(found[0])
+        return row
 
     @contextlib.asynccontextmanager
-    async def _advisory(self, tx_id: str, timeout_s: float) -> AsyncIterator[TxRow | None]:
+    async def _advisory(
+        self, tx_id: str, timeout_s: float, request: tuple[str, str] | None
+    ) -> AsyncIterator[HeldTx]:
         if self._locks is None:
             raise InternalError("store is closed")
         key = _lock_key(tx_id)
@@ -226,16 +274,21 @@ class PostgresStore(SqlStore):
         async with self._locks.connection() as c:
             try:
                 # One round trip: (the wait bound, if this connection has another one,) the
-                # lock — the lock manager wakes us when it is free — and the row as it is
-                # now. In a pipeline each statement still takes its own snapshot after the
-                # one before it ends, so the row is read after the lock is held.
+                # lock — the lock manager wakes us when it is free — the row as it is now and
+                # what is stored for the request id. In a pipeline each statement still takes
+                # its own snapshot after the one before it ends, so both reads happen after
+                # the lock is held: no call on this transaction can change them meanwhile.
+                stored = None
                 async with c.pipeline():
                     if self._lock_timeouts.get(c) != timeout:
                         await c.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                     await c.execute("SELECT pg_advisory_lock(%s)", (key,))
                     cur = await c.execute(_pg(sql.SELECT_TX), (tx_id,))
+                    if request is not None:
+                        stored = await c.execute(_pg(sql.GET_REQUEST), request)
                 self._lock_timeouts[c] = timeout
                 found = await cur.fetchone()
+                reply = await stored.fetchone() if stored is not None else None
             except psycopg.errors.LockNotAvailable:
                 self._lock_timeouts[c] = timeout
                 raise DeadlineExceeded(
@@ -246,7 +299,10 @@ class PostgresStore(SqlStore):
                 self._lock_timeouts.pop(c, None)
                 raise InternalError(f"PostgreSQL error: {exc}") from exc
             try:
-                yield sql.tx_row(found) if found else None
+                yield HeldTx(
+                    sql.tx_row(found) if found else None,
+                    StoredReply(*reply) if reply else None,
+                )
             finally:
                 try:
                     await c.execute("SELECT pg_advisory_unlock(%s)", (key,))
@@ -257,15 +313,31 @@ class PostgresStore(SqlStore):
 
     # -- steps --------------------------------------------------------------------------------
 
-    async def start_step(self, update: TxUpdate, step: StepRow) -> int:
-        return await self.finish_step(update, step)
+    async def start_step(
+        self, update: TxUpdate, step: StepRow, claim: StoredReply | None = None
+    ) -> int:
+        if claim is None:
+            return await self.finish_step(update, step)
+        # Before an outside call (not the hot path): the shared unit, a transaction of its own.
+        return await self._start_step_claiming(update, step, claim)
 
-    async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
-        # The hot path of every step: the CAS and the step row in ONE autocommit statement
-        # (one round trip, no BEGIN/COMMIT); the row is inserted only if the CAS applied.
+    async def finish_step(
+        self, update: TxUpdate, step: StepRow, reply: StoredReply | None = None
+    ) -> int:
+        # The hot path of every step: the CAS, the step row and the reply in ONE autocommit
+        # statement (one round trip, no BEGIN/COMMIT); the rows go in only if the CAS applied.
         cas, params = self._cas(update)
+        values = [*params]
+        if reply is not None:
+            values.extend(sql.request_values("", reply)[1:])  # the tenant comes from the row
+        values.extend(sql.step_values(step))
         async with self._connection() as c:
-            cur = await c.execute(_step_write(cas), [*params, *sql.step_values(step)])
+            try:
+                cur = await c.execute(_step_write(cas, reply is not None), values)
+            except psycopg.errors.UniqueViolation as exc:
+                if reply is None or not _taken(exc):
+                    raise
+                raise sql.request_taken(reply) from None
             if cur.rowcount != 1:
                 found = await (await c.execute(_pg(sql.TX_STATE), (update.tx_id,))).fetchone()
                 raise sql.revision_conflict(update, found)

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agenttx.errors import RevisionConflict
+from agenttx.errors import AlreadyExists, RevisionConflict
 from agenttx.jsontext import compact
 from agenttx.store.contract import OutboxRow, StepRow, StoredReply, TxRow, TxUpdate, UndoRow
 
@@ -251,11 +251,28 @@ OUTBOX_COUNTS = "SELECT status, count(*) FROM outbox GROUP BY status"
 
 # -- request idempotency --------------------------------------------------------------------
 
-# The first reply stored wins; RETURNING yields nothing if another was there.
-INSERT_REQUEST = (
-    f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?) "
-    "ON CONFLICT DO NOTHING RETURNING request_id"
+# Inside an operation's own unit (begin, a step, a commit) a reply is "first wins": RETURNING
+# yields nothing if the id held anything, which the unit turns into AlreadyExists (rolling
+# the operation back with it).
+_FIRST_WINS = "ON CONFLICT DO NOTHING RETURNING request_id"
+# A reply (or claim) that fills in (or takes over) a claim of the same method and payload;
+# RETURNING yields nothing if the id holds another request's claim, or any reply.
+_FILLS_CLAIM = (
+    "ON CONFLICT (tenant, request_id) DO UPDATE SET reply = excluded.reply, "
+    "created_at = excluded.created_at WHERE requests.reply = '' "
+    "AND requests.method = excluded.method AND requests.payload_hash = excluded.payload_hash "
+    "RETURNING request_id"
 )
+INSERT_REQUEST = f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?) {_FIRST_WINS}"
+PUT_REQUEST = f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?) {_FILLS_CLAIM}"
+# The same for a step's reply, under the tenant of the step's transaction (parameters:
+# ``tx_request_values``). SQLite needs the WHERE to read ON CONFLICT as an upsert.
+_FOR_TX = (
+    f"INSERT INTO requests (tenant, {REQUEST_COLS}) "
+    "SELECT tenant, ?,?,?,?,? FROM transactions WHERE id = ?"
+)
+INSERT_TX_REQUEST = f"{_FOR_TX} {_FIRST_WINS}"
+CLAIM_TX_REQUEST = f"{_FOR_TX} {_FILLS_CLAIM}"
 GET_REQUEST = f"SELECT {REQUEST_COLS} FROM requests WHERE tenant = ? AND request_id = ?"
 PRUNE_REQUESTS = "DELETE FROM requests WHERE created_at < ?"
 
@@ -299,6 +316,19 @@ def undo_values(u: UndoRow) -> tuple[Any, ...]:
 
 def request_values(tenant: str, r: StoredReply) -> tuple[Any, ...]:
     return (tenant, r.request_id, r.method, r.payload_hash, r.reply_json, r.created_at)
+
+
+def tx_request_values(tx_id: str, r: StoredReply) -> tuple[Any, ...]:
+    """The parameters of ``INSERT_TX_REQUEST`` and ``CLAIM_TX_REQUEST``."""
+    return (r.request_id, r.method, r.payload_hash, r.reply_json, r.created_at, tx_id)
+
+
+def request_taken(r: StoredReply) -> AlreadyExists:
+    """The error for a reply (or claim) whose request id another request holds already: the
+    unit that carried it is rolled back, and the caller reads what is stored."""
+    return AlreadyExists(
+        f"request_id {r.request_id!r} is already held by another request", request_id=r.request_id
+    )
 
 
 def outbox_row(r: Sequence[Any]) -> OutboxRow:

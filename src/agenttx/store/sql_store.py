@@ -116,6 +116,29 @@ class SqlStore(Store):
         query = sql.cas_sql(self._in, u.body is not None, u.touch_activity, len(statuses))
         return query, sql.cas_params(u, self._in_params(statuses))
 
+    async def _insert_reply_on(self, conn: Connection, tenant: str, reply: StoredReply) -> None:
+        """Store ``reply`` inside the caller's unit, first wins: ``AlreadyExists`` (which
+        rolls the unit back) if its id holds anything already."""
+        if not (await conn.execute(sql.INSERT_REQUEST, sql.request_values(tenant, reply))).rows:
+            raise sql.request_taken(reply)
+
+    async def _start_step_claiming(
+        self, update: TxUpdate, step: StepRow, claim: StoredReply
+    ) -> int:
+        """``start_step`` with a claim, as one unit: CAS, the RUNNING row, the claim."""
+
+        async def unit(conn: Connection) -> int:
+            revision = await self._cas_on(conn, update)
+            await conn.execute(sql.UPSERT_STEP, sql.step_values(step))
+            got = await conn.execute(
+                sql.CLAIM_TX_REQUEST, sql.tx_request_values(update.tx_id, claim)
+            )
+            if not got.rows:
+                raise sql.request_taken(claim)
+            return revision
+
+        return await self._atomic(unit)
+
     async def _cas_on(self, conn: Connection, u: TxUpdate) -> int:
         """CAS the transaction on the caller's connection; the new revision, or
         ``RevisionConflict`` (which rolls the caller's unit back)."""
@@ -127,8 +150,16 @@ class SqlStore(Store):
 
     # -- transactions -------------------------------------------------------------------------
 
-    async def create_transaction(self, row: TxRow) -> TxRow:
-        got = await self._execute(sql.INSERT_TX, sql.tx_values(row))
+    async def create_transaction(self, row: TxRow, reply: StoredReply | None = None) -> TxRow:
+        if reply is None:
+            got = await self._execute(sql.INSERT_TX, sql.tx_values(row))
+        else:
+
+            async def unit(conn: Connection) -> Result:
+                await self._insert_reply_on(conn, row.tenant, reply)
+                return await conn.execute(sql.INSERT_TX, sql.tx_values(row))
+
+            got = await self._atomic(unit)
         row.snapshot = int(got.rows[0][0])
         return row
 
@@ -227,6 +258,8 @@ class SqlStore(Store):
             revision = await self._cas_on(conn, plan.on_conflict)
             return CommitOutcome(False, 0, revision, conflicts, [])
         revision = await self._cas_on(conn, plan.on_success)
+        if plan.reply is not None:
+            await self._insert_reply_on(conn, tenant, plan.reply)
         version = 0
         if plan.writes:
             # The dialect holds the counter row from here to the end of the commit, so
@@ -334,8 +367,8 @@ class SqlStore(Store):
 
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:
         while True:
-            if (await self._execute(sql.INSERT_REQUEST, sql.request_values(tenant, reply))).rows:
-                return reply  # stored: the first reply for this id
+            if (await self._execute(sql.PUT_REQUEST, sql.request_values(tenant, reply))).rows:
+                return reply  # stored: the first reply for this id, or our claim filled in
             stored = await self.get_request(tenant, reply.request_id)
             if stored is not None:
                 return stored

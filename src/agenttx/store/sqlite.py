@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from agenttx.errors import InternalError
 from agenttx.store import sql
-from agenttx.store.contract import StepRow, TxUpdate
+from agenttx.store.contract import StepRow, StoredReply, TxUpdate
 from agenttx.store.sql_store import Connection, Result, SqlStore
 from agenttx.store.sqlite_writer import GroupCommitWriter
 
@@ -67,13 +67,24 @@ def _run_unit_on(c: sqlite3.Connection, unit: Callable[[Connection], Awaitable[T
 
 
 def _write_step_on(
-    c: sqlite3.Connection, cas: str, params: list[Any], update: TxUpdate, step: StepRow
+    c: sqlite3.Connection,
+    cas: str,
+    params: list[Any],
+    update: TxUpdate,
+    step: StepRow,
+    request: tuple[str, StoredReply] | None,
 ) -> int:
-    """The step write on the writer's connection: CAS the transaction, then upsert the
-    attempt. Two plain statements (no coroutine): this runs on every step."""
+    """The step write on the writer's connection: CAS the transaction, upsert the attempt
+    and, with ``request`` (statement, reply), store the reply or claim in the same commit.
+    Plain statements (no coroutine): this runs on every step. Raising rolls the whole unit
+    back (the writer's savepoint or transaction)."""
     if c.execute(cas, params).rowcount != 1:
         raise sql.revision_conflict(update, c.execute(sql.TX_STATE, (update.tx_id,)).fetchone())
     c.execute(sql.UPSERT_STEP, sql.step_values(step))
+    if request is not None:
+        statement, reply = request
+        if c.execute(statement, sql.tx_request_values(update.tx_id, reply)).fetchone() is None:
+            raise sql.request_taken(reply)
     return update.expected_revision + 1
 
 
@@ -184,12 +195,25 @@ class SqliteStore(SqlStore):
 
     # -- steps --------------------------------------------------------------------------------
 
-    async def start_step(self, update: TxUpdate, step: StepRow) -> int:
-        return await self.finish_step(update, step)
+    async def start_step(
+        self, update: TxUpdate, step: StepRow, claim: StoredReply | None = None
+    ) -> int:
+        return await self._write_step(
+            update, step, None if claim is None else (sql.CLAIM_TX_REQUEST, claim)
+        )
 
-    async def finish_step(self, update: TxUpdate, step: StepRow) -> int:
+    async def finish_step(
+        self, update: TxUpdate, step: StepRow, reply: StoredReply | None = None
+    ) -> int:
+        return await self._write_step(
+            update, step, None if reply is None else (sql.INSERT_TX_REQUEST, reply)
+        )
+
+    async def _write_step(
+        self, update: TxUpdate, step: StepRow, request: tuple[str, StoredReply] | None
+    ) -> int:
         cas, params = self._cas(update)
-        return await self._write(lambda c: _write_step_on(c, cas, params, update, step))
+        return await self._write(lambda c: _write_step_on(c, cas, params, update, step, request))
 
     # -- commit -------------------------------------------------------------------------------
 
