@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agenttx.errors import RevisionConflict
+from agenttx.errors import AlreadyExists, RevisionConflict
 from agenttx.store.contract import (
     CommitPlan,
     StagedEffect,
@@ -851,6 +851,114 @@ class StoreContract:
         assert await store.get_request("other-tenant", "req-1") is None
         assert await store.prune_requests(T0 + 0.5) == 1
         assert await store.get_request(TENANT, "req-1") is None
+
+    # ------------------------------------------------------------- replies in the call's own write
+
+    async def test_a_begin_stores_its_reply_with_the_transaction(self, store: Store) -> None:
+        reply = StoredReply("req-b", "begin", "hash-b", '{"ok": {"n": 1}}', T0)
+        await store.create_transaction(tx_row("tx_b1"), reply)
+        assert await store.get_request(TENANT, "req-b") == reply
+        # The same id again: first wins, and the losing transaction is not created either.
+        twin = StoredReply("req-b", "begin", "hash-b", '{"ok": {"n": 2}}', T0 + 1)
+        with pytest.raises(AlreadyExists):
+            await store.create_transaction(tx_row("tx_b2"), twin)
+        assert await store.get_transaction("tx_b2") is None
+        assert await store.get_request(TENANT, "req-b") == reply
+
+    async def test_a_step_stores_its_reply_in_its_own_write(self, store: Store) -> None:
+        await new_tx(store, "tx_s")
+        reply = StoredReply("req-s", "execute_step", "hash-s", '{"ok": {"s": 1}}', T0)
+        assert (
+            await store.finish_step(cas("tx_s", 1, next_step_id=2), step_row("tx_s", 1, 1), reply)
+            == 2
+        )
+        assert await store.get_request(TENANT, "req-s") == reply
+        # An id held already: neither the CAS nor the step row nor the reply is written.
+        other = StoredReply("req-s", "execute_step", "hash-other", '{"ok": {"s": 2}}', T0)
+        with pytest.raises(AlreadyExists):
+            await store.finish_step(cas("tx_s", 2, next_step_id=3), step_row("tx_s", 2, 2), other)
+        row = await store.get_transaction("tx_s")
+        assert row is not None
+        assert (row.revision, row.next_step_id) == (2, 2)
+        assert [st.step_id for st in await store.load_steps("tx_s", live_only=False)] == [1]
+        assert await store.get_request(TENANT, "req-s") == reply
+        # The transaction goes on: the rolled-back unit left nothing behind.
+        assert await store.finish_step(cas("tx_s", 2, next_step_id=3), step_row("tx_s", 2, 2)) == 3
+
+    async def test_a_claim_holds_the_id_until_its_reply_fills_it(self, store: Store) -> None:
+        await new_tx(store, "tx_c")
+        claim = StoredReply("req-c", "execute_step", "hash-c", "", T0)
+        running = step_row("tx_c", 1, 1, status="RUNNING", live=False)
+        update = cas("tx_c", 1, status="EXECUTING", next_step_id=1)
+        assert await store.start_step(update, running, claim) == 2
+        held = await store.get_request(TENANT, "req-c")
+        assert held is not None
+        assert held.claimed_only
+        # Another request cannot take the id: its step write is refused, whole.
+        await new_tx(store, "tx_c2")
+        intruder = StoredReply("req-c", "execute_step", "hash-x", '{"ok": {}}', T0)
+        with pytest.raises(AlreadyExists):
+            await store.finish_step(
+                cas("tx_c2", 1, next_step_id=2), step_row("tx_c2", 1, 1), intruder
+            )
+        assert await store.load_steps("tx_c2", live_only=False) == []
+        assert await store.put_request(TENANT, intruder) == held  # not filled by another
+        claim_x = StoredReply("req-c", "execute_step", "hash-x", "", T0)
+        with pytest.raises(AlreadyExists):
+            await store.start_step(
+                cas("tx_c2", 1, status="EXECUTING"),
+                step_row("tx_c2", 1, 1, status="RUNNING"),
+                claim_x,
+            )
+        assert await store.load_steps("tx_c2", live_only=False) == []
+        # The same request claims again (a retry after a crash): it takes its claim over.
+        retry = cas("tx_c", 2, status="EXECUTING", from_statuses=("EXECUTING",))
+        assert await store.start_step(retry, running, claim) == 3
+        # Its reply fills the claim in; from then on the id holds that reply.
+        reply = StoredReply("req-c", "execute_step", "hash-c", '{"ok": {"c": 1}}', T0 + 1)
+        assert await store.put_request(TENANT, reply) is reply
+        assert await store.get_request(TENANT, "req-c") == reply
+        assert await store.put_request(TENANT, replace(reply, reply_json='{"ok": 0}')) == reply
+
+    async def test_a_commit_stores_its_reply_only_when_it_commits(self, store: Store) -> None:
+        row = await new_tx(store, "tx_k")
+        reply = StoredReply("req-k", "commit", "hash-k", '{"ok": {"committed": true}}', T0)
+        taken = StoredReply("req-k2", "commit", "hash-k2", '{"ok": {}}', T0)
+        await store.put_request(TENANT, replace(taken, payload_hash="someone-else"))
+        # A taken id: nothing is published, the transaction stays as it was.
+        with pytest.raises(AlreadyExists):
+            await store.commit(replace(plan(row, writes={"k": '"v"'}), reply=taken))
+        assert await store.current_version() == 0
+        again = await store.get_transaction("tx_k")
+        assert again is not None
+        assert again.status == "ACTIVE"
+        outcome = await store.commit(replace(plan(row, writes={"k": '"v"'}), reply=reply))
+        assert outcome.committed
+        assert await store.get_request(TENANT, "req-k") == reply
+        # A conflict applies on_conflict and stores no reply (its reply is an error, later).
+        row2 = await new_tx(store, "tx_k3")
+        conflicted = replace(
+            plan(row2, writes={"k": '"w"'}, checks=[VersionCheck("k", 0, "write")]),
+            reply=replace(reply, request_id="req-k3"),
+        )
+        assert not (await store.commit(conflicted)).committed
+        assert await store.get_request(TENANT, "req-k3") is None
+
+    async def test_the_lock_reads_the_stored_reply_with_the_row(self, store: Store) -> None:
+        await new_tx(store, "tx_l")
+        reply = StoredReply("req-l", "rollback", "hash-l", '{"ok": {}}', T0)
+        await store.put_request(TENANT, reply)
+        async with store.transaction_lock("tx_l", 5.0, request=(TENANT, "req-l")) as held:
+            if held is not None:  # a shared store answers in the lock's round trip
+                assert held.row is not None
+                assert held.row.id == "tx_l"
+                assert held.reply == reply
+        async with store.transaction_lock("tx_l", 5.0, request=(TENANT, "none")) as held:
+            if held is not None:
+                assert held.reply is None
+        async with store.transaction_lock("tx_l", 5.0) as held:
+            if held is not None:
+                assert held.reply is None
 
     # ------------------------------------------------------------- effects claimed at commit
 

@@ -146,6 +146,13 @@ class SqliteStore(SqlStore):
             c.execute(statement)
         c.execute(f"PRAGMA user_version={sql.SCHEMA_VERSION}")
 
+    @property
+    def commits(self) -> int:
+        """Database transactions this store's writer has committed since it opened (each is
+        one fsync with ``sync_writes``); 0 when closed. For tests and benchmarks that count
+        durable writes."""
+        return self._writer.commits if self._writer is not None else 0
+
     def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
         self._concurrency = in_flight
         if self._writer is not None:

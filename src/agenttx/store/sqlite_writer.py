@@ -45,6 +45,9 @@ class GroupCommitWriter:
         # How many calls the engine has in flight: with more than one, inline writes wait for
         # the end of the loop turn and commit together (group commit); alone, they commit now.
         self.concurrency: Callable[[], int] = lambda: 1
+        # Database transactions committed on this connection (each one fsync with
+        # sync_writes): what tests count to prove how many durable writes a call costs.
+        self.commits = 0
         # Inline fast path: a marker callback is pending until the loop's next turn; while it
         # is, the loop has been held since _held_since.
         self._turn_pending = False
@@ -65,7 +68,7 @@ class GroupCommitWriter:
             # hop (and the GIL hand-offs around it) would add to the fsync while nobody else
             # is waiting for the loop.
             with self._lock:
-                value, exc = _execute_batch(self._conn, [unit])[0]
+                value, exc = self._execute_units([unit])[0]
             # A caller that never waits on anything else would otherwise hold the loop for
             # as long as it keeps writing; let other tasks (dispatcher, other clients) run at
             # least once a millisecond. A server's calls give the loop a turn between them
@@ -101,7 +104,7 @@ class GroupCommitWriter:
     def run_sync(self, unit: Callable[[sqlite3.Connection], T]) -> T:
         """Run one unit now, outside the batcher (start-up and shutdown only)."""
         with self._lock:
-            return _execute_batch(self._conn, [unit])[0][0]  # type: ignore[no-any-return]
+            return self._execute_units([unit])[0][0]  # type: ignore[no-any-return]
 
     def _flush_threaded(self, loop: asyncio.AbstractEventLoop) -> None:
         while True:
@@ -125,17 +128,25 @@ class GroupCommitWriter:
         self, batch: list[tuple[Unit, asyncio.Future[Any]]]
     ) -> list[tuple[Any, BaseException | None]]:
         with self._lock:
-            return _execute_batch(self._conn, [u for u, _ in batch])
+            return self._execute_units([u for u, _ in batch])
+
+    def _execute_units(self, units: list[Unit]) -> list[tuple[Any, BaseException | None]]:
+        """``_execute_batch`` on this writer's connection, counting its commits. The caller
+        holds ``_lock``."""
+        results, committed = _execute_batch(self._conn, units)
+        self.commits += committed
+        return results
 
 
 def _execute_batch(
     conn: sqlite3.Connection, units: list[Unit]
-) -> list[tuple[Any, BaseException | None]]:
+) -> tuple[list[tuple[Any, BaseException | None]], bool]:
     """Run the units in one database transaction; every unit gets a result or an error.
 
     A unit's own exception rolls back only that unit (savepoint). A failure of the database
     transaction itself (BEGIN, a savepoint, COMMIT: busy, disk full, I/O) fails every unit of
-    the batch, so no caller waits forever and none is told a rolled-back write succeeded."""
+    the batch, so no caller waits forever and none is told a rolled-back write succeeded.
+    Also says whether the transaction committed."""
     try:
         conn.execute("BEGIN IMMEDIATE")
         if len(units) == 1:
@@ -144,9 +155,9 @@ def _execute_batch(
                 value = units[0](conn)
             except Exception as exc:
                 conn.execute("ROLLBACK")
-                return [(None, exc)]
+                return [(None, exc)], False
             conn.execute("COMMIT")
-            return [(value, None)]
+            return [(value, None)], True
         results: list[tuple[Any, BaseException | None]] = []
         for unit in units:
             conn.execute("SAVEPOINT unit")
@@ -160,14 +171,14 @@ def _execute_batch(
                 conn.execute("RELEASE unit")
                 results.append((value, None))
         conn.execute("COMMIT")
-        return results
+        return results, True
     except sqlite3.Error as exc:
         if conn.in_transaction:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # the connection reports the original error below
-        return [(None, exc)] * len(units)
+        return [(None, exc)] * len(units), False
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
