@@ -11,8 +11,10 @@
   same transaction on another replica waits inside PostgreSQL — woken by the lock manager when
   the first call ends or its replica dies (the session ends), never by polling — or gives up
   after ``lock_timeout`` with ``DeadlineExceeded``.
-- **A step** is one statement: the CAS and the step row in one CTE, inserted only if the CAS
-  applied. With the lock (pipelined with the row read) and the unlock: 3 round trips.
+- **A step** is one statement: the CAS, the step row and the request's stored reply in one
+  CTE, inserted only if the CAS applied (a taken request id fails the statement, so nothing of
+  it happens). With the lock (pipelined with the row read and the reply's lookup) and the
+  unlock: 3 round trips, request id or not.
 - **Commit**: the written keys' ``kv_head`` rows are locked (``FOR UPDATE``, in key order so two
   committers cannot deadlock), versions are checked, then the commit counter row is advanced
   and the writes published. The counter row lock is held from that update to the end of the

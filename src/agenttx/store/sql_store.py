@@ -11,8 +11,12 @@ subclass that supplies only what really differs, as the abstract methods below:
 - **commit's version check**: how the written keys' versions are read and locked
   (``_latest_versions_on``, ``_publish_versions_on``) and who hears of new effects
   (``_effects_queued_on``);
-- the **step write** (``start_step``/``finish_step``), the hot path, in the dialect's fastest
-  shape; and opening, migrating and closing.
+- the **step write** (``start_step``/``finish_step``, with the request's reply or claim),
+  the hot path, in the dialect's fastest shape; and opening, migrating and closing.
+
+A request's reply is stored by the unit of the operation that produced it (begin, a step, a
+commit), "first wins": if the id is taken, the unit raises ``AlreadyExists`` and is rolled
+back whole (``_insert_reply_on``, ``_start_step_claiming``).
 
 A multi-statement unit is an ``async`` function of a ``Connection``; a method that runs on a
 caller's connection ends in ``_on``. SQLite's connection answers without suspending, so its
