@@ -3,8 +3,8 @@ own durable write, and its lookup with the transaction's load.
 
 Counted for real: SQLite commits by the store's writer (``SqliteStore.commits``, each one fsync
 with ``sync_writes``) and by ``strace`` on ``agenttx serve --sync-writes``; PostgreSQL round
-trips by a TCP relay between the store and the server, which counts every time a connection's
-client speaks again after the server answered (``RoundTripRelay``). The guarantees stay: a
+trips by a TCP relay between the store and the server, which counts the requests each
+connection's client ends and then waits on (``RoundTripRelay``). The guarantees stay: a
 request id taken by another request while a call ran rolls the call's write back and refuses
 it, and an outside step holds its id from before the outside call.
 """
@@ -146,18 +146,59 @@ def test_agenttx_serve_sync_writes_fsyncs_twelve_times_for_a_ten_step_run(
 # ----------------------------------------------------------------- PostgreSQL: round trips
 
 
+class FrontendMessages:
+    """The client half of the PostgreSQL wire protocol, cut into messages as it passes, to
+    count the requests the client ends: ``Sync`` (extended protocol — psycopg sends one per
+    statement, and one per pipeline, however many statements it holds) and ``Query``
+    (simple protocol). After each, the client waits for the server's ``ReadyForQuery``: one
+    round trip each."""
+
+    # SSLRequest, GSSENCRequest: answered by one byte (the relayed URL asks for no TLS).
+    _SSL_OR_GSS = frozenset({80877103, 80877104})
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.started = False  # the untyped start-up message has gone by
+        self.requests = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        while True:
+            if not self.started:
+                if len(self.buffer) < 8:
+                    return
+                size = int.from_bytes(self.buffer[:4], "big")
+                code = int.from_bytes(self.buffer[4:8], "big")
+                if len(self.buffer) < size:
+                    return
+                self.buffer = self.buffer[size:]
+                self.started = code not in self._SSL_OR_GSS
+                continue
+            if len(self.buffer) < 5:
+                return
+            size = int.from_bytes(self.buffer[1:5], "big")
+            if len(self.buffer) < 1 + size:
+                return
+            kind, self.buffer = self.buffer[:1], self.buffer[1 + size :]
+            if kind in (b"S", b"Q"):
+                self.requests += 1
+
+
 class RoundTripRelay:
-    """A TCP relay between a store and PostgreSQL that counts round trips: on each
-    connection, every time the client sends after the server last sent (or first). A
-    pipeline — several statements, then one wait — is one; each statement awaited on its
-    own is one. Counting on the wire, not in the driver, so nothing the driver does between
-    the two is missed."""
+    """A TCP relay between a store and PostgreSQL that counts round trips on the wire: the
+    requests every connection's client ends with ``Sync`` or ``Query`` (``FrontendMessages``).
+    On the wire, not in the driver, so nothing the driver does is missed; by protocol message,
+    not by timing, so the count does not depend on how the bytes were split."""
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
-        self.round_trips = 0
+        self._connections: list[FrontendMessages] = []
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def round_trips(self) -> int:
+        return sum(c.requests for c in self._connections)
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
@@ -171,14 +212,16 @@ class RoundTripRelay:
 
     async def _relay(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         s_reader, s_writer = await asyncio.open_connection(*self.upstream)
-        last = ["server"]  # who sent last on this connection
+        messages = FrontendMessages()
+        self._connections.append(messages)
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, side: str) -> None:
+        async def pump(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, seen: FrontendMessages | None
+        ) -> None:
             try:
                 while chunk := await src.read(65536):
-                    if side == "client" and last[0] == "server":
-                        self.round_trips += 1
-                    last[0] = side
+                    if seen is not None:
+                        seen.feed(chunk)
                     dst.write(chunk)
                     await dst.drain()
             except (ConnectionError, asyncio.CancelledError):
@@ -186,7 +229,7 @@ class RoundTripRelay:
             finally:
                 dst.close()
 
-        for coro in (pump(c_reader, s_writer, "client"), pump(s_reader, c_writer, "server")):
+        for coro in (pump(c_reader, s_writer, messages), pump(s_reader, c_writer, None)):
             task = asyncio.create_task(coro)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -194,16 +237,14 @@ class RoundTripRelay:
 
 @contextlib.asynccontextmanager
 async def relayed(url: str) -> AsyncIterator[tuple[str, RoundTripRelay]]:
+    """``url`` through a ``RoundTripRelay``, in plain text so the relay can read it."""
     parts = urlsplit(url)
     relay = RoundTripRelay(parts.hostname or "127.0.0.1", parts.port or 5432)
     port = await relay.start()
-    netloc = parts.netloc.rsplit("@", 1)
-    host = f"127.0.0.1:{port}"
-    relayed_url = urlunsplit(
-        parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host)
-    )
+    user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    query = "&".join(q for q in [parts.query, "sslmode=disable", "gssencmode=disable"] if q)
     try:
-        yield relayed_url, relay
+        yield urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}", query=query)), relay
     finally:
         await relay.close()
 
