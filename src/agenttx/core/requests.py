@@ -302,12 +302,22 @@ def rebuild_error(type_name: str, message: str, fields: Any = None) -> AgentTxEr
 
 def _reply_json(result: Any) -> str:
     """The stored form of a successful call's result (enums by value)."""
-    return json.dumps({"ok": dataclasses.asdict(result)}, default=_enum_value)
+    # Not dataclasses.asdict: it deep-copies every field value (a step's output too) only
+    # for json to read it once, ~3x the cost of the encoding on every stored reply
+    # (measured, docs/benchmarks.md). The encoder asks _stored_value for what it cannot
+    # encode itself, nested dataclasses included, so the text is the same.
+    return json.dumps({"ok": _field_values(result)}, default=_stored_value)
 
 
-def _enum_value(value: Any) -> Any:
+def _field_values(result: Any) -> dict[str, Any]:
+    return {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+
+
+def _stored_value(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _field_values(value)
     raise TypeError(f"cannot store {type(value).__name__} in a reply")
 
 
