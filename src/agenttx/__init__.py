@@ -69,6 +69,7 @@ from agenttx.errors import (
     NotFound,
     OutcomeUnknownPending,
     RevisionConflict,
+    StepFailure,
     UncertainOutcome,
     WrongStep,
 )
@@ -96,6 +97,7 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
         RetryPolicy,
         RollbackTriggered,
         ServerUnavailable,
+        StepError,
         TransactionAborted,
     )
     from agenttx.core.controller import RollbackController
@@ -116,6 +118,7 @@ _LAZY: dict[str, str] = {
     "RetryPolicy": "agenttx.client",
     "RollbackTriggered": "agenttx.client",
     "ServerUnavailable": "agenttx.client",
+    "StepError": "agenttx.client",
     "TransactionAborted": "agenttx.client",
     "RollbackController": "agenttx.core.controller",
     "Hint": "agenttx.core.hints",
@@ -167,6 +170,8 @@ __all__ = [
     "RollbackResult",
     "RollbackTriggered",
     "ServerUnavailable",
+    "StepError",
+    "StepFailure",
     "StepResult",
     "StepStatus",
     "StepView",
