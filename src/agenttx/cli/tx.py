@@ -1,0 +1,236 @@
+"""``agenttx tx``: list, inspect and roll back transactions on a running server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from agenttx.cli.common import (
+    call,
+    echo_json,
+    json_option,
+    server_option,
+    status_markup,
+    timeout_option,
+    to_dict,
+    when,
+)
+from agenttx.types import TxStatus
+
+
+@click.group()
+def tx() -> None:
+    """List, inspect and roll back transactions on a running server."""
+
+
+@tx.command("list")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice([s.value for s in TxStatus], case_sensitive=False),
+    help="Only these statuses (repeatable).",
+)
+@click.option("--agent", default=None, help="Only this agent id.")
+@click.option("--label", default=None, help="Only transactions carrying this label.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@server_option
+@json_option
+@timeout_option
+def tx_list(
+    statuses: tuple[str, ...],
+    agent: str | None,
+    label: str | None,
+    limit: int,
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Transactions, oldest first."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    def fetch(stub: Any) -> list[Any]:
+        found: list[Any] = []
+        token = ""
+        while len(found) < limit:
+            page = stub.ListTransactions(
+                pb.ListTransactionsRequest(
+                    statuses=[s.upper() for s in statuses],
+                    agent_id=agent or "",
+                    label=label or "",
+                    page_size=min(limit - len(found), 500),
+                    page_token=token,
+                ),
+                timeout=timeout,
+            )
+            found.extend(page.transactions)
+            token = page.next_page_token
+            if not token:
+                break
+        return found[:limit]
+
+    found = call(server, fetch)
+    if as_json:
+        echo_json([to_dict(t) for t in found])
+        return
+    console = Console()
+    # Ids are what a user copies into `tx show`: never wrapped or cut. Labels and abort
+    # reasons only when the terminal has room for them (`tx show` has them too).
+    wide = console.width >= 120
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("transaction", no_wrap=True, min_width=35)
+    table.add_column("status", no_wrap=True)
+    table.add_column("agent", overflow="fold")
+    table.add_column("next", justify="right")
+    table.add_column("updated", no_wrap=True)
+    if wide:
+        table.add_column("labels", overflow="fold")
+        table.add_column("reason", overflow="fold")
+    for t in found:
+        row = [
+            t.transaction_id,
+            status_markup(t.status),
+            escape(t.agent_id),
+            str(t.next_step_id or "-"),
+            when(t.updated_at, short=True),
+        ]
+        if wide:
+            row += [escape(", ".join(t.labels)), escape(t.abort_reason)]
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"{len(found)} transaction{'s' if len(found) != 1 else ''}")
+
+
+def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:
+    """GetTransaction, and if the server trimmed the history to fit one message, the whole
+    history read with ListSteps in its place (the reply then says nothing was left out)."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    t = stub.GetTransaction(
+        pb.GetTransactionRequest(transaction_id=transaction_id), timeout=timeout
+    )
+    if not t.history_trimmed:
+        return t
+    del t.steps[:]
+    del t.context[:]
+    token = ""
+    while True:
+        page = stub.ListSteps(
+            pb.ListStepsRequest(transaction_id=transaction_id, page_token=token), timeout=timeout
+        )
+        t.steps.extend(page.steps)
+        t.context.extend(page.context)
+        token = page.next_page_token
+        if not token:
+            break
+    for name in ("history_trimmed", "steps_omitted", "steps_page_token"):
+        t.ClearField(name)
+    return t
+
+
+@tx.command("show")
+@click.argument("transaction_id")
+@server_option
+@json_option
+@timeout_option
+def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
+    """One transaction: status, policy, constraints and every step attempt."""
+
+    t = call(server, lambda stub: _whole_transaction(stub, transaction_id, timeout))
+    if as_json:
+        echo_json(to_dict(t))
+        return
+    console = Console()
+    p = t.policy
+    facts = [
+        ("transaction", t.transaction_id),
+        ("status", status_markup(t.status)),
+        ("agent", escape(t.agent_id)),
+        ("next step", str(t.next_step_id or "- (ended)")),
+        ("revision / epoch", f"{t.revision} / {t.epoch}"),
+        ("isolation", t.isolation),
+        (
+            "policy",
+            f"max_local_depth={p.max_local_depth} max_global_resets={p.max_global_resets} "
+            f"replay_budget_factor={p.replay_budget_factor:g} (resets used: {t.global_resets})",
+        ),
+        ("created / updated", f"{when(t.created_at)} / {when(t.updated_at)}"),
+    ]
+    if t.metadata:
+        facts.append(("metadata", escape(json.dumps(dict(t.metadata), ensure_ascii=False))))
+    if t.abort_reason:
+        facts.append(("abort reason", escape(t.abort_reason)))
+    if t.outcome_unknown_step:
+        facts.append(("outcome unknown", f"step {t.outcome_unknown_step} awaits reconciliation"))
+    for name, value in facts:
+        console.print(f"[bold]{name:<18}[/] {value}")
+    for c in t.constraints:
+        console.print(f"[bold]{'constraint':<18}[/] {escape(c)}")
+    for e in t.compensation_errors:
+        console.print(f"[bold red]{'compensation error':<18}[/] {escape(e)}")
+    steps = Table("step", "try", "tool", "status", "live", "epoch")
+    steps.add_column("output / hint", overflow="fold")
+    for s in t.steps:
+        detail = s.output_json if s.status == "SUCCESS" else s.clean_hint
+        steps.add_row(
+            str(s.step_id),
+            str(s.attempt),
+            escape(s.tool_name),
+            status_markup(s.status),
+            "yes" if s.live else "no",
+            str(s.epoch),
+            escape(detail if len(detail) <= 120 else detail[:119] + "…"),
+        )
+    console.print(steps)
+    if t.edges:
+        edges = ", ".join(f"{e.from_step}→{e.to_step} ({e.key})" for e in t.edges)
+        console.print(f"[bold]dependencies[/] {escape(edges)}")
+
+
+@tx.command("rollback")
+@click.argument("transaction_id")
+@click.option(
+    "--to-step",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Rewind to before this step and keep the transaction open (default: abort it).",
+)
+@click.option("--reason", default="rolled back from the agenttx CLI", show_default=True)
+@server_option
+@json_option
+@timeout_option
+def tx_rollback(
+    transaction_id: str,
+    to_step: int | None,
+    reason: str,
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Abort a transaction, or rewind it to a step with --to-step."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.RollbackTransactionRequest(transaction_id=transaction_id, reason=reason)
+    if to_step is not None:
+        request.to_step = to_step
+    b = call(server, lambda stub: stub.RollbackTransaction(request, timeout=timeout))
+    if as_json:
+        echo_json(to_dict(b))
+        return
+    console = Console()
+    if b.next_step_id:
+        console.print(
+            f"rewound {transaction_id}: next step {b.next_step_id}, "
+            f"status {status_markup(b.transaction_status)}"
+        )
+    else:
+        console.print(f"aborted {transaction_id}: status {status_markup(b.transaction_status)}")
+    console.print(f"compensations run: {b.compensations_run}")
+    for e in b.compensation_errors:
+        console.print(f"[red]compensation error[/] {escape(e)}")
