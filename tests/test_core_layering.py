@@ -20,6 +20,7 @@ ALLOWED = (
     "agenttx.errors",
     "agenttx.types",
     "agenttx.jsontext",
+    "agenttx.jsonpolicy",
     "agenttx.store.contract",
     "agenttx.tools",
 )

@@ -28,6 +28,8 @@ them, never from the message.
     ├── StepFailure                   STEP_FAILED        raised while a step runs
     │   ├── ArgumentError             INVALID_TOOL_ARGUMENTS  arguments fail the tool's schema
     │   ├── UnresolvedReference       UNRESOLVED_REFERENCE    a ${steps.N.path} cannot resolve
+    │   ├── ArgumentsRefused          ARGUMENTS_REFUSED  JSON outside the policy, or references
+    │   │                                                expanding past a limit
     │   ├── SandboxError              SANDBOX_ESCAPE     a path leaves the fs root (PermissionError)
     │   └── ToolSignal                TOOL_SIGNAL        raised by a tool to steer the engine
     │       ├── FatalToolError        FATAL_TOOL_ERROR   abort at once, no retry, no rewind
@@ -253,6 +255,28 @@ class ArgumentError(StepFailure):
     """Arguments failed the tool's schema; the message is the validator's, for the hint."""
 
     reason = "INVALID_TOOL_ARGUMENTS"
+
+
+class ArgumentsRefused(StepFailure):
+    """Arguments the engine does not take: JSON outside the acceptance policy
+    (``agenttx.jsonpolicy``: depth, integer digits, finite numbers, valid UTF-8), or references
+    that would expand them past a limit. ``limit`` names the rule or the limit
+    (``max_resolved_arguments_bytes``, ``max_references``, ``json_depth``, …); the message says
+    what to send instead."""
+
+    reason = "ARGUMENTS_REFUSED"
+    fields = _fields(limit=str)
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unpickle_refused, (self.message, self.limit))
+
+
+def _unpickle_refused(message: str, limit: str) -> ArgumentsRefused:
+    return ArgumentsRefused(message, limit=limit)
 
 
 UnresolvedKind = Literal["unavailable_step", "missing_key", "bad_syntax"]

@@ -59,6 +59,8 @@ class ServeConfig:
     tx_idle_timeout_secs: int = 900  # 0 turns the idle reaper off
     compensation_retries: int = 3
     max_constraints: int = 32
+    max_resolved_arguments_bytes: int = 1 << 20  # a step's arguments after its references
+    max_references: int = 1024  # ${steps.N…} references in one step's arguments
     metrics_addr: str | None = DEFAULT_METRICS_ADDR  # None: no metrics endpoint
     grace_secs: float = 10.0
     log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
@@ -194,6 +196,8 @@ async def start(config: ServeConfig) -> RunningServer:
             tx_idle_timeout_secs=config.tx_idle_timeout_secs,
             compensation_retries=config.compensation_retries,
             max_constraints=config.max_constraints,
+            max_resolved_arguments_bytes=config.max_resolved_arguments_bytes,
+            max_references=config.max_references,
             hint_rule_files=config.hint_rules,
         )
     except AgentTxError as exc:  # its message says what is wrong (store URL, tool clash, rules)

@@ -102,6 +102,18 @@ from agenttx.types import RollbackPolicy
     help="Constraints (hints) kept per transaction.",
 )
 @engine_option(
+    "--max-resolved-arguments-bytes",
+    type=click.IntRange(1024, 1 << 30),
+    default=1 << 20,
+    help="UTF-8 bytes a step's arguments may reach once its references are resolved.",
+)
+@engine_option(
+    "--max-references",
+    type=click.IntRange(1, 1_000_000),
+    default=1024,
+    help="${steps.N...} references one step's arguments may hold.",
+)
+@engine_option(
     "--tools",
     "tools",
     multiple=True,
@@ -153,6 +165,8 @@ def serve(**opts: Any) -> None:
         tx_idle_timeout_secs=opts["tx_idle_timeout_secs"],
         compensation_retries=opts["compensation_retries"],
         max_constraints=opts["max_constraints"],
+        max_resolved_arguments_bytes=opts["max_resolved_arguments_bytes"],
+        max_references=opts["max_references"],
         metrics_addr=None if metrics_addr.strip().lower() == "off" else metrics_addr,
         grace_secs=opts["grace_secs"],
         log_format=opts["log_format"].lower(),

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agenttx.core.limits import MAX_REFERENCES, MAX_RESOLVED_ARGUMENTS_BYTES
 from agenttx.errors import InvalidArgument
 from agenttx.tools.contract import DEFAULT_TIMEOUT_S
 from agenttx.types import RollbackPolicy
@@ -30,6 +31,10 @@ class EngineConfig:
     tenant: str = "default"
     owner: str = ""  # this process, for step leases: "host:pid:random" (``leases.py``)
     lock_timeout_s: float = 60.0  # how long a call waits for a transaction busy elsewhere
+    # A step's arguments once its references are resolved: UTF-8 bytes of their JSON, and how
+    # many references they may hold (``refs.ResolveLimits``; enforced while resolving).
+    max_resolved_arguments_bytes: int = MAX_RESOLVED_ARGUMENTS_BYTES
+    max_references: int = MAX_REFERENCES
 
     def __post_init__(self) -> None:
         if not 0 < self.step_timeout_s <= 86_400:
@@ -40,3 +45,7 @@ class EngineConfig:
             raise InvalidArgument("compensation_retries must be 0..100")
         if not 1 <= self.max_constraints <= 4096:
             raise InvalidArgument("max_constraints must be 1..4096")
+        if not 1024 <= self.max_resolved_arguments_bytes <= 1 << 30:
+            raise InvalidArgument("max_resolved_arguments_bytes must be 1024..1073741824")
+        if not 1 <= self.max_references <= 1_000_000:
+            raise InvalidArgument("max_references must be 1..1000000")

@@ -29,6 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from agenttx.core.background import Background
+from agenttx.core.callargs import (
+    check_number,
+    check_policy,
+    check_string_map,
+    check_strings,
+    check_text,
+)
 from agenttx.core.commit import Committer
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState, RollbackController
@@ -36,7 +43,13 @@ from agenttx.core.events import EventBus, TxEvent
 from agenttx.core.hints import HintCleaner
 from agenttx.core.images import TxImages
 from agenttx.core.leases import LIVE_OWNERS, new_owner
-from agenttx.core.limits import arguments_text, check_begin, check_labels
+from agenttx.core.limits import (
+    MAX_REFERENCES,
+    MAX_RESOLVED_ARGUMENTS_BYTES,
+    arguments_text,
+    check_begin,
+    check_labels,
+)
 from agenttx.core.reads import TransactionReader
 from agenttx.core.recovery import Recovery
 from agenttx.core.requests import Request, RequestLog
@@ -135,6 +148,8 @@ class Engine:
         tx_idle_timeout_secs: float = 900.0,
         compensation_retries: int = 3,
         max_constraints: int = 32,
+        max_resolved_arguments_bytes: int = MAX_RESOLVED_ARGUMENTS_BYTES,
+        max_references: int = MAX_REFERENCES,
         hint_rule_files: Sequence[str | Path] = (),
         tenant: str = "default",
         clock: Clock = time.time,
@@ -163,6 +178,8 @@ class Engine:
             tx_idle_timeout_secs=tx_idle_timeout_secs,
             compensation_retries=compensation_retries,
             max_constraints=max_constraints,
+            max_resolved_arguments_bytes=max_resolved_arguments_bytes,
+            max_references=max_references,
             default_policy=policy or RollbackPolicy(),
             tenant=tenant,
             owner=new_owner(),
@@ -222,6 +239,14 @@ class Engine:
         labels: Sequence[str] = (),
         request_id: str = "",
     ) -> BeginResult:
+        check_text("agent_id", agent_id)
+        metadata = check_string_map("metadata", metadata)
+        if policy is not None and not isinstance(policy, RollbackPolicy):
+            policy = check_policy(policy)
+        if not isinstance(isolation, str):  # an Isolation is a str
+            raise InvalidArgument(f"isolation must be a string, got {type(isolation).__name__}")
+        labels = check_strings("labels", labels)
+        check_text("request_id", request_id)
         payload = {
             "agent_id": agent_id,
             "metadata": dict(metadata or {}),
@@ -248,6 +273,11 @@ class Engine:
         *,
         request_id: str = "",
     ) -> StepResult:
+        check_text("transaction_id", transaction_id)
+        check_number("step_id", step_id)
+        check_text("tool_name", tool_name)
+        check_text("raw_context", raw_context)
+        check_text("request_id", request_id)
         arguments_json = arguments_text(arguments)
         # A dict is used as given (no parse of the text just made from it); a string is parsed
         # inside the step, where bad JSON is a step failure with a hint.
@@ -274,6 +304,9 @@ class Engine:
         return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
 
     async def commit(self, transaction_id: str, *, request_id: str = "") -> CommitResult:
+        check_text("transaction_id", transaction_id)
+        check_text("request_id", request_id)
+
         async def call(req: Request | None) -> CommitResult:
             try:
                 return await self.committer.commit(transaction_id, req)
@@ -295,6 +328,11 @@ class Engine:
         *,
         request_id: str = "",
     ) -> RollbackResult:
+        check_text("transaction_id", transaction_id)
+        if to_step is not None:
+            check_number("to_step", to_step, minimum=0)
+        check_text("reason", reason)
+        check_text("request_id", request_id)
         return await self.requests.run(
             request_id,
             "rollback",

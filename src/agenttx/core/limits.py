@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agenttx import jsonpolicy
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
 
@@ -16,6 +17,11 @@ MAX_ARGUMENTS_BYTES = 1 << 20
 MAX_RAW_CONTEXT_BYTES = 1 << 20
 MAX_STATE_KEY_BYTES = 1024
 MAX_STATE_VALUE_BYTES = 1 << 20
+# A step's arguments after its ${steps.N…} references are resolved (defaults of the engine's
+# settings of the same names): the same size as the arguments a client may send, so no
+# reference lets a tool receive, or the store keep, more than a request could carry.
+MAX_RESOLVED_ARGUMENTS_BYTES = MAX_ARGUMENTS_BYTES
+MAX_REFERENCES = 1024
 
 # The largest message the gRPC server sends or receives (the reference's cap); a step's reply
 # must fit in it, or the step would be durable and its reply undeliverable.
@@ -35,6 +41,10 @@ def reply_room(constraints: Sequence[str]) -> int:
 
 
 def check_transaction_id(transaction_id: str) -> None:
+    if not isinstance(transaction_id, str):
+        raise InvalidArgument(
+            f"transaction_id must be a string, got {type(transaction_id).__name__}"
+        )
     if not transaction_id or not transaction_id.strip():
         raise InvalidArgument("transaction_id is required")
 
@@ -70,22 +80,35 @@ def check_step_request(step_id: int, tool_name: str, raw_context: str) -> None:
         raise InvalidArgument("step_id must be >= 1")
     if not 1 <= len(tool_name.encode()) <= MAX_TOOL_NAME_BYTES:
         raise InvalidArgument(f"tool_name must be 1-{MAX_TOOL_NAME_BYTES} bytes")
-    if len(raw_context.encode()) > MAX_RAW_CONTEXT_BYTES:
+    if len(raw_context.encode("utf-8", "surrogatepass")) > MAX_RAW_CONTEXT_BYTES:
         raise InvalidArgument(f"raw_context exceeds {MAX_RAW_CONTEXT_BYTES} bytes")
 
 
 def arguments_text(arguments: Any) -> str:
-    """The arguments as JSON text, size-checked; a dict is serialised compactly."""
+    """The arguments as JSON text, size-checked; anything but text is serialised compactly
+    and held to the JSON policy (``agenttx.jsonpolicy``) here, so a bad value from an
+    embedded caller is an ``InvalidArgument``. Text is parsed under the same policy inside
+    the step, where a violation is a step failure with a hint (an agent wrote it)."""
     if arguments is None:
         return ""
     if isinstance(arguments, str | bytes):
-        text = arguments.decode() if isinstance(arguments, bytes) else arguments
+        try:
+            text = arguments.decode() if isinstance(arguments, bytes) else arguments
+            size = len(text.encode())
+        except UnicodeError:
+            # Such text could not even be stored as the failed step's arguments.
+            raise InvalidArgument(
+                "arguments_json is not valid UTF-8 text (invalid bytes or a lone surrogate)"
+            ) from None
     else:
         try:
             text = compact(arguments)
+            size = jsonpolicy.check(arguments, text)
+        except jsonpolicy.JsonRefused as exc:
+            raise InvalidArgument(f"arguments are refused ({exc.rule}): {exc.message}") from None
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"arguments are not JSON-serialisable: {exc}") from None
-    if len(text.encode()) > MAX_ARGUMENTS_BYTES:
+    if size > MAX_ARGUMENTS_BYTES:
         raise InvalidArgument(f"arguments_json exceeds {MAX_ARGUMENTS_BYTES} bytes")
     return text
 

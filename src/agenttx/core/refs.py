@@ -26,6 +26,11 @@ Invariants:
 - ``resolve`` raises nothing but ``UnresolvedReference``, whatever JSON it is given; it walks
   iteratively, so nesting depth cannot exhaust the stack.
 - A step may only use steps with a lower id that are present in ``outputs``.
+- With ``ResolveLimits``, the expansion is bounded *while* it happens: each reference's value
+  is measured (a walk that stops at the remaining budget) before it is copied or encoded, so
+  ``["${steps.1}"] * 500`` over a 1 MB output stops after about one megabyte of work, never
+  builds 500 MB. The measure is a lower bound of the value's compact UTF-8 JSON (escapes not
+  counted); the caller checks the final text exactly (``steps``).
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from dataclasses import dataclass
 from typing import Any
 
 # Defined in the one error tree; re-exported here, where callers find them.
+from agenttx.errors import ArgumentsRefused
 from agenttx.errors import UnresolvedKind as UnresolvedKind
 from agenttx.errors import UnresolvedReference as UnresolvedReference
 
 __all__ = [
     "Reference",
+    "ResolveLimits",
     "UnresolvedKind",
     "UnresolvedReference",
     "find_references",
@@ -224,21 +231,105 @@ def find_references(arguments: Any) -> list[Reference]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class ResolveLimits:
+    """How far references may expand a step's arguments (``EngineConfig``'s settings)."""
+
+    max_bytes: int  # UTF-8 bytes of the resolved arguments' compact JSON
+    max_references: int  # references in the arguments, each occurrence counted
+    sent_bytes: int = 0  # size of the arguments as sent: what the references add to
+
+
+class _Budget:
+    """The bytes and references left while one ``resolve`` runs."""
+
+    __slots__ = ("left", "limits", "references")
+
+    def __init__(self, limits: ResolveLimits) -> None:
+        self.limits = limits
+        self.left = limits.max_bytes - limits.sent_bytes
+        self.references = 0
+
+    def take(self, ref: Reference, value: Any, *, whole: bool) -> None:
+        self.references += 1
+        if self.references > self.limits.max_references:
+            raise ArgumentsRefused(
+                f"the arguments hold more than {self.limits.max_references} references "
+                f"(limit max_references); reference a whole object once instead of each of "
+                "its parts",
+                limit="max_references",
+            )
+        # The reference's own text leaves the arguments (with its quotes when it is the whole
+        # string); its value comes in (a string inside a longer one: without quotes).
+        self.left += len(ref.text) + (2 if whole else 0)
+        if not whole and isinstance(value, str):
+            self.left -= len(value)
+        else:
+            self.left -= json_size_within(value, self.left)
+        if self.left < 0:
+            raise too_large(self.limits.max_bytes)
+
+
+def too_large(max_bytes: int) -> ArgumentsRefused:
+    return ArgumentsRefused(
+        f"the references expand the arguments past {max_bytes} bytes (limit "
+        "max_resolved_arguments_bytes); reference a smaller part of the output, or fewer "
+        "times",
+        limit="max_resolved_arguments_bytes",
+    )
+
+
+def json_size_within(value: Any, budget: int) -> int:
+    """A lower bound of the UTF-8 bytes of ``value``'s compact JSON, exact up to escapes
+    and multi-byte characters; once past ``budget`` the walk stops and returns more than it.
+    Iterative, so it costs at most about ``budget`` steps whatever the value's size."""
+    size = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item) + 2
+        elif isinstance(item, dict):
+            size += 2 + len(item)  # braces, one colon per member (commas: below)
+            for key, child in item.items():
+                size += len(key) + 3 if isinstance(key, str) else 3
+                stack.append(child)
+            if len(item) > 1:
+                size += len(item) - 1
+        elif isinstance(item, list):
+            size += 2 + max(len(item) - 1, 0)
+            stack.extend(item)
+        elif item is None or isinstance(item, bool):
+            size += 4
+        else:
+            size += 1  # a number: at least one digit (its text is measured exactly later)
+        if size > budget:
+            return size
+    return size
+
+
 def resolve(
-    arguments: Any, outputs: Mapping[int, Any], current_step: int
+    arguments: Any,
+    outputs: Mapping[int, Any],
+    current_step: int,
+    limits: ResolveLimits | None = None,
 ) -> tuple[Any, list[Reference]]:
     """Return (resolved arguments, references used, in document order).
 
     Raises ``UnresolvedReference`` for a reference to a step ``>= current_step``, to a step not
-    in ``outputs`` (not completed), to a missing key or index, or for malformed ``${steps…``.
+    in ``outputs`` (not completed), to a missing key or index, or for malformed ``${steps…``;
+    with ``limits``, ``ArgumentsRefused`` as soon as the expansion passes one of them.
     """
     used: list[Reference] = []
+    budget = _Budget(limits) if limits is not None else None
 
     def on_string(text: str, arg_path: _Path) -> Any:
         whole = _WHOLE.fullmatch(text)
         if whole is not None:
             ref = Reference(int(whole.group(1)), _split(whole.group(2)), arg_path)
             value = _value_of(ref, outputs, current_step)
+            if budget is not None:
+                budget.take(ref, value, whole=True)  # before the copy: nothing oversized is built
             used.append(ref)
             # Copy so the arguments never share a container with a stored output.
             return _transform(value, None)
@@ -255,6 +346,8 @@ def resolve(
                 raise _bad_syntax(match.group("bad"), arg_path)
             ref = Reference(int(step), _split(match.group("path")), arg_path)
             value = _value_of(ref, outputs, current_step)
+            if budget is not None:
+                budget.take(ref, value, whole=False)  # before the value is encoded into the text
             used.append(ref)
             parts.append(value if isinstance(value, str) else _compact_json(value))
         parts.append(text[position:])

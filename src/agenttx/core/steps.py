@@ -16,33 +16,45 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import re
 import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttx import jsonpolicy
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import Failure, RollbackController
 from agenttx.core.eager import leave_eager
 from agenttx.core.hints import Category, Hint, HintCleaner, reference_category
+from agenttx.core.hints.rules import HINT_PREFIX
 from agenttx.core.images import TxImages
 from agenttx.core.limits import check_step_request, check_transaction_id, reply_room
+from agenttx.core.offload import INLINE_HINT_CHARS, INLINE_JSON_CHARS, by_size
 from agenttx.core.recovery import outcome_unknown_hint
-from agenttx.core.refs import Reference, UnresolvedReference, find_references, resolve
+from agenttx.core.refs import (
+    Reference,
+    ResolveLimits,
+    UnresolvedReference,
+    find_references,
+    resolve,
+    too_large,
+)
 from agenttx.core.requests import Request
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import StepRun, TxRuntime, Write
 from agenttx.core.states import OPEN
 from agenttx.errors import (
+    ArgumentsRefused,
     FatalToolError,
     NotActive,
     OutcomeUnknownPending,
     UncertainOutcome,
     WrongStep,
 )
+from agenttx.jsonpolicy import JsonRefused
 from agenttx.jsontext import compact
 from agenttx.store.contract import StepRow, Store, TxUpdate
 from agenttx.tools.context import SyncToolContext, ToolContext
@@ -139,32 +151,69 @@ class StepExecutor:
             self.controller.on_step_started(rt.ctl, step_id)
 
             # Parse → look up the tool → resolve references → validate, each a step failure.
-            try:
-                if parsed is not None:
-                    args: Any = parsed
-                else:
-                    args = json.loads(arguments_json) if arguments_json.strip() else {}
-            except json.JSONDecodeError as exc:
-                return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
+            if parsed is not None:
+                args: Any = parsed  # held to the JSON policy by the engine, before the step
+            elif not arguments_json.strip():
+                args = {}
+            else:
+                try:
+                    args = await by_size(
+                        len(arguments_json), INLINE_JSON_CHARS, jsonpolicy.parse, arguments_json
+                    )
+                except JsonRefused as exc:
+                    if exc.rule == "syntax":  # the malformed_json rule reads the decoder's text
+                        return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
+                    return await self._refused(rt, att, "arguments", exc.rule, exc.message)
             if tool is None:
                 known = ", ".join(self.registry.names())
                 return await self._fail(
                     rt, att, f"unknown tool '{tool_name}'; registered tools: {known}"
                 )
             if "${" in arguments_json or (parsed is not None and _nested(parsed)):
+                limits = ResolveLimits(
+                    self.config.max_resolved_arguments_bytes,
+                    self.config.max_references,
+                    len(arguments_json),
+                )
                 try:
-                    att.resolved, att.references = resolve(args, rt.outputs, step_id)
+                    att.resolved, att.references = await by_size(
+                        _expansion_weight(arguments_json, rt),
+                        INLINE_JSON_CHARS,
+                        resolve,
+                        args,
+                        rt.outputs,
+                        step_id,
+                        limits,
+                    )
                 except UnresolvedReference as exc:
                     att.references = find_references(args)
                     root = exc.step_id if 0 < exc.step_id < step_id else None
                     return await self._fail(rt, att, exc.message, key=exc.key, root=root)
+                except ArgumentsRefused as exc:
+                    att.references = []  # none is used: the stored arguments are the sent ones
+                    return await self._refused(rt, att, "references", exc.limit, exc.message)
             else:
                 # No reference can be in them (their JSON text has no "${"). What ``resolve``
                 # would return is a copy of them: text just parsed is one already, and a
                 # flat dict of the caller's needs only a shallow one.
                 att.resolved = args if parsed is None else dict(parsed)
             # Without references the resolved arguments are the sent ones: reuse their text.
-            if att.references or not arguments_json.strip():
+            if att.references:
+                # Checked exactly before anything is stored or handed to the tool: the
+                # budget while resolving is a lower bound (escapes are not counted).
+                try:
+                    resolved_json = await by_size(
+                        len(arguments_json) + _expansion_weight(arguments_json, rt),
+                        INLINE_JSON_CHARS,
+                        self._resolved_text,
+                        att.resolved,
+                    )
+                except (ArgumentsRefused, JsonRefused) as exc:
+                    limit = exc.limit if isinstance(exc, ArgumentsRefused) else exc.rule
+                    att.resolved = None  # never kept: the row stores the arguments as sent
+                    return await self._refused(rt, att, "references", limit, exc.message)
+                att.arguments_json = resolved_json
+            elif not arguments_json.strip():
                 att.arguments_json = compact(att.resolved)
             try:
                 call_args = tool.validate(att.resolved) if tool.input_model is not None else None
@@ -200,6 +249,9 @@ class StepExecutor:
             try:
                 output = await self._run_tool(tool, timeout, scope, att.resolved, call_args)
                 output_json = compact(output)
+                jsonpolicy.check(output, output_json)
+            except JsonRefused as exc:
+                return await self._refused(rt, att, "output", exc.rule, exc.message, scope=scope)
             except FatalToolError as exc:
                 return await self._fail(rt, att, error_text(exc), fatal=True, scope=scope)
             except UncertainOutcome as exc:
@@ -234,6 +286,42 @@ class StepExecutor:
         if rt.row.status != _ACTIVE:
             raise NotActive(rt.transaction_id, rt.row.status, "execute a step")
         return rt
+
+    def _resolved_text(self, resolved: Any) -> str:
+        """The resolved arguments' JSON text once it is known to keep the limits."""
+        text = compact(resolved)
+        limit = self.config.max_resolved_arguments_bytes
+        if len(text) > limit or len(text.encode("utf-8", "surrogatepass")) > limit:
+            raise too_large(limit)
+        jsonpolicy.check(resolved, text)
+        return text
+
+    async def _refused(
+        self,
+        rt: TxRuntime,
+        att: Attempt,
+        what: str,
+        limit: str,
+        message: str,
+        *,
+        scope: StepRun | None = None,
+    ) -> StepResult:
+        """A step failure for arguments, references or an output outside a limit or the JSON
+        policy; the hint names the limit and says what to send instead."""
+        subject = {
+            "arguments": "the arguments are refused",
+            "references": "the resolved arguments are refused",
+            "output": "the tool's output is refused",
+        }[what]
+        text = f"{HINT_PREFIX}{subject} ({limit}): {message}"
+        hint = Hint(
+            text if len(text) <= 240 else text[:239] + "…",
+            # The step's own call is at fault: the agent resends it with other arguments.
+            Category.MALFORMED_JSON.value if what == "arguments" else Category.TYPE_MISMATCH.value,
+            f"{what}_refused",
+            "",
+        )
+        return await self._fail(rt, att, hint.text, hint=hint, scope=scope)
 
     def _timeout(self, tool: Tool) -> float:
         # A tool that kept the default follows the engine's --step-timeout-ms.
@@ -426,7 +514,9 @@ class StepExecutor:
     ) -> StepResult:
         started = time.perf_counter()
         if hint is None:
-            hint = self.cleaner.clean(raw_error)
+            # A long error text (a tool's dump, a hostile reference path) is cleaned off the
+            # loop; the rules are linear, so this bounds the time, the thread the stall.
+            hint = await by_size(len(raw_error), INLINE_HINT_CHARS, self.cleaner.clean, raw_error)
         hint_key = key or hint.key
         if root is None and hint_key:
             root = rt.graph.root_cause(
@@ -491,7 +581,7 @@ class StepExecutor:
     ) -> StepResult:
         """The outside call may or may not have happened: keep its undo records, block the
         transaction until the step is reconciled (``resolve_outcome``) or rolled back."""
-        category = self.cleaner.clean(text).category
+        category = (await by_size(len(text), INLINE_HINT_CHARS, self.cleaner.clean, text)).category
         hint = outcome_unknown_hint(att.step_id, cause)
         detail = {"hint": hint, "category": category, "error": text[:4096]}
         row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
@@ -519,6 +609,20 @@ class StepExecutor:
             transaction_status=TxStatus.ACTIVE,
             revision=rt.row.revision,
         )
+
+
+_STEP_IDS = re.compile(r"\$\{steps\.([0-9]{1,18})")
+
+
+def _expansion_weight(arguments_json: str, rt: TxRuntime) -> int:
+    """How many characters resolving these arguments may touch: the JSON text of every output
+    they reference (what decides whether resolving runs off the loop)."""
+    weight = 0
+    for step in set(_STEP_IDS.findall(arguments_json)):
+        row = rt.steps.get(int(step))
+        if row is not None:
+            weight += len(row.output_json)
+    return weight
 
 
 def _nested(arguments: dict[str, Any]) -> bool:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from typing import Any
 
+from agenttx import jsonpolicy
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.hints import reference_category
 from agenttx.core.refs import Reference
@@ -26,6 +28,19 @@ from agenttx.types import (
 )
 
 log = logging.getLogger("agenttx.engine")
+
+
+def stored_json(text: str) -> Any:
+    """A stored JSON text as a value for history; ``None`` for no text. A failed attempt
+    keeps the arguments exactly as they were sent, which may be text the JSON policy refused
+    (truncated, a lone surrogate escape, 1,000-deep): history shows such text as a string,
+    so reading a history never fails on what one bad step sent."""
+    if not text:
+        return None
+    try:
+        return jsonpolicy.parse(text)
+    except jsonpolicy.JsonRefused:
+        return text
 
 
 def step_references(step: StepRow) -> list[Reference]:
@@ -83,8 +98,8 @@ def transaction_info(
                 tool_name=s.tool,
                 status=s.status,
                 live=s.live,
-                arguments=json.loads(s.arguments_json) if s.arguments_json else None,
-                output=json.loads(s.output_json) if s.output_json else None,
+                arguments=stored_json(s.arguments_json),
+                output=stored_json(s.output_json),
                 clean_hint=str(s.detail.get("hint", "")),
                 error_category=str(s.detail.get("category", "")),
                 reference_category=reference_category(str(s.detail.get("category", ""))),

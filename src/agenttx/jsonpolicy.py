@@ -1,0 +1,175 @@
+"""The one JSON acceptance policy: what JSON AgentTx takes in at its boundary.
+
+Every JSON value that enters the system — a step's arguments (text from gRPC, text or a dict
+from the embedded API), the arguments once references are resolved, a tool's output — is held
+to the same rules before anything is stored or built from it:
+
+=====================  ======================================================================
+rule                   why
+=====================  ======================================================================
+depth <= 64            deeper values exhaust recursive code (encoders, validators, drivers)
+integers <= 100 digits Python refuses to convert past 4,300, and no id or count needs more
+finite numbers         ``NaN``/``Infinity`` (and ``1e400``, which parses to infinity) are not
+                       JSON; stored, they would make the stored text unreadable to others
+valid UTF-8 strings    a lone surrogate (``"\\ud800"``) cannot be stored or sent (keys too)
+keys are strings       (Python values only) JSON objects have text keys
+=====================  ======================================================================
+
+``parse`` reads JSON text under the policy; ``check`` holds a Python value (and its compact
+text) to it. Both raise ``JsonRefused`` naming the rule; callers turn it into a step failure
+(arguments an agent sent) or ``InvalidArgument`` (a bad value from an embedded caller).
+
+Cost: the common case (a small flat object) pays a UTF-8 encode, one regex scan and two counts
+of its text; only a text that could break a rule (many brackets, a long digit run, a surrogate
+escape, a large exponent) is walked, iteratively, so no depth exhausts the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "JsonRefused",
+    "check",
+    "parse",
+]
+
+MAX_DEPTH = 64  # containers inside containers; the top-level object is depth 1
+MAX_INT_DIGITS = 100  # decimal digits of an integer, sign not counted
+
+
+class JsonRefused(ValueError):
+    """JSON outside the policy; ``rule`` is one of ``syntax``, ``depth``, ``integer``,
+    ``number``, ``utf8``, ``key``, ``type``."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.message = message
+
+
+# Anything in a JSON text that could break a rule other than depth: a surrogate escape, a run
+# of digits longer than an integer may be, a three-digit exponent. Digit runs inside strings
+# match too; they only cost a walk that then finds nothing.
+_SUSPECT = re.compile(
+    r"\\u[dD][89a-fA-F]|[0-9]{" + str(MAX_INT_DIGITS + 1) + r"}|[eE][+-]?[0-9]{3}"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JsonRefused("number", f"{name} is not a JSON number; send a finite number or null")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def parse(text: str) -> Any:
+    """The value of JSON ``text`` under the policy; ``JsonRefused`` otherwise (``syntax`` for
+    text that is not JSON at all, its message the decoder's)."""
+    if text.startswith("\ufeff"):
+        raise JsonRefused(
+            "syntax", "the JSON starts with a byte order mark (U+FEFF); send it without one"
+        )
+    try:
+        value = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise JsonRefused("syntax", str(exc)) from None
+    except RecursionError:
+        raise JsonRefused("depth", _depth_message()) from None
+    except JsonRefused:
+        raise
+    except ValueError:  # int(): more digits than Python converts
+        raise JsonRefused("integer", _integer_message()) from None
+    check(value, text, parsed=True)
+    return value
+
+
+def check(value: Any, text: str, *, parsed: bool = False) -> int:
+    """Raise ``JsonRefused`` unless ``value``, whose JSON text is ``text`` (as sent, or as
+    ``jsontext.compact`` wrote it), keeps the policy; returns the text's size in UTF-8 bytes.
+    ``parsed``: ``value`` was just parsed from ``text`` (so its keys are strings)."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise JsonRefused("utf8", _utf8_message()) from None
+    if not parsed and type(value) is dict:
+        for key in value:  # a flat dict's keys: checked here, the walk is skipped for it
+            if type(key) is not str:
+                raise JsonRefused("key", _key_message(key))
+    if (
+        text.count("[") + text.count("{") > MAX_DEPTH
+        or _SUSPECT.search(text) is not None
+        or (not parsed and _nested(value))
+    ):
+        _walk(value)
+    return size
+
+
+def _nested(value: Any) -> bool:
+    # A nested dict with a non-string key is written with a string key: its text looks fine,
+    # so a Python value with nested containers is walked (cheap: its text has few brackets).
+    if isinstance(value, dict):
+        return any(isinstance(v, dict | list) for v in value.values())
+    return isinstance(value, list)
+
+
+def _walk(value: Any) -> None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                raise JsonRefused("utf8", _utf8_message())
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            # 332 bits hold every 100-digit number; past 400 bits there are more than 120.
+            bits = item.bit_length()
+            if bits > 332 and (bits > 400 or len(str(abs(item))) > MAX_INT_DIGITS):
+                raise JsonRefused("integer", _integer_message())
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise JsonRefused(
+                    "number", "a number is out of range (infinite or NaN); send a finite number"
+                )
+        elif isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise JsonRefused("depth", _depth_message())
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if type(key) is not str:
+                        raise JsonRefused("key", _key_message(key))
+                    if _SURROGATE.search(key) is not None:
+                        raise JsonRefused("utf8", _utf8_message())
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+        else:
+            raise JsonRefused("type", f"a {type(item).__name__} is not a JSON value")
+
+
+def _depth_message() -> str:
+    return f"the JSON is nested deeper than {MAX_DEPTH} levels; send a flatter value"
+
+
+def _integer_message() -> str:
+    return (
+        f"an integer has more than {MAX_INT_DIGITS} digits; send it as a string or a smaller number"
+    )
+
+
+def _utf8_message() -> str:
+    return (
+        "a string is not valid UTF-8 (it holds a lone surrogate such as \\ud800); send text "
+        "only, or encode binary data (base64)"
+    )
+
+
+def _key_message(key: Any) -> str:
+    return f"an object key is a {type(key).__name__}, not a string; JSON keys are text"
