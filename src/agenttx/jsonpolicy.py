@@ -44,8 +44,9 @@ MAX_INT_DIGITS = 100  # decimal digits of an integer, sign not counted
 
 
 class JsonRefused(ValueError):
-    """JSON outside the policy; ``rule`` is one of ``syntax``, ``depth``, ``integer``,
-    ``number``, ``utf8``, ``key``, ``type``."""
+    """JSON outside the policy; ``rule`` names the limit (``json_syntax``, ``json_depth``,
+    ``json_integer_digits``, ``json_finite_numbers``, ``json_utf8``, ``json_keys``,
+    ``json_type``), and the message names it too, for the hint."""
 
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(message)
@@ -63,7 +64,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _refuse_constant(name: str) -> Any:
-    raise JsonRefused("number", f"{name} is not a JSON number; send a finite number or null")
+    raise JsonRefused(
+        "json_finite_numbers",
+        f"{name} is not a JSON number (json_finite_numbers); send a finite number or null",
+    )
 
 
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
@@ -74,18 +78,18 @@ def parse(text: str) -> Any:
     text that is not JSON at all, its message the decoder's)."""
     if text.startswith("\ufeff"):
         raise JsonRefused(
-            "syntax", "the JSON starts with a byte order mark (U+FEFF); send it without one"
+            "json_syntax", "the JSON starts with a byte order mark (U+FEFF); send it without one"
         )
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise JsonRefused("syntax", str(exc)) from None
+        raise JsonRefused("json_syntax", str(exc)) from None
     except RecursionError:
-        raise JsonRefused("depth", _depth_message()) from None
+        raise JsonRefused("json_depth", _depth_message()) from None
     except JsonRefused:
         raise
     except ValueError:  # int(): more digits than Python converts
-        raise JsonRefused("integer", _integer_message()) from None
+        raise JsonRefused("json_integer_digits", _integer_message()) from None
     check(value, text, parsed=True)
     return value
 
@@ -97,11 +101,11 @@ def check(value: Any, text: str, *, parsed: bool = False) -> int:
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
-        raise JsonRefused("utf8", _utf8_message()) from None
+        raise JsonRefused("json_utf8", _utf8_message()) from None
     if not parsed and type(value) is dict:
         for key in value:  # a flat dict's keys: checked here, the walk is skipped for it
             if type(key) is not str:
-                raise JsonRefused("key", _key_message(key))
+                raise JsonRefused("json_keys", _key_message(key))
     if (
         text.count("[") + text.count("{") > MAX_DEPTH
         or _SUSPECT.search(text) is not None
@@ -125,51 +129,54 @@ def _walk(value: Any) -> None:
         item, depth = stack.pop()
         if isinstance(item, str):
             if _SURROGATE.search(item) is not None:
-                raise JsonRefused("utf8", _utf8_message())
+                raise JsonRefused("json_utf8", _utf8_message())
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, int):
             # 332 bits hold every 100-digit number; past 400 bits there are more than 120.
             bits = item.bit_length()
             if bits > 332 and (bits > 400 or len(str(abs(item))) > MAX_INT_DIGITS):
-                raise JsonRefused("integer", _integer_message())
+                raise JsonRefused("json_integer_digits", _integer_message())
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise JsonRefused(
-                    "number", "a number is out of range (infinite or NaN); send a finite number"
+                    "json_finite_numbers",
+                    "a number is out of range: infinite or NaN (json_finite_numbers); send a "
+                    "finite number",
                 )
         elif isinstance(item, dict | list):
             if depth > MAX_DEPTH:
-                raise JsonRefused("depth", _depth_message())
+                raise JsonRefused("json_depth", _depth_message())
             if isinstance(item, dict):
                 for key, child in item.items():
                     if type(key) is not str:
-                        raise JsonRefused("key", _key_message(key))
+                        raise JsonRefused("json_keys", _key_message(key))
                     if _SURROGATE.search(key) is not None:
-                        raise JsonRefused("utf8", _utf8_message())
+                        raise JsonRefused("json_utf8", _utf8_message())
                     stack.append((child, depth + 1))
             else:
                 stack.extend((child, depth + 1) for child in item)
         else:
-            raise JsonRefused("type", f"a {type(item).__name__} is not a JSON value")
+            raise JsonRefused("json_type", f"{type(item).__name__} is not a JSON type (json_type)")
 
 
 def _depth_message() -> str:
-    return f"the JSON is nested deeper than {MAX_DEPTH} levels; send a flatter value"
+    return f"the JSON is nested deeper than {MAX_DEPTH} levels (json_depth); send a flatter value"
 
 
 def _integer_message() -> str:
     return (
-        f"an integer has more than {MAX_INT_DIGITS} digits; send it as a string or a smaller number"
+        f"an integer has more than {MAX_INT_DIGITS} digits (json_integer_digits); send it as a "
+        "string or a smaller number"
     )
 
 
 def _utf8_message() -> str:
     return (
-        "a string is not valid UTF-8 (it holds a lone surrogate such as \\ud800); send text "
-        "only, or encode binary data (base64)"
+        "a string is not valid UTF-8: it holds a lone surrogate such as \\ud800 (json_utf8); "
+        "send text only, or encode binary data (base64)"
     )
 
 
 def _key_message(key: Any) -> str:
-    return f"an object key is a {type(key).__name__}, not a string; JSON keys are text"
+    return f"an object key is not a string but {type(key).__name__} (json_keys); JSON keys are text"

@@ -255,8 +255,7 @@ class _Budget:
         if self.references > self.limits.max_references:
             raise ArgumentsRefused(
                 f"the arguments hold more than {self.limits.max_references} references "
-                f"(limit max_references); reference a whole object once instead of each of "
-                "its parts",
+                "(max_references); reference a whole object once instead of each of its parts",
                 limit="max_references",
             )
         # The reference's own text leaves the arguments (with its quotes when it is the whole
@@ -272,9 +271,8 @@ class _Budget:
 
 def too_large(max_bytes: int) -> ArgumentsRefused:
     return ArgumentsRefused(
-        f"the references expand the arguments past {max_bytes} bytes (limit "
-        "max_resolved_arguments_bytes); reference a smaller part of the output, or fewer "
-        "times",
+        f"the references expand the arguments past {max_bytes} bytes "
+        "(max_resolved_arguments_bytes); reference a smaller part of an output, or fewer times",
         limit="max_resolved_arguments_bytes",
     )
 

@@ -161,9 +161,9 @@ class StepExecutor:
                         len(arguments_json), INLINE_JSON_CHARS, jsonpolicy.parse, arguments_json
                     )
                 except JsonRefused as exc:
-                    if exc.rule == "syntax":  # the malformed_json rule reads the decoder's text
+                    if exc.rule == "json_syntax":  # the malformed_json rule reads the decoder
                         return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
-                    return await self._refused(rt, att, "arguments", exc.rule, exc.message)
+                    return await self._refused(rt, att, "arguments", exc.message)
             if tool is None:
                 known = ", ".join(self.registry.names())
                 return await self._fail(
@@ -191,7 +191,7 @@ class StepExecutor:
                     return await self._fail(rt, att, exc.message, key=exc.key, root=root)
                 except ArgumentsRefused as exc:
                     att.references = []  # none is used: the stored arguments are the sent ones
-                    return await self._refused(rt, att, "references", exc.limit, exc.message)
+                    return await self._refused(rt, att, "references", exc.message)
             else:
                 # No reference can be in them (their JSON text has no "${"). What ``resolve``
                 # would return is a copy of them: text just parsed is one already, and a
@@ -209,9 +209,8 @@ class StepExecutor:
                         att.resolved,
                     )
                 except (ArgumentsRefused, JsonRefused) as exc:
-                    limit = exc.limit if isinstance(exc, ArgumentsRefused) else exc.rule
                     att.resolved = None  # never kept: the row stores the arguments as sent
-                    return await self._refused(rt, att, "references", limit, exc.message)
+                    return await self._refused(rt, att, "references", exc.message)
                 att.arguments_json = resolved_json
             elif not arguments_json.strip():
                 att.arguments_json = compact(att.resolved)
@@ -251,7 +250,7 @@ class StepExecutor:
                 output_json = compact(output)
                 jsonpolicy.check(output, output_json)
             except JsonRefused as exc:
-                return await self._refused(rt, att, "output", exc.rule, exc.message, scope=scope)
+                return await self._refused(rt, att, "output", exc.message, scope=scope)
             except FatalToolError as exc:
                 return await self._fail(rt, att, error_text(exc), fatal=True, scope=scope)
             except UncertainOutcome as exc:
@@ -301,19 +300,18 @@ class StepExecutor:
         rt: TxRuntime,
         att: Attempt,
         what: str,
-        limit: str,
         message: str,
         *,
         scope: StepRun | None = None,
     ) -> StepResult:
         """A step failure for arguments, references or an output outside a limit or the JSON
-        policy; the hint names the limit and says what to send instead."""
+        policy; ``message`` names the limit and says what to send instead."""
         subject = {
             "arguments": "the arguments are refused",
             "references": "the resolved arguments are refused",
             "output": "the tool's output is refused",
         }[what]
-        text = f"{HINT_PREFIX}{subject} ({limit}): {message}"
+        text = f"{HINT_PREFIX}{subject}: {message}"
         hint = Hint(
             text if len(text) <= 240 else text[:239] + "…",
             # The step's own call is at fault: the agent resends it with other arguments.
