@@ -1,13 +1,20 @@
 """The cleaner: a raw error in, one ``Hint`` out.
 
 The input is capped (``MAX_INPUT_CHARS``: first quarter and last three quarters kept), stack
-frame lines are removed, then the ordered rule table is tried, first match wins. Nothing
+frame lines are removed, what is left is cut to the rules' window (``RULE_WINDOW_CHARS``, lines
+capped at ``MAX_LINE_CHARS``), then the ordered rule table is tried, first match wins. Nothing
 matched: the message of the last ``Caused by:``, else of the last exception-like line, else the
 last line.
 
 Invariants:
 - ``HintCleaner.clean`` never raises, and its result always satisfies the ``Hint.text``
   contract, with secrets redacted and no stack frame in it.
+- Its time is linear in the input with a small constant, whatever the input: the frame pass
+  is possessive (no backtracking), and the rules and the fallback, whose patterns have bounded
+  repetitions, only ever see the window. A bounded repetition still costs its bound at every
+  place its pattern is tried, and an adversary can make those places dense; the window is what
+  bounds their number (``tests/test_hint_linear.py`` feeds every rule family 64 KiB texts built
+  from its own tokens).
 - Pure and deterministic; a cleaner is immutable once built, so one instance serves all threads.
 """
 
@@ -26,9 +33,24 @@ from agenttx.core.hints.rules import HINT_PREFIX, Rule, RulePattern, builtin_rul
 from agenttx.core.hints.templates import render
 from agenttx.errors import InvalidArgument
 
-__all__ = ["DEFAULT_MAX_LEN", "MAX_INPUT_CHARS", "Hint", "HintCleaner", "clean_hint"]
+__all__ = [
+    "DEFAULT_MAX_LEN",
+    "MAX_INPUT_CHARS",
+    "MAX_LINE_CHARS",
+    "RULE_WINDOW_CHARS",
+    "Hint",
+    "HintCleaner",
+    "clean_hint",
+]
 
 MAX_INPUT_CHARS = 64 * 1024  # longer input keeps its first quarter and its last three quarters
+# What the rules and the fallback read of the message once frames are out: its first quarter
+# and last three quarters again (realistic errors are far shorter once frames are gone; a
+# longer one is a dump, and its head and tail are what name the failure) ...
+RULE_WINDOW_CHARS = 16 * 1024
+# ... with each line cut to this (first quarter, "…", last three quarters), so that even a
+# user rule with an unbounded ".*" costs at most this much per place it is tried.
+MAX_LINE_CHARS = 2 * 1024
 DEFAULT_MAX_LEN = 240
 _MIN_MAX_LEN = 40  # room for "Hint: " and a few words
 _ELLIPSIS = "…"
@@ -64,7 +86,7 @@ _FRAMES = re.compile(
     r"[ \t]++(?:"
     r"File \"[^\n]*+(?:\n    [^\n]*+)*+"  # Python frame, its source and caret lines
     r"|at [^\n]*+"  # Java, Node.js, .NET, Rust "at file:line"
-    r"|\d+: +(?:0x[0-9a-fA-F]+ - )?(?:<|_|[\w$.]*::)[^\n]*+"  # Rust backtrace symbol
+    r"|\d++: ++(?:0x[0-9a-fA-F]++ - )?(?:<|_|[\w$.]*+::)[^\n]*+"  # Rust backtrace symbol
     r"|from [^\n]*:\d+:in [^\n]*+"  # Ruby
     r")"
     r"|[ \t]*+(?:"
@@ -97,7 +119,10 @@ _EXCEPTION_LINE = re.compile(
 # never picks such a line. Narrower than _FRAMES, which may remove any indented "at …" line.
 _FRAME_TEXT = re.compile(
     r"File \"[^\"\n]*\", line \d+"
-    r"|at [\w$.<>\[\]/-]+(?: \[as [\w$]+\])? ?\(?[^()\s]*:\d+(?::\d+)?\)?$"
+    # The name is possessive: the path class contains it, so without that every split of a
+    # long word between the two would be tried (quadratic: 20 s on "at " + 64 Ki letters).
+    r"|at [\w$.<>\[\]/-]{1,500}+(?: \[as [\w$]{1,200}\])? ?"
+    r"\(?[^()\s]{0,500}:\d{1,9}(?::\d{1,9})?\)?$"
     r"|\.\.\. \d+ (?:more|common frames omitted)"
     r"|\d+: +(?:0x[0-9a-fA-F]+ - )?(?:<|_|[\w$.]*::)"
     r"|Traceback \(most recent call last\)"
@@ -160,13 +185,30 @@ def _short_exception(line: str) -> str:
     return line[generic.end() :] if generic is not None else line
 
 
-def _cap(raw: str) -> str:
-    if len(raw) <= MAX_INPUT_CHARS:
+def _cap(raw: str, limit: int = MAX_INPUT_CHARS) -> str:
+    if len(raw) <= limit:
         return raw
     # The head holds the first exception line (Java, Go, Node); the tail holds Python's final
     # exception and the deepest "Caused by:", so the tail gets the larger share.
-    head = MAX_INPUT_CHARS // 4
-    return raw[:head] + "\n" + raw[len(raw) - (MAX_INPUT_CHARS - head) :]
+    head = limit // 4
+    return raw[:head] + "\n" + raw[len(raw) - (limit - head) :]
+
+
+def _window(message: str) -> str:
+    """What the rules and the fallback read: at most ``RULE_WINDOW_CHARS`` of the message,
+    no line longer than ``MAX_LINE_CHARS`` (see their comments)."""
+    message = _cap(message, RULE_WINDOW_CHARS)
+    if len(message) <= MAX_LINE_CHARS:
+        return message
+    lines = message.split("\n")
+    if all(len(line) <= MAX_LINE_CHARS for line in lines):
+        return message
+    head = MAX_LINE_CHARS // 4
+    tail = MAX_LINE_CHARS - head - 1
+    return "\n".join(
+        line if len(line) <= MAX_LINE_CHARS else line[:head] + _ELLIPSIS + line[-tail:]
+        for line in lines
+    )
 
 
 # --- The cleaner --------------------------------------------------------------------------------
@@ -256,7 +298,7 @@ class HintCleaner:
         text = _cap(raw)
         if "\r" in text:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
-        message = _FRAMES.sub("", "\n" + text)
+        message = _window(_FRAMES.sub("", "\n" + text))
         low = message.lower()
         # A rule is tried at its first needle that occurs in the message, in rule order, until
         # one matches. One substring scan per needle: single-pass prefilters measured slower in
