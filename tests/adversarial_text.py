@@ -32,9 +32,7 @@ def _class_sample(items: list[tuple[Any, Any]]) -> str:
     for ch in _SAMPLES + "x1":
         hit = False
         for op, av in items:
-            if op is C.LITERAL and chr(av) == ch:
-                hit = True
-            elif op is C.RANGE and av[0] <= ord(ch) <= av[1]:
+            if (op is C.LITERAL and chr(av) == ch) or (op is C.RANGE and av[0] <= ord(ch) <= av[1]):
                 hit = True
             elif op is C.CATEGORY:
                 hit = hit or bool(_category_match(av, ch))

@@ -119,7 +119,8 @@ def issue_inputs() -> Iterator[tuple[str, str]]:
 def test_the_issues_shapes_and_our_own_are_cleaned_within_50_ms(name: str, text: str) -> None:
     assert cpu_ms(text) <= BUDGET_MS, name
     hint = CLEANER.clean(text)
-    assert hint.text.startswith("Hint: ") and len(hint.text) <= 240
+    assert hint.text.startswith("Hint: ")
+    assert len(hint.text) <= 240
 
 
 def test_the_cleaner_reads_a_window_and_long_lines_by_head_and_tail() -> None:
