@@ -288,12 +288,10 @@ def json_size_within(value: Any, budget: int) -> int:
         if isinstance(item, str):
             size += len(item) + 2
         elif isinstance(item, dict):
-            size += 2 + len(item)  # braces, one colon per member (commas: below)
+            size += 2 + max(len(item) - 1, 0)  # braces and commas
             for key, child in item.items():
-                size += len(key) + 3 if isinstance(key, str) else 3
+                size += len(key) + 3 if isinstance(key, str) else 3  # quotes and colon
                 stack.append(child)
-            if len(item) > 1:
-                size += len(item) - 1
         elif isinstance(item, list):
             size += 2 + max(len(item) - 1, 0)
             stack.extend(item)
