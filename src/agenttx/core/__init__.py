@@ -25,6 +25,8 @@ references ``${steps.N.x}``    ``refs``
 dependency graph, root cause   ``graph``
 failure → one-line hint        ``hints`` (rules in ``hint_rules.toml``)
 request caps                   ``limits`` (including the step reply's size)
+embedded API argument types    ``callargs``: InvalidArgument for wrong types, named
+CPU-heavy work off the loop    ``offload``: by size, on a worker thread
 watch events                   ``events``: ``EventBus``
 read models                    ``views``: ``TransactionInfo`` and the rebuilt graph
 cancellation-proof calls       ``eager``: ``run_detached``, ``leave_eager``
@@ -38,7 +40,8 @@ transaction only through ``TxImages`` (lock, compare-and-set, mirror, event); th
 pipeline, the committer and recovery undo through the ``Rewinder``. Parts get their
 collaborators at construction; none holds the engine.
 
-Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.jsontext``, the
+Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.jsontext``,
+``agenttx.jsonpolicy``, the
 ``Store`` contract (``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
 driver or adapter (gRPC, MCP, client). The one exception is the factory ``Engine.open``,
 which also imports the outbox dispatcher (``agenttx.effects``) and reaches store backends
