@@ -19,9 +19,10 @@ keys are strings       (Python values only) JSON objects have text keys
 text) to it. Both raise ``JsonRefused`` naming the rule; callers turn it into a step failure
 (arguments an agent sent) or ``InvalidArgument`` (a bad value from an embedded caller).
 
-Cost: the common case (a small flat object) pays a UTF-8 encode, one regex scan and two counts
-of its text; only a text that could break a rule (many brackets, a long digit run, a surrogate
-escape, a large exponent) is walked, iteratively, so no depth exhausts the stack.
+Cost: the common case (a short flat object) pays a few string tests; a longer text one regex
+scan and two counts. Only a text that could break a rule (many brackets, a long digit run, a
+surrogate escape) or a Python value with nested containers is walked, iteratively, so no
+depth exhausts the stack.
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ class JsonRefused(ValueError):
         self.message = message
 
 
-# Anything in a JSON text that could break a rule other than depth: a surrogate escape, a run
-# of digits longer than an integer may be, a three-digit exponent. Digit runs inside strings
-# match too; they only cost a walk that then finds nothing.
-_SUSPECT = re.compile(
-    r"\\u[dD][89a-fA-F]|[0-9]{" + str(MAX_INT_DIGITS + 1) + r"}|[eE][+-]?[0-9]{3}"
-)
+# Anything in a JSON text that could break a rule other than depth or finiteness (those are
+# caught by the decoder's hooks and the encoder): a surrogate escape, or a run of digits
+# longer than an integer may be (inside strings too: that only costs a walk finding nothing).
+_SUSPECT = re.compile(r"\\u[dD][89a-fA-F]|[0-9]{" + str(MAX_INT_DIGITS + 1) + "}")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A text this short can neither nest deeper than MAX_DEPTH nor hold a too-long integer.
+_SHORT = min(2 * MAX_DEPTH, MAX_INT_DIGITS)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -70,12 +72,19 @@ def _refuse_constant(name: str) -> Any:
     )
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400: a literal past the float range
+        raise JsonRefused("json_finite_numbers", _finite_message())
+    return number
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
 def parse(text: str) -> Any:
-    """The value of JSON ``text`` under the policy; ``JsonRefused`` otherwise (``syntax`` for
-    text that is not JSON at all, its message the decoder's)."""
+    """The value of JSON ``text`` under the policy; ``JsonRefused`` otherwise (``json_syntax``
+    for text that is not JSON at all, its message the decoder's)."""
     if text.startswith("\ufeff"):
         raise JsonRefused(
             "json_syntax", "the JSON starts with a byte order mark (U+FEFF); send it without one"
@@ -96,31 +105,36 @@ def parse(text: str) -> Any:
 
 def check(value: Any, text: str, *, parsed: bool = False) -> int:
     """Raise ``JsonRefused`` unless ``value``, whose JSON text is ``text`` (as sent, or as
-    ``jsontext.compact`` wrote it), keeps the policy; returns the text's size in UTF-8 bytes.
-    ``parsed``: ``value`` was just parsed from ``text`` (so its keys are strings)."""
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise JsonRefused("json_utf8", _utf8_message()) from None
-    if not parsed and type(value) is dict:
-        for key in value:  # a flat dict's keys: checked here, the walk is skipped for it
-            if type(key) is not str:
-                raise JsonRefused("json_keys", _key_message(key))
-    if (
-        text.count("[") + text.count("{") > MAX_DEPTH
-        or _SUSPECT.search(text) is not None
-        or (not parsed and _nested(value))
-    ):
+    ``jsontext.compact`` wrote it, which refuses non-finite numbers itself), keeps the policy;
+    returns the text's size in UTF-8 bytes. ``parsed``: ``value`` was just parsed from
+    ``text`` by ``parse`` (so its keys are strings and its numbers finite)."""
+    if text.isascii():  # O(1) in CPython: the string knows
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise JsonRefused("json_utf8", _utf8_message()) from None
+    if size > _SHORT:
+        if text.count("[") + text.count("{") > MAX_DEPTH or _SUSPECT.search(text) is not None:
+            _walk(value)
+            return size
+    elif "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
         _walk(value)
+        return size
+    if not parsed:
+        if type(value) is dict:
+            # A flat dict's keys are checked here; with a container inside, everything is
+            # walked (a nested non-string key is written as a string: its text looks fine).
+            for key, child in value.items():
+                if type(key) is not str:
+                    raise JsonRefused("json_keys", _key_message(key))
+                if isinstance(child, dict | list):
+                    _walk(value)
+                    break
+        elif isinstance(value, list):
+            _walk(value)
     return size
-
-
-def _nested(value: Any) -> bool:
-    # A nested dict with a non-string key is written with a string key: its text looks fine,
-    # so a Python value with nested containers is walked (cheap: its text has few brackets).
-    if isinstance(value, dict):
-        return any(isinstance(v, dict | list) for v in value.values())
-    return isinstance(value, list)
 
 
 def _walk(value: Any) -> None:
@@ -139,11 +153,7 @@ def _walk(value: Any) -> None:
                 raise JsonRefused("json_integer_digits", _integer_message())
         elif isinstance(item, float):
             if not math.isfinite(item):
-                raise JsonRefused(
-                    "json_finite_numbers",
-                    "a number is out of range: infinite or NaN (json_finite_numbers); send a "
-                    "finite number",
-                )
+                raise JsonRefused("json_finite_numbers", _finite_message())
         elif isinstance(item, dict | list):
             if depth > MAX_DEPTH:
                 raise JsonRefused("json_depth", _depth_message())
@@ -158,6 +168,10 @@ def _walk(value: Any) -> None:
                 stack.extend((child, depth + 1) for child in item)
         else:
             raise JsonRefused("json_type", f"{type(item).__name__} is not a JSON type (json_type)")
+
+
+def _finite_message() -> str:
+    return "a number is out of range: infinite or NaN (json_finite_numbers); send a finite number"
 
 
 def _depth_message() -> str:
