@@ -43,7 +43,7 @@ def check_text(name: str, value: object) -> str:
 
 def check_number(name: str, value: object, *, minimum: int = 1) -> int:
     """``value`` if it is an ``int`` (not a bool, not a float) in ``minimum``..2³²-1."""
-    if type(value) is not int:
+    if not isinstance(value, int) or isinstance(value, bool):
         # bool is an int subclass, and 1.0 == 1: both would pass a looser check silently.
         raise InvalidArgument(f"{name} must be an integer, got {type(value).__name__}")
     if value < minimum:

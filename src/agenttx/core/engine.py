@@ -347,6 +347,8 @@ class Engine:
         """Settle a step whose outside call had an unknown outcome (after checking the outside
         system): ``happened`` keeps it as a successful step with ``output``; otherwise its undo
         records are discarded unrun and the step can be sent again."""
+        check_text("transaction_id", transaction_id)
+        check_number("step_id", step_id)
         await self.recovery.resolve_outcome(
             transaction_id, step_id, happened=happened, output=output
         )

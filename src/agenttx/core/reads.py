@@ -11,10 +11,19 @@ from collections.abc import AsyncIterator, Sequence
 from agenttx.core.events import EventBus, TxEvent, event_for
 from agenttx.core.images import TxImages
 from agenttx.core.limits import check_transaction_id
+from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.core.views import rebuild_graph, transaction_info
 from agenttx.errors import InvalidArgument, NotFound
-from agenttx.store.contract import Store
+from agenttx.store.contract import StepRow, Store, TxRow
 from agenttx.types import TransactionInfo, TransactionPage, TxStatus
+
+
+def _view(
+    row: TxRow, steps: list[StepRow], edges: list[tuple[int, int, str]] | None
+) -> TransactionInfo:
+    if edges is None:
+        edges = [(e.source, e.target, e.key) for e in rebuild_graph(steps).edges()]
+    return transaction_info(row, steps, edges)
 
 
 class TransactionReader:
@@ -32,11 +41,14 @@ class TransactionReader:
             raise NotFound(f"transaction `{transaction_id}` not found")
         steps = await self.store.load_steps(transaction_id, live_only=not history)
         rt = self.images.cache.get(transaction_id)
-        # A current cached image has the graph already; otherwise it is rebuilt from the rows.
+        # A current cached image has the graph already (its edges are read here, on the loop,
+        # where steps change it); otherwise it is rebuilt from the rows.
         graph = rt.graph if rt is not None and rt.row.revision == row.revision else None
-        if graph is None:
-            graph = rebuild_graph(steps)
-        return transaction_info(row, steps, [(e.source, e.target, e.key) for e in graph.edges()])
+        edges = None if graph is None else [(e.source, e.target, e.key) for e in graph.edges()]
+        # Parsing every stored argument and output is the CPU-heavy part of a read: a long
+        # history is built on a worker thread, from the rows only.
+        size = sum(len(s.arguments_json) + len(s.output_json) for s in steps)
+        return await by_size(size, INLINE_JSON_CHARS, _view, row, steps, edges)
 
     async def watch(self, transaction_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
         """The transaction's state changes, newest revision first if it is past

@@ -248,9 +248,6 @@ class StepExecutor:
             try:
                 output = await self._run_tool(tool, timeout, scope, att.resolved, call_args)
                 output_json = compact(output)
-                jsonpolicy.check(output, output_json)
-            except JsonRefused as exc:
-                return await self._refused(rt, att, "output", exc.message, scope=scope)
             except FatalToolError as exc:
                 return await self._fail(rt, att, error_text(exc), fatal=True, scope=scope)
             except UncertainOutcome as exc:
@@ -266,6 +263,14 @@ class StepExecutor:
                 raise
             except Exception as exc:
                 return await self._fail(rt, att, error_text(exc), scope=scope)
+            try:
+                # The output is stored and sent: it keeps the JSON policy too (a big one is
+                # checked on a worker thread).
+                await by_size(
+                    len(output_json), INLINE_JSON_CHARS, jsonpolicy.check, output, output_json
+                )
+            except JsonRefused as exc:
+                return await self._refused(rt, att, "output", exc.message, scope=scope)
             if len(output_json) > _SURELY_FITS_CHARS:
                 too_big = self._oversized(rt, output_json)
                 if too_big is not None:
