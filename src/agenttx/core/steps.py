@@ -157,9 +157,12 @@ class StepExecutor:
                 args = {}
             else:
                 try:
-                    args = await by_size(
-                        len(arguments_json), INLINE_JSON_CHARS, jsonpolicy.parse, arguments_json
-                    )
+                    if len(arguments_json) <= INLINE_JSON_CHARS:  # no coroutine on the hot path
+                        args = jsonpolicy.parse(arguments_json)
+                    else:
+                        args = await by_size(
+                            len(arguments_json), 0, jsonpolicy.parse, arguments_json
+                        )
                 except JsonRefused as exc:
                     if exc.rule == "json_syntax":  # the malformed_json rule reads the decoder
                         return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
@@ -265,10 +268,11 @@ class StepExecutor:
                 return await self._fail(rt, att, error_text(exc), scope=scope)
             try:
                 # The output is stored and sent: it keeps the JSON policy too (a big one is
-                # checked on a worker thread).
-                await by_size(
-                    len(output_json), INLINE_JSON_CHARS, jsonpolicy.check, output, output_json
-                )
+                # checked on a worker thread; a small one inline, with no coroutine).
+                if len(output_json) <= INLINE_JSON_CHARS:
+                    jsonpolicy.check(output, output_json)
+                else:
+                    await by_size(len(output_json), 0, jsonpolicy.check, output, output_json)
             except JsonRefused as exc:
                 return await self._refused(rt, att, "output", exc.message, scope=scope)
             if len(output_json) > _SURELY_FITS_CHARS:
