@@ -180,7 +180,7 @@ class StepExecutor:
                 )
                 try:
                     att.resolved, att.references = await by_size(
-                        _expansion_weight(arguments_json, rt),
+                        len(arguments_json) + _expansion_weight(arguments_json, rt),
                         INLINE_JSON_CHARS,
                         resolve,
                         args,
@@ -622,8 +622,9 @@ _STEP_IDS = re.compile(r"\$\{steps\.([0-9]{1,18})")
 
 
 def _expansion_weight(arguments_json: str, rt: TxRuntime) -> int:
-    """How many characters resolving these arguments may touch: the JSON text of every output
-    they reference (what decides whether resolving runs off the loop)."""
+    """How many characters of outputs resolving these arguments may touch: the JSON text of
+    every output they reference (with the arguments' own size, what decides whether resolving
+    runs off the loop)."""
     weight = 0
     for step in set(_STEP_IDS.findall(arguments_json)):
         row = rt.steps.get(int(step))
