@@ -1,14 +1,15 @@
 """``agenttx serve``: the engine behind gRPC, with health, reflection, metrics and a drain.
 
 Start-up: create the data directory → open the engine (the store is migrated and recovery
-finishes what a crash interrupted) → bind gRPC → serve ``/metrics`` → mark health SERVING →
-log one startup line. A setting the server cannot start with raises ``StartupError`` before
-anything is served.
+finishes what a crash interrupted) → serve ``/metrics`` → bind the HTTP listener (MCP at
+``/mcp``, with ``--http-addr``) → bind gRPC → mark health SERVING → log one startup line.
+A setting the server cannot start with raises ``StartupError`` before anything is served.
 
 Shutdown on SIGTERM or SIGINT: health goes NOT_SERVING, the server refuses new calls at once
 and lets in-flight calls finish within the grace period (``grpc.aio`` cancels what is still
 running after it; an interrupted step is finished by recovery at the next start), then the
-metrics endpoint and the engine close. A drained shutdown exits 0.
+HTTP listener (its open requests get a few seconds), the metrics endpoint and the engine
+close. A drained shutdown exits 0.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ class ServeConfig:
     max_resolved_arguments_bytes: int = 1 << 20  # a step's arguments after its references
     max_references: int = 1024  # ${steps.N…} references in one step's arguments
     metrics_addr: str | None = DEFAULT_METRICS_ADDR  # None: no metrics endpoint
+    http_addr: str | None = None  # None: no HTTP listener (MCP streamable HTTP at /mcp)
+    # Host and Origin headers the HTTP listener accepts ("host:*": any port; "*": any).
+    http_allowed_hosts: tuple[str, ...] = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+    http_allowed_origins: tuple[str, ...] = (
+        "http://127.0.0.1:*",
+        "http://localhost:*",
+        "http://[::1]:*",
+    )
     grace_secs: float = 10.0
     log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
 
@@ -151,6 +160,7 @@ class RunningServer:
     address: str  # the bound host:port
     metrics: Metrics | None = None
     endpoint: MetricsEndpoint | None = None
+    http: Any = None  # the HttpListener, iff --http-addr
     _stop_watch: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -161,6 +171,8 @@ class RunningServer:
         with contextlib.suppress(Exception):
             await mark_serving(self.grpc_server, False)
         await self.grpc_server.stop(grace)
+        if self.http is not None:
+            await self.http.stop()
         self._stop_watch.set()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -170,14 +182,9 @@ class RunningServer:
         await self.engine.close()
 
 
-async def start(config: ServeConfig) -> RunningServer:
-    """Open the engine and start serving gRPC and metrics as ``config`` says."""
-    from agenttx import __version__
-
-    metrics_host_port = (
-        parse_addr(config.metrics_addr, "--metrics-addr") if config.metrics_addr else None
-    )
-    parse_addr(config.listen_addr, "--listen-addr")
+async def open_engine(config: ServeConfig) -> Engine:
+    """Check the settings and open the engine ``config`` describes (``agenttx serve`` and
+    ``agenttx mcp`` alike); a setting it cannot open with raises ``StartupError``."""
     tools = _load(config.tools)
     check_hint_rules(config.hint_rules)
     try:
@@ -185,7 +192,7 @@ async def start(config: ServeConfig) -> RunningServer:
     except OSError as exc:
         raise StartupError(f"cannot create --data-dir {config.data_dir}: {exc}") from exc
     try:
-        engine = await Engine.open(
+        return await Engine.open(
             config.store_url,
             fs_root=config.files_dir,
             outbox_path=config.outbox_file,
@@ -204,8 +211,46 @@ async def start(config: ServeConfig) -> RunningServer:
         raise StartupError(exc.message) from exc
     except (OSError, ImportError) as exc:
         raise StartupError(f"cannot open store {redact(config.store_url)}: {exc}") from exc
-    # Metrics first: once gRPC is SERVING, nothing else may fail the start.
+
+
+async def listen_http(engine: Engine, config: ServeConfig, version: str) -> Any:
+    """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``."""
+    from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
+    from agenttx.api.mcp import AgentTxMCP, EngineBackend
+
+    assert config.http_addr is not None
+    host, port = parse_addr(config.http_addr, "--http-addr")
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on --http-addr {config.http_addr}: {exc}") from exc
+    settings = HttpSettings(
+        allowed_hosts=config.http_allowed_hosts, allowed_origins=config.http_allowed_origins
+    )
+    app = build_http_app(AgentTxMCP(EngineBackend(engine), version=version), settings)
+    listener = HttpListener(app, sock)
+    try:
+        await listener.start()
+    except BaseException:
+        sock.close()
+        raise
+    return listener
+
+
+async def start(config: ServeConfig) -> RunningServer:
+    """Open the engine and start serving gRPC, metrics and HTTP as ``config`` says."""
+    from agenttx import __version__
+
+    metrics_host_port = (
+        parse_addr(config.metrics_addr, "--metrics-addr") if config.metrics_addr else None
+    )
+    parse_addr(config.listen_addr, "--listen-addr")
+    if config.http_addr:
+        parse_addr(config.http_addr, "--http-addr")
+    engine = await open_engine(config)
+    # Metrics and HTTP first: once gRPC is SERVING, nothing else may fail the start.
     endpoint: MetricsEndpoint | None = None
+    http: Any = None
     try:
         metrics = Metrics(__version__) if metrics_host_port else None
         if metrics is not None and metrics_host_port is not None:
@@ -215,13 +260,17 @@ async def start(config: ServeConfig) -> RunningServer:
                 endpoint = serve_metrics(metrics, *metrics_host_port)
             except OSError as exc:
                 raise StartupError(f"cannot serve metrics on {config.metrics_addr}: {exc}") from exc
+        if config.http_addr:
+            http = await listen_http(engine, config, __version__)
         server, address = await listen(engine, config.listen_addr, metrics=metrics)
     except BaseException:
+        if http is not None:
+            await http.stop()
         if endpoint is not None:
             endpoint.close()
         await engine.close()
         raise
-    running = RunningServer(config, engine, server, address, metrics, endpoint)
+    running = RunningServer(config, engine, server, address, metrics, endpoint, http)
     if metrics is not None:
         running._tasks.append(
             asyncio.create_task(metrics.watch_outbox(engine.store, running._stop_watch))
@@ -233,6 +282,7 @@ async def start(config: ServeConfig) -> RunningServer:
 def _announce(running: RunningServer, version: str) -> None:
     config = running.config
     metrics = running.endpoint.url if running.endpoint is not None else "off"
+    mcp_http = f"http://{running.http.address}/mcp" if running.http is not None else "off"
     if config.log_format == "json":
         log.info(
             "serving",
@@ -242,17 +292,19 @@ def _announce(running: RunningServer, version: str) -> None:
                 "listen_addr": running.address,
                 "store": redact(config.store_url),
                 "metrics": metrics,
+                "mcp_http": mcp_http,
                 "data_dir": str(config.data_dir),
                 "pid": os.getpid(),
             },
         )
     else:
         log.info(
-            "AgentTx %s serving gRPC on %s · store %s · metrics %s",
+            "AgentTx %s serving gRPC on %s · store %s · metrics %s · MCP HTTP %s",
             version,
             running.address,
             redact(config.store_url),
             metrics,
+            mcp_http,
         )
 
 

@@ -1,11 +1,13 @@
 """The ``agenttx`` command line: one module per command group, registered here.
 
-``agenttx serve`` runs the server (serve.py); ``tx`` and ``tools`` talk to a running one over
-gRPC (``--server``, env ``AGENTTX_SERVER``) with the generated stub, printing tables or, with
-``--json``, JSON; ``demo`` runs a scripted agent through the server. Every ``serve`` flag has
-an ``AGENTTX_<NAME>`` environment variable; out-of-range values stop it before it starts.
-What the commands share (options, the stub, errors, wire-to-JSON) is in common.py. A new
-command group is a new module whose command is added to ``main`` below.
+``agenttx serve`` runs the server (serve.py), ``agenttx mcp`` an MCP server on stdio (mcp.py),
+both opening the engine from the same flags (engine_options.py); ``tx`` and ``tools`` talk to
+a running one over gRPC (``--server``, env ``AGENTTX_SERVER``) with the generated stub,
+printing tables or, with ``--json``, JSON; ``demo`` runs a scripted agent through the
+server. Every ``serve`` flag has an ``AGENTTX_<NAME>`` environment variable; out-of-range
+values stop it before it starts. What the commands share (options, the stub, errors,
+wire-to-JSON) is in common.py. A new command group is a new module whose command is added to
+``main`` below.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import click
 
 from agenttx.cli.common import to_dict
 from agenttx.cli.demo import demo
+from agenttx.cli.mcp import mcp
 from agenttx.cli.serve import serve
 from agenttx.cli.tools import tools
 from agenttx.cli.tx import tx
@@ -27,5 +30,5 @@ def main() -> None:
     """AgentTx: transactional tool calls for AI agents."""
 
 
-for _command in (serve, tx, tools, demo):
+for _command in (serve, mcp, tx, tools, demo):
     main.add_command(_command)

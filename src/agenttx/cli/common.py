@@ -73,29 +73,11 @@ def fail(message: str) -> NoReturn:
 
 
 def to_dict(message: Any) -> dict[str, Any]:
-    """A protobuf message as plain JSON values: ints stay ints (``MessageToDict`` would make
-    64-bit ones strings), enums become their names, and ``*_json`` text fields are parsed
-    into a field without the suffix (``output_json`` → ``output``)."""
-    out: dict[str, Any] = {}
-    for fd in message.DESCRIPTOR.fields:
-        value = getattr(message, fd.name)
-        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-            out[fd.name] = dict(value)
-        elif fd.message_type is not None:
-            if fd.is_repeated:
-                out[fd.name] = [to_dict(v) for v in value]
-            else:
-                out[fd.name] = to_dict(value)
-        elif fd.enum_type is not None:
-            name = fd.enum_type.values_by_number
-            out[fd.name] = [name[v].name for v in value] if fd.is_repeated else name[value].name
-        elif fd.is_repeated:
-            out[fd.name] = list(value)
-        elif fd.name.endswith("_json"):
-            out[fd.name.removesuffix("_json")] = json.loads(value) if value else None
-        else:
-            out[fd.name] = value
-    return out
+    """A protobuf message as plain JSON values (``agenttx.api.fields``): enums by their full
+    names, ``*_json`` fields parsed (``output_json`` → ``output``)."""
+    from agenttx.api.fields import message_fields
+
+    return message_fields(message)
 
 
 def echo_json(value: Any) -> None:

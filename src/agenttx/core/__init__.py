@@ -30,6 +30,7 @@ CPU-heavy work off the loop    ``offload``: by size, on a worker thread
 watch events                   ``events``: ``EventBus``
 read models                    ``views``: ``TransactionInfo`` and the rebuilt graph
 cancellation-proof calls       ``eager``: ``run_detached``, ``leave_eager``
+a caller cancelling its step   ``cancels``: ``RunningTools`` — the running tools' tasks
 =============================  ==============================================================
 
 Who calls whom: ``Engine`` hands each call to one part — a step to ``StepExecutor``, a commit

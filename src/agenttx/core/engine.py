@@ -62,6 +62,7 @@ from agenttx.store.contract import Store, TxRow
 from agenttx.store.factory import open_store
 from agenttx.tools.builtin import BUILTIN_TOOLS
 from agenttx.tools.builtin.fs import RESTORE_HANDLER, restore_file
+from agenttx.tools.context import ProgressSink
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import ToolRegistry, load_tools
 from agenttx.types import (
@@ -272,7 +273,10 @@ class Engine:
         raw_context: str = "",
         *,
         request_id: str = "",
+        progress: ProgressSink | None = None,
     ) -> StepResult:
+        """Run one step. ``progress`` receives the tool's ``report_progress`` calls (none:
+        they are dropped)."""
         check_text("transaction_id", transaction_id)
         check_number("step_id", step_id)
         check_text("tool_name", tool_name)
@@ -284,13 +288,27 @@ class Engine:
         parsed = arguments if isinstance(arguments, dict) else None
         if not request_id:
             return await self.steps.run(
-                transaction_id, step_id, tool_name, arguments_json, raw_context, None, parsed
+                transaction_id,
+                step_id,
+                tool_name,
+                arguments_json,
+                raw_context,
+                None,
+                parsed,
+                progress,
             )
 
         async def call(req: Request | None) -> StepResult:
             try:
                 return await self.steps.run(
-                    transaction_id, step_id, tool_name, arguments_json, raw_context, req, parsed
+                    transaction_id,
+                    step_id,
+                    tool_name,
+                    arguments_json,
+                    raw_context,
+                    req,
+                    parsed,
+                    progress,
                 )
             except (WrongStep, NotActive):
                 # The step may have run while its reply was lost (a crash before the reply
@@ -302,6 +320,12 @@ class Engine:
 
         payload = [transaction_id, step_id, tool_name, arguments_json, raw_context]
         return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
+
+    def cancel_step(self, transaction_id: str, step_id: int) -> bool:
+        """Cancel the tool step ``step_id`` of the transaction is running in this process: the
+        step then fails with a hint saying so, and is undone like any failed step. False iff
+        no such tool is running here (it finished, or cannot be interrupted)."""
+        return self.steps.running.cancel(transaction_id, step_id)
 
     async def commit(self, transaction_id: str, *, request_id: str = "") -> CommitResult:
         check_text("transaction_id", transaction_id)

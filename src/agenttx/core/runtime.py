@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,14 @@ from agenttx.core.refs import Reference
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
 from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, UndoRow
+from agenttx.tools.context import ProgressSink
 from agenttx.types import Isolation, RollbackPolicy
+
+log = logging.getLogger("agenttx.engine")
+
+# A progress message longer than this many UTF-8 bytes is cut (at a character boundary): it is
+# one line for a person watching, and it travels in every notification.
+MAX_PROGRESS_MESSAGE_BYTES = 1024
 
 # One write of a step: (key, value_json or None for a delete, base_version). base_version is
 # the committed version of the key when the transaction first wrote it (read-committed
@@ -149,6 +158,8 @@ class StepRun:
         self.state_reads: list[str] = []  # keys read that earlier steps wrote (graph edges)
         self.staged: list[StagedEffect] = []
         self.undo_ids: list[int] = []
+        # Where report_progress goes; None (the caller asked for none): progress is dropped.
+        self.progress: ProgressSink | None = None
 
     async def _lookup(self, key: str) -> str | None:
         check_state_key(key)
@@ -222,5 +233,26 @@ class StepRun:
         self.staged.append(StagedEffect(self.step_id, channel, payload_json, key))
         return key
 
+    async def report_progress(self, done: float, total: float | None, message: str | None) -> None:
+        if not _finite(done) or (total is not None and not _finite(total)):
+            raise InvalidArgument(
+                f"progress must be finite numbers, got done={done!r} total={total!r}"
+            )
+        if self.progress is None:
+            return
+        if message is not None:
+            message = str(message)
+            raw = message.encode("utf-8", "replace")
+            if len(raw) > MAX_PROGRESS_MESSAGE_BYTES:
+                message = raw[:MAX_PROGRESS_MESSAGE_BYTES].decode("utf-8", "ignore")
+        try:
+            await self.progress(float(done), None if total is None else float(total), message)
+        except Exception:  # a caller that went away must not fail the tool that reports
+            log.debug("progress of step %s not delivered", self.step_id, exc_info=True)
+
     def committed_reads(self) -> list[list[Any]]:
         return [[k, v[1]] for k, v in self.reads.items()]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttx import jsonpolicy
+from agenttx.core.cancels import RunningTools, StepCancelled
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import Failure, RollbackController
 from agenttx.core.eager import leave_eager
@@ -57,7 +58,7 @@ from agenttx.errors import (
 from agenttx.jsonpolicy import JsonRefused
 from agenttx.jsontext import compact
 from agenttx.store.contract import StepRow, Store, TxUpdate
-from agenttx.tools.context import SyncToolContext, ToolContext
+from agenttx.tools.context import ProgressSink, SyncToolContext, ToolContext
 from agenttx.tools.contract import DEFAULT_TIMEOUT_S, ArgumentError, Tool
 from agenttx.tools.registry import ToolRegistry
 from agenttx.types import EffectClass, Isolation, StepResult, StepStatus, Strategy, TxStatus
@@ -111,6 +112,8 @@ class StepExecutor:
         self.controller = controller  # failure → strategy and target
         self.config = config
         self.clock = clock
+        # The tasks of running tools, so a caller may cancel its own step (``cancels.py``).
+        self.running = RunningTools()
 
     async def run(
         self,
@@ -121,9 +124,11 @@ class StepExecutor:
         raw_context: str,
         request: Request | None,
         parsed: dict[str, Any] | None,
+        progress: ProgressSink | None = None,
     ) -> StepResult:
         """Run step ``step_id`` of the transaction; ``parsed`` is the arguments already as a
-        dict (then ``arguments_json`` is its text), else ``arguments_json`` is parsed here."""
+        dict (then ``arguments_json`` is its text), else ``arguments_json`` is parsed here;
+        ``progress`` receives what the tool reports with ``ToolContext.report_progress``."""
         check_transaction_id(transaction_id)
         check_step_request(step_id, tool_name, raw_context)
         async with self.images.locked(transaction_id, request=request) as rt:
@@ -231,6 +236,7 @@ class StepExecutor:
                 tool_name,
                 now,
             )
+            scope.progress = progress
             timeout = self._timeout(tool)
             if tool.effect.outside:
                 # Evidence first: a crash while the tool runs leaves a RUNNING step that
@@ -262,6 +268,8 @@ class StepExecutor:
                 if tool.effect.outside and not tool.idempotent:
                     return await self._outcome_unknown(rt, att, scope, text, text)
                 return await self._fail(rt, att, text, scope=scope)
+            except StepCancelled:
+                return await self._fail(rt, att, "", hint=cancelled_hint(att), scope=scope)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -342,8 +350,20 @@ class StepExecutor:
         resolved: Any,
         call_args: dict[str, Any] | None,
     ) -> Any:
-        if not tool.bounded:
-            await leave_eager()  # a timeout and user code follow: they need the call's task
+        if tool.bounded:
+            return await self._call_tool(tool, timeout_s, scope, resolved, call_args)
+        await leave_eager()  # a timeout and user code follow: they need the call's task
+        with self.running.track(scope.transaction_id, scope.step_id):
+            return await self._call_tool(tool, timeout_s, scope, resolved, call_args)
+
+    async def _call_tool(
+        self,
+        tool: Tool,
+        timeout_s: float,
+        scope: StepRun,
+        resolved: Any,
+        call_args: dict[str, Any] | None,
+    ) -> Any:
         if tool.is_async:
             ctx: Any = ToolContext(scope)
             if call_args is None:
@@ -631,6 +651,18 @@ def _expansion_weight(arguments_json: str, rt: TxRuntime) -> int:
         if row is not None:
             weight += len(row.output_json)
     return weight
+
+
+def cancelled_hint(att: Attempt) -> Hint:
+    """The hint of a step whose tool its caller cancelled: transient (the same call may be
+    sent again), the step's own call at fault, nothing earlier."""
+    return Hint(
+        f"Hint: step {att.step_id} ({att.tool_name}) was cancelled by its caller before the "
+        "tool finished; what it did was undone. Send the step again, or another one.",
+        Category.TIMEOUT.value,
+        "cancelled",
+        "",
+    )
 
 
 def _nested(arguments: dict[str, Any]) -> bool:

@@ -8,11 +8,15 @@ a worker thread and reach the event loop through ``run_coroutine_threadsafe``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+# Where a step's progress goes: (done, total or None, message or None). The caller of the step
+# gives one (an MCP client that sent a progress token); without one, progress is dropped.
+ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class StepScope(Protocol):
@@ -29,6 +33,9 @@ class StepScope(Protocol):
     async def state_delete(self, key: str) -> bool: ...
     async def register_undo(self, handler: str | None, args: dict[str, Any]) -> None: ...
     def stage_effect(self, channel: str, payload: Any, idempotency_key: str | None) -> str: ...
+    async def report_progress(
+        self, done: float, total: float | None, message: str | None
+    ) -> None: ...
 
 
 class StateView:
@@ -93,6 +100,13 @@ class ToolContext(_StepIdentity):
         """Queue an effect released only after the transaction commits; returns its key."""
         return self._scope.stage_effect(channel, payload, idempotency_key)
 
+    async def report_progress(
+        self, done: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell the step's caller how far the tool is (``done`` of ``total``, growing). Relayed
+        as MCP progress when the caller asked for it, dropped otherwise; never fails the tool."""
+        await self._scope.report_progress(done, total, message)
+
 
 class SyncStateView:
     def __init__(self, scope: StepScope, loop: asyncio.AbstractEventLoop) -> None:
@@ -140,3 +154,10 @@ class SyncToolContext(_StepIdentity):
             return self._scope.stage_effect(channel, payload, idempotency_key)
 
         return asyncio.run_coroutine_threadsafe(stage(), self._loop).result()
+
+    def report_progress(
+        self, done: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        asyncio.run_coroutine_threadsafe(
+            self._scope.report_progress(done, total, message), self._loop
+        ).result()

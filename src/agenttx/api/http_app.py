@@ -1,0 +1,179 @@
+"""The HTTP listener of ``agenttx serve --http-addr``: one Starlette app, served by uvicorn in
+the server's own event loop, sharing its engine with gRPC.
+
+Today it serves MCP's streamable HTTP at ``/mcp`` (both protocol eras). It is built to take
+more: ``build_http_app(routes=...)`` adds routes beside ``/mcp`` (the HTTP/JSON API under
+``/v1`` and the dashboard will), and every route is behind the same guard.
+
+The guard: the Host header must be one of ``allowed_hosts`` and an Origin header, when sent,
+one of ``allowed_origins`` (loopback by default), so a web page cannot reach a local AgentTx
+through DNS rebinding; the SDK's own matching rules (``host:*`` matches any port) are used,
+applied app-wide. ``"*"`` in either list turns that check off. A bad Host is answered 421, a
+bad Origin 403. Bodies over ``max_body_bytes`` are refused with 413 before they are parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agenttx.api.mcp.server import AgentTxMCP
+
+log = logging.getLogger("agenttx.http")
+
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+# The gRPC message cap, for the same reason: an MCP request holds at most arguments (1 MiB)
+# and reasoning (1 MiB) plus framing.
+MAX_BODY_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    allowed_origins: tuple[str, ...] = LOOPBACK_ORIGINS
+    max_body_bytes: int = MAX_BODY_BYTES
+    # An idle MCP session (no request for this long) is closed; the client starts a new one.
+    session_idle_secs: float = 30 * 60
+    routes: Sequence[BaseRoute] = field(default_factory=tuple)  # more routes beside /mcp
+
+
+class HostOriginGuard:
+    """ASGI middleware: refuse requests whose Host or Origin is not allowed (module doc)."""
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str], origins: Sequence[str]) -> None:
+        self.app = app
+        any_host, any_origin = "*" in hosts, "*" in origins
+        # The SDK's checker, one per header so "*" can switch either off alone.
+        self._hosts = None if any_host else _checker(hosts, [])
+        self._origins = None if any_origin else _checker([], origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Request(scope).headers
+            if self._hosts is not None and not self._hosts._validate_host(headers.get("host")):
+                await _plain(send, 421, "Invalid Host header")
+                return
+            if self._origins is not None and not self._origins._validate_origin(
+                headers.get("origin")
+            ):
+                await _plain(send, 403, "Invalid Origin header")
+                return
+        await self.app(scope, receive, send)
+
+
+def _checker(hosts: Sequence[str], origins: Sequence[str]) -> TransportSecurityMiddleware:
+    return TransportSecurityMiddleware(
+        TransportSecuritySettings(allowed_hosts=list(hosts), allowed_origins=list(origins))
+    )
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = text.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def build_http_app(mcp: AgentTxMCP, settings: HttpSettings) -> ASGIApp:
+    """The whole HTTP app: ``/mcp`` plus ``settings.routes``, behind the guard."""
+    sessions = StreamableHTTPSessionManager(
+        app=mcp.server,
+        # The guard above checks Host and Origin for every route; the SDK's own copy of
+        # the check (per MCP request) is off so it is made once.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=settings.max_body_bytes,
+        session_idle_timeout=settings.session_idle_secs,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with sessions.run():
+            yield
+
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions)), *settings.routes],
+        lifespan=lifespan,
+    )
+    return HostOriginGuard(app, settings.allowed_hosts, settings.allowed_origins)
+
+
+class HttpListener:
+    """The app served by uvicorn on a socket bound before start (so a taken port fails the
+    start, and port 0 is resolved), in the running event loop, without uvicorn's own signal
+    handling: the server's drain on SIGTERM stays the only one."""
+
+    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
+        self.sock = sock
+        config = uvicorn.Config(
+            app,
+            lifespan="on",
+            log_config=None,  # our logging set-up stands; uvicorn logs under its own names
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            ws="none",
+        )
+        config.load()
+        self._server = uvicorn.Server(config)
+        self._server.lifespan = config.lifespan_class(config)
+        self._ticks: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        host, port = self.sock.getsockname()[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def start(self) -> None:
+        await self._server.startup(sockets=[self.sock])
+        if self._server.should_exit:  # the app's lifespan failed to start
+            raise RuntimeError("the HTTP app failed to start")
+        # uvicorn's once-a-second housekeeping (the Date header) and its exit check.
+        self._ticks = asyncio.create_task(self._server.main_loop())
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._ticks is not None:
+            await self._ticks
+        await self._server.shutdown(sockets=[self.sock])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (OSError if it cannot be had)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def routes_of(app: Any) -> list[str]:
+    """The paths an app built here serves (for the startup line)."""
+    inner = getattr(app, "app", app)
+    return [getattr(r, "path", "") for r in getattr(inner, "routes", [])]

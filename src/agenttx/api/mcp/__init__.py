@@ -1,0 +1,30 @@
+"""MCP adapter: AgentTx's tools for an MCP client, over stdio or streamable HTTP.
+
+Thin like the gRPC adapter: read the tool call, make the same backend call the gRPC servicer
+makes, shape the reply from the same wire fields. The parts:
+
+``catalog``        the seven tools (schemas, annotations, descriptions) and the instructions
+``backend``        what the tools call: the embedded engine, or a server over gRPC
+``server``         the SDK ``Server`` with ``tools/list`` and ``tools/call``; progress, cancel
+``results``        results → text + ``structuredContent`` (wire fields, ``ok: true``)
+``continuations``  failures → ``{ok: false, error, continuation, diagnostics}``
+
+``serve_stdio`` runs one on stdin/stdout (``agenttx mcp``); ``agenttx.api.http_app`` mounts
+one at ``/mcp`` (``agenttx serve --http-addr``). docs/mcp.md is the user's page.
+"""
+
+from __future__ import annotations
+
+from agenttx.api.mcp.backend import Backend, ClientBackend, EngineBackend
+from agenttx.api.mcp.server import AgentTxMCP
+
+__all__ = ["AgentTxMCP", "Backend", "ClientBackend", "EngineBackend", "serve_stdio"]
+
+
+async def serve_stdio(mcp: AgentTxMCP) -> None:
+    """Serve MCP on this process's stdin and stdout until stdin closes. While it runs, fd 1
+    points at stderr (the SDK's doing), so nothing but protocol frames reaches stdout."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await mcp.server.run(read, write, mcp.server.create_initialization_options())

@@ -1,0 +1,208 @@
+"""Engine results → MCP tool results: ``structuredContent`` with the gRPC reply's wire fields
+plus ``ok: true``, and a text that says what happened and names the next call exactly.
+
+A rolled-back step is not an error result (the transaction is still open and the reply says
+where to resume); ``isError`` is for an aborted transaction, an unknown outcome and refused
+calls, which carry ``ok: false`` and a continuation (``continuations.py``).
+
+The wire fields come from the gRPC adapter's own reply builders, read back field by field
+(``agenttx.api.fields``), so the two adapters cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from agenttx.api import history
+from agenttx.api.fields import message_fields
+from agenttx.api.grpc_server import commit_reply, rollback_reply, step_reply, transaction_reply
+from agenttx.api.mcp.continuations import Refusal, aborted, outcome_unknown
+from agenttx.jsontext import compact
+from agenttx.types import (
+    REFERENCE_FALLBACK,
+    BeginResult,
+    CommitResult,
+    RollbackResult,
+    StepResult,
+    StepStatus,
+    TransactionInfo,
+)
+from agenttx.wire import agenttx_pb2 as pb
+
+# A model reads the strategy's name in the text: it can handle RETRY, so none is downgraded.
+_ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
+# Output shown in the text beyond this many characters is cut; structuredContent has it all.
+TEXT_OUTPUT_CHARS = 2000
+
+
+def ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content={"ok": True, **fields},
+    )
+
+
+def step_fields(r: StepResult, tool: str) -> dict[str, Any]:
+    fields = message_fields(step_reply(r, _ALL_STRATEGIES), short_enums=True)
+    return {"step_id": r.step_id, "tool": tool, **fields}
+
+
+def step_result(r: StepResult, tool: str) -> types.CallToolResult | Refusal:
+    fields = step_fields(r, tool)
+    if r.status is StepStatus.SUCCESS:
+        return ok(fields, _success_text(r, tool))
+    if r.status is StepStatus.ROLLBACK_TRIGGERED:
+        return ok(fields, _rollback_text(r, tool))
+    if r.status is StepStatus.OUTCOME_UNKNOWN:
+        return outcome_unknown(r, tool, fields)
+    return aborted(r, tool, fields)
+
+
+def _success_text(r: StepResult, tool: str) -> str:
+    output = r.output_json or compact(r.output)
+    if len(output) > TEXT_OUTPUT_CHARS:
+        output = output[:TEXT_OUTPUT_CHARS] + f"… ({len(output)} characters in structuredContent)"
+    return (
+        f"Step {r.step_id} ({tool}) succeeded.\nOutput: {output}\n"
+        f"Next: run_step with step_id {r.next_step_id} — or commit_transaction if the task "
+        "is done."
+    )
+
+
+def _rollback_text(r: StepResult, tool: str) -> str:
+    lines = [f"Step {r.step_id} ({tool}) failed; AgentTx rolled back ({r.strategy.value})."]
+    lines.append(r.clean_hint)
+    if r.context_reset:
+        lines.append(
+            "Everything was undone (global reset): restart the plan from step 1, keeping the "
+            "constraints below."
+        )
+    elif r.next_step_id >= r.step_id:
+        lines.append(f"Only step {r.step_id}'s own changes were undone; nothing earlier.")
+    else:
+        lines.append(
+            f"Steps {r.next_step_id}..{r.step_id} were undone; send them again from step "
+            f"{r.next_step_id}."
+        )
+    lines.append(f"Resume with run_step step_id {r.next_step_id}.")
+    if r.constraints:
+        lines.append("Constraints learned (keep to them):")
+        lines.extend(f"- {c}" for c in r.constraints)
+    if r.compensation_errors:
+        lines.append("Undo failures: " + "; ".join(r.compensation_errors))
+    return "\n".join(lines)
+
+
+def begin_result(b: BeginResult) -> types.CallToolResult:
+    fields = message_fields(
+        pb.BeginTransactionResponse(
+            transaction_id=b.transaction_id,
+            next_step_id=b.next_step_id,
+            transaction_status=b.transaction_status.value,
+            revision=b.revision,
+        ),
+        short_enums=True,
+    )
+    return ok(
+        fields,
+        f"Transaction {b.transaction_id} begun. Next: list_tools (once per session), then "
+        f"run_step with transaction_id {b.transaction_id} and step_id {b.next_step_id}.",
+    )
+
+
+def commit_result(c: CommitResult) -> types.CallToolResult:
+    fields = message_fields(commit_reply(c), short_enums=True)
+    text = (
+        f"Committed transaction {c.transaction_id}: {c.steps_committed} steps took effect; "
+        f"{c.effects_dispatched} effects released, {c.effects_queued} queued for delivery."
+    )
+    if c.dispatch_errors:
+        text += " Delivery errors (the commit stands): " + "; ".join(c.dispatch_errors)
+    return ok(fields, text + " The task is done; begin_transaction for the next one.")
+
+
+def rollback_result(b: RollbackResult, to_step: int | None) -> types.CallToolResult:
+    fields = message_fields(rollback_reply(b), short_enums=True)
+    if b.next_step_id:
+        text = (
+            f"Rolled transaction {b.transaction_id} back to before step {b.next_step_id} "
+            f"({b.compensations_run} undo actions run). Resume with run_step step_id "
+            f"{b.next_step_id}."
+        )
+    else:
+        text = (
+            f"Transaction {b.transaction_id} rolled back: everything was undone "
+            f"({b.compensations_run} undo actions run) and nothing was sent. Start a new "
+            "transaction with begin_transaction if the task goes on."
+        )
+    if b.compensation_errors:
+        text += " Undo failures: " + "; ".join(b.compensation_errors)
+    return ok(fields, text)
+
+
+def transaction_result(t: TransactionInfo) -> types.CallToolResult:
+    reply = history.fit_transaction(transaction_reply(t), history.MAX_MESSAGE_BYTES)
+    fields = message_fields(reply, short_enums=True)
+    live = sum(1 for s in t.steps if s.live and s.status == StepStatus.SUCCESS.value)
+    if t.status.terminal:
+        text = (
+            f"Transaction {t.transaction_id} is {t.status.value} and takes no more calls. "
+            "begin_transaction for a new task."
+        )
+    elif t.outcome_unknown_step:
+        text = (
+            f"Transaction {t.transaction_id} is blocked: the outcome of step "
+            f"{t.outcome_unknown_step} is unknown and must be settled outside first."
+        )
+    else:
+        text = (
+            f"Transaction {t.transaction_id} is {t.status.value} with {live} steps done. Next: "
+            f"run_step with step_id {t.next_step_id} — or commit_transaction if the task is "
+            "done."
+        )
+    if t.constraints:
+        text += "\nConstraints learned:\n" + "\n".join(f"- {c}" for c in t.constraints)
+    return ok(fields, text)
+
+
+def tools_result(tools: list[dict[str, Any]]) -> types.CallToolResult:
+    rows = [
+        {
+            "name": d["name"],
+            "description": d["description"],
+            "effect": d["effect"],
+            "input_schema": d["input_schema"],
+            "output_schema": d.get("output_schema") or {},
+            "example": {"tool": d["name"], "arguments": (d.get("examples") or [{}])[0]},
+            "timeout_ms": int(d["timeout_s"] * 1000),
+            "idempotent": d["idempotent"],
+            "compensation": d["compensation"],
+            "dry_run": d["dry_run"],
+        }
+        for d in tools
+    ]
+    lines = [f"{len(rows)} AgentTx tools for run_step (name [effect]: what — example arguments):"]
+    lines.extend(
+        f"- {r['name']} [{r['effect']}]: {_first_line(r['description'])}"
+        f" — {compact(r['example']['arguments'])}"
+        for r in rows
+    )
+    return ok({"tools": rows}, "\n".join(lines))
+
+
+def transactions_result(rows: list[dict[str, Any]], next_page_token: str) -> types.CallToolResult:
+    lines = [f"{len(rows)} transactions (oldest first):"]
+    lines.extend(
+        f"- {r['transaction_id']} {r['status']} next_step_id {r['next_step_id']}"
+        + (f" agent {r['agent_id']}" if r["agent_id"] else "")
+        for r in rows
+    )
+    if next_page_token:
+        lines.append(f"More: list_transactions with page_token {next_page_token}.")
+    return ok({"transactions": rows, "next_page_token": next_page_token}, "\n".join(lines))
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""

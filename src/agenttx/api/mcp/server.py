@@ -1,0 +1,318 @@
+"""The MCP server: the SDK's low-level ``Server`` with ``tools/list`` and ``tools/call`` over a
+``Backend`` (the embedded engine, or a running server over gRPC).
+
+One call, top to bottom: the SDK parses the frame (malformed JSON → -32700, a non-request →
+-32600, an unknown method → -32601) → ``on_call_tool`` → an unknown MCP tool is -32602, a
+protocol error → the tool's handler reads its arguments leniently (``_Args``) → one backend
+call → ``results.py`` shapes the reply. A refused call becomes a result with ``isError``,
+``ok: false`` and a continuation, and one warning log line carrying the same
+``correlationId``.
+
+The SDK serves both protocol eras on one ``Server``: the handshake era (``initialize``;
+2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05) and 2026-07-28 (stateless, ``server/discover``);
+nothing here depends on which, and nothing here sends a server-to-client request.
+
+Progress and cancellation (embedded engine only): when the caller's ``tools/call`` carries a
+progress token, the tool's ``ToolContext.report_progress`` calls become
+``notifications/progress``; when the caller cancels its ``run_step``, the running tool is
+cancelled and the step fails with a hint saying so, undone like any failure. The engine call
+itself runs detached (``run_detached``), so a caller that merely disconnects never stops a
+step half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from agenttx.api.mcp import continuations as cont
+from agenttx.api.mcp import results
+from agenttx.api.mcp.backend import Backend
+from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
+from agenttx.core.eager import run_detached
+from agenttx.errors import AgentTxError, CommitConflict
+from agenttx.tools.context import ProgressSink
+
+log = logging.getLogger("agenttx.mcp")
+
+SERVER_NAME = "agenttx"
+
+Handler = Callable[["_Call"], Awaitable["types.CallToolResult | cont.Refusal"]]
+
+
+class _BadArgument(Exception):
+    """An MCP tool argument the adapter cannot use; becomes a ReviseRequest refusal."""
+
+
+class _Args:
+    """A tool call's arguments, read leniently: a numeric string for an integer, JSON text
+    for ``arguments``; anything else wrong is a ``_BadArgument`` naming the argument."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def text(self, name: str, *, required: bool = False) -> str:
+        value = self.values.get(name)
+        if value is None:
+            if required:
+                raise _BadArgument(f"{name} is required")
+            return ""
+        if not isinstance(value, str):
+            raise _BadArgument(f"{name} must be a string, got {type(value).__name__}")
+        if required and not value:
+            raise _BadArgument(f"{name} must not be empty")
+        return value
+
+    def integer(self, name: str, *, required: bool = False) -> int | None:
+        value = self.values.get(name)
+        if value is None or value == "":
+            if required:
+                raise _BadArgument(f"{name} is required")
+            return None
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _BadArgument(f"{name} must be a whole number, got {value!r}")
+
+    def strings(self, name: str) -> list[str]:
+        value = self.values.get(name)
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [v for v in (p.strip() for p in value.split(",")) if v]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise _BadArgument(f"{name} must be a list of strings")
+
+
+class _Call:
+    """One ``tools/call``: its arguments and what its handler may use of the request."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        args: _Args,
+        progress: ProgressSink | None,
+    ) -> None:
+        self.backend = backend
+        self.args = args
+        self.progress = progress
+
+
+class AgentTxMCP:
+    """The MCP face of one backend: ``server`` is the SDK ``Server`` to run on a transport."""
+
+    def __init__(self, backend: Backend, *, version: str = "") -> None:
+        self.backend = backend
+        self._tool_names: list[str] | None = None  # the AgentTx tools; fixed once listed
+        self._handlers: dict[str, Handler] = {
+            "begin_transaction": self._begin,
+            "run_step": self._run_step,
+            "commit_transaction": self._commit,
+            "rollback_transaction": self._rollback,
+            "get_transaction": self._get,
+            "list_tools": self._list_tools,
+            "list_transactions": self._list_transactions,
+        }
+        assert set(self._handlers) == TOOL_NAMES
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version=version,
+            title="AgentTx",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+        )
+
+    # ------------------------------------------------------------------ the two handlers
+
+    async def _on_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(TOOLS))
+
+    async def _on_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        handler = self._handlers.get(params.name)
+        if handler is None:
+            # A protocol error, not a tool result: the client asked for a tool never listed.
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(TOOL_NAMES))}",
+            )
+        call = _Call(self.backend, _Args(params.arguments or {}), _progress_sink(ctx, params))
+        started = time.perf_counter()
+        try:
+            outcome = await handler(call)
+        except _BadArgument as exc:
+            outcome = cont.bad_request(str(exc))
+        except AgentTxError as exc:
+            outcome = cont.refused(exc, params.name, call.args.values)
+        except Exception:
+            correlation = uuid.uuid4().hex
+            log.exception(
+                "mcp %s failed",
+                params.name,
+                extra={"tool": params.name, "correlation_id": correlation},
+            )
+            outcome = cont.Refusal(
+                "INTERNAL",
+                "internal error; see the server log",
+                cont.resolve_externally(
+                    "AgentTx failed to handle the call. Tell the user, quoting the "
+                    "correlationId, and do not retry blindly."
+                ),
+            )
+            return _refusal_result(outcome, correlation)
+        if isinstance(outcome, cont.Refusal):
+            correlation = uuid.uuid4().hex
+            # The one line the correlationId finds: what was refused and why.
+            log.warning(
+                "mcp %s refused: %s %s",
+                params.name,
+                outcome.code,
+                outcome.message,
+                extra={
+                    "tool": params.name,
+                    "code": outcome.code,
+                    "correlation_id": correlation,
+                    "transaction_id": call.args.values.get("transaction_id", ""),
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                },
+            )
+            return _refusal_result(outcome, correlation)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "mcp %s ok",
+                params.name,
+                extra={"duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+            )
+        return outcome
+
+    # ------------------------------------------------------------------ the tools
+
+    async def _begin(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        goal = call.args.text("goal")
+        agent_id = call.args.text("agent_id")
+        b = await run_detached(call.backend.begin(agent_id, {"goal": goal} if goal else {}))
+        return results.begin_result(b)
+
+    async def _run_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        args = call.args
+        tx = args.text("transaction_id", required=True)
+        step_id = args.integer("step_id", required=True)
+        assert step_id is not None
+        tool = args.text("tool", required=True)
+        arguments = args.values.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict | str):
+            raise _BadArgument("arguments must be a JSON object (or its text)")
+        known = await self._agenttx_tools()
+        if tool not in known:
+            return cont.unknown_tool(tool, known)
+        step = run_detached(
+            call.backend.execute_step(
+                tx, step_id, tool, arguments, args.text("reasoning"), call.progress
+            )
+        )
+        try:
+            r = await step
+        except asyncio.CancelledError:
+            # The caller cancelled this run_step (MCP notifications/cancelled): stop its tool;
+            # the step fails and is undone in the engine, and no reply is sent (the caller
+            # said it wants none).
+            if call.backend.cancel_step(tx, step_id):
+                log.info(
+                    "mcp run_step cancelled by the caller",
+                    extra={"transaction_id": tx, "step_id": step_id, "tool": tool},
+                )
+            raise
+        return results.step_result(r, tool)
+
+    async def _commit(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        try:
+            c = await run_detached(call.backend.commit(tx))
+        except CommitConflict as exc:
+            try:
+                info = await call.backend.get_transaction(tx)
+            except AgentTxError:
+                info = None
+            return cont.commit_conflict(exc, info)
+        return results.commit_result(c)
+
+    async def _rollback(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        to_step = call.args.integer("to_step")
+        b = await run_detached(call.backend.rollback(tx, to_step or None, call.args.text("reason")))
+        return results.rollback_result(b, to_step)
+
+    async def _get(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        return results.transaction_result(await call.backend.get_transaction(tx))
+
+    async def _list_tools(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        return results.tools_result(await call.backend.list_tools())
+
+    async def _list_transactions(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        page_size = call.args.integer("page_size") or 50
+        rows, token = await call.backend.list_transactions(
+            [s.upper() for s in call.args.strings("status")],
+            call.args.text("agent_id"),
+            page_size,
+            call.args.text("page_token"),
+        )
+        return results.transactions_result(rows, token)
+
+    async def _agenttx_tools(self) -> list[str]:
+        # The registry is fixed once the engine is open, so one listing serves every call.
+        if self._tool_names is None:
+            self._tool_names = [d["name"] for d in await self.backend.list_tools()]
+        return self._tool_names
+
+
+def _refusal_result(refusal: cont.Refusal, correlation: str) -> types.CallToolResult:
+    structured: dict[str, Any] = {
+        "ok": False,
+        "error": {"code": refusal.code, "message": refusal.message, "correlationId": correlation},
+        "continuation": refusal.continuation,
+        "diagnostics": refusal.diagnostics,
+        **refusal.extra,
+    }
+    text = (
+        f"Refused ({refusal.code}): {refusal.message}\n"
+        f"Next: {refusal.continuation['instruction']}\n"
+        f"correlationId {correlation}"
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=True,
+    )
+
+
+def _progress_sink(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+) -> ProgressSink | None:
+    """A sink relaying the tool's progress to the caller, iff the caller sent a token."""
+    meta = params.meta or {}
+    if meta.get("progress_token") is None and meta.get("progressToken") is None:
+        return None
+    session = ctx.session
+
+    async def relay(done: float, total: float | None, message: str | None) -> None:
+        await session.report_progress(done, total, message)
+
+    return relay
