@@ -15,6 +15,8 @@ one at ``/mcp`` (``agenttx serve --http-addr``). docs/mcp.md is the user's page.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agenttx.api.mcp.backend import Backend, ClientBackend, EngineBackend
 from agenttx.api.mcp.server import AgentTxMCP
 
@@ -26,5 +28,8 @@ async def serve_stdio(mcp: AgentTxMCP) -> None:
     points at stderr (the SDK's doing), so nothing but protocol frames reaches stdout."""
     from mcp.server.stdio import stdio_server
 
+    from agenttx.api.mcp.frames import AnsweringMalformed
+
     async with stdio_server() as (read, write):
-        await mcp.server.run(read, write, mcp.server.create_initialization_options())
+        frames: Any = AnsweringMalformed(read, write)
+        await mcp.server.run(frames, write, mcp.server.create_initialization_options())

@@ -127,6 +127,7 @@ class AgentTxMCP:
             "list_transactions": self._list_transactions,
         }
         assert set(self._handlers) == TOOL_NAMES
+        self._tools = list(TOOLS)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version,
@@ -136,12 +137,28 @@ class AgentTxMCP:
             on_call_tool=self._on_call_tool,
         )
 
+    def add_tool(
+        self,
+        tool: types.Tool,
+        handler: Callable[[dict[str, Any]], Awaitable[types.CallToolResult]],
+    ) -> None:
+        """Offer one more MCP tool beside AgentTx's (a benchmark's no-op, a gateway's):
+        ``handler`` gets the call's arguments and returns its result."""
+        if tool.name in self._handlers:
+            raise ValueError(f"MCP tool {tool.name!r} exists already")
+
+        async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
+            return await handler(c.args.values)
+
+        self._handlers[tool.name] = call
+        self._tools.append(tool)
+
     # ------------------------------------------------------------------ the two handlers
 
     async def _on_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(TOOLS))
+        return types.ListToolsResult(tools=list(self._tools))
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -151,7 +168,7 @@ class AgentTxMCP:
             # A protocol error, not a tool result: the client asked for a tool never listed.
             raise MCPError(
                 types.INVALID_PARAMS,
-                f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(TOOL_NAMES))}",
+                f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(self._handlers))}",
             )
         call = _Call(self.backend, _Args(params.arguments or {}), _progress_sink(ctx, params))
         started = time.perf_counter()
