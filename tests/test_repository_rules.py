@@ -25,6 +25,7 @@ RESULT_FILES = {
     "grpc.json",
     "grpc-inprocess.json",
     "hints.json",
+    "mcp.json",
     "recovery.json",
     "replicas.json",
 }
