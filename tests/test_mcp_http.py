@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
 
 from agenttx.client import AgentTxClient
+from mcp import Client
 from mcp_harness import ERAS, MODERN, structured, text
 from server_process import ServerProcess, start_server
 
@@ -65,6 +65,14 @@ async def test_a_task_over_streamable_http_shares_the_engine_with_grpc(
             {"transaction_id": tx, "step_id": 2, "tool": "kv.put", "arguments": {"key": "k"}},
         )
         assert structured(wrong)["continuation"]["kind"] == "RetryRequest"
+        # The correlation id finds the server's log line of that refusal.
+        correlation = structured(wrong)["error"]["correlationId"]
+        [line] = [r for r in server.log_records() if r.get("correlation_id") == correlation]
+        assert (line["level"], line["code"], line["transaction_id"]) == (
+            "warning",
+            "WRONG_STEP",
+            tx,
+        )
         good = await c.call_tool(
             "run_step",
             {

@@ -161,7 +161,9 @@ class HttpListener:
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (OSError if it cannot be had)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto named, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto is
+    # IPPROTO_TCP, and without it every response waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
