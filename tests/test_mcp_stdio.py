@@ -306,3 +306,24 @@ async def test_malformed_frames_get_json_rpc_errors(era: str, tmp_path: Path) ->
         assert (await peer.receive())["error"]["code"] == -32601
     finally:
         await peer.close()
+
+
+async def test_a_line_over_the_limit_is_refused_without_ending_the_session(
+    era: str, tmp_path: Path
+) -> None:
+    if era != "legacy":
+        pytest.skip("one raw run covers both eras' framing")
+    peer = await RawStdio.start(tmp_path / "data")
+    try:
+        await peer.send(initialize("2025-11-25"))
+        await peer.receive()
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        huge = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"x": "y" * (5 << 20)}}
+        await peer.send(huge)
+        refused = await peer.receive()
+        assert refused["error"]["code"] == -32600
+        assert "too large" in refused["error"]["message"]
+        await peer.send({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+        assert (await peer.receive())["id"] == 4
+    finally:
+        await peer.close()

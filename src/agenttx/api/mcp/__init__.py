@@ -24,12 +24,15 @@ __all__ = ["AgentTxMCP", "Backend", "ClientBackend", "EngineBackend", "serve_std
 
 
 async def serve_stdio(mcp: AgentTxMCP) -> None:
-    """Serve MCP on this process's stdin and stdout until stdin closes. While it runs, fd 1
-    points at stderr (the SDK's doing), so nothing but protocol frames reaches stdout."""
+    """Serve MCP on this process's stdin and stdout until stdin closes. While it runs, fd 0
+    reads the null device and fd 1 points at stderr (the SDK's doing), so only protocol
+    frames come in and go out; a line is at most 4 MiB (``frames.py``)."""
     from mcp.server.stdio import stdio_server
 
-    from agenttx.api.mcp.frames import AnsweringMalformed
+    from agenttx.api.mcp.frames import AnsweringMalformed, CappedLines, claimed_stdin
 
-    async with stdio_server() as (read, write):
-        frames: Any = AnsweringMalformed(read, write)
-        await mcp.server.run(frames, write, mcp.server.create_initialization_options())
+    with claimed_stdin() as stdin:
+        lines: Any = CappedLines(stdin)
+        async with stdio_server(stdin=lines) as (read, write):
+            frames: Any = AnsweringMalformed(read, write)
+            await mcp.server.run(frames, write, mcp.server.create_initialization_options())

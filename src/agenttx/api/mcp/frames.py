@@ -1,16 +1,21 @@
-"""Malformed stdio frames answered as JSON-RPC says: a line that is not JSON gets -32700
-(parse error), JSON that is not a JSON-RPC message gets -32600 (invalid request), with the
-request's id when one can be read, else ``null``.
+"""stdio frames, bounded and answered: a line that is not JSON gets -32700 (parse error),
+JSON that is not a JSON-RPC message gets -32600 (invalid request), with the request's id when
+one can be read, else ``null``; a line over ``MAX_LINE_BYTES`` is never held in memory whole:
+it is skipped and answered -32600 ("request too large").
 
-The SDK's stdio transport hands such a line to the server as an exception, which its loop
+The SDK's stdio transport hands a malformed line to the server as an exception, which its loop
 only logs; the caller would wait for an answer forever. ``AnsweringMalformed`` stands between
-the two: it answers those lines itself and passes every message on unchanged.
+the two: it answers those lines itself and passes every message on unchanged. ``CappedLines``
+is the stdin the transport reads, cut to size.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
 
 import anyio
 import mcp_types as types
@@ -18,6 +23,62 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 log = logging.getLogger("agenttx.mcp")
+
+# The HTTP listener's body limit: a request carries at most 1 MiB of arguments and 1 MiB of
+# reasoning, plus framing.
+MAX_LINE_BYTES = 4 << 20
+# What a skipped oversized line becomes: JSON that is no JSON-RPC message, recognised below.
+_OVERSIZED_KEY = "agenttx.oversized_line_bytes"
+
+
+class CappedLines:
+    """Lines of a binary stream as text, each at most ``cap`` bytes; a longer one is read
+    past in pieces and replaced by a marker the server answers as too large."""
+
+    def __init__(self, raw: IO[bytes], cap: int = MAX_LINE_BYTES) -> None:
+        self._raw = raw
+        self._cap = cap
+
+    def __aiter__(self) -> CappedLines:
+        return self
+
+    async def __anext__(self) -> str:
+        # A blocking read, off the event loop (as the SDK's own stdin reader does).
+        line = await anyio.to_thread.run_sync(self._read_line)
+        if line is None:
+            raise StopAsyncIteration
+        return line
+
+    def _read_line(self) -> str | None:
+        data = self._raw.readline(self._cap + 1)
+        if not data:
+            return None
+        if len(data) <= self._cap or data.endswith(b"\n"):
+            return data.decode("utf-8", "replace")
+        size = len(data)
+        while not data.endswith(b"\n"):  # skip the rest, a piece at a time
+            data = self._raw.readline(1 << 16)
+            if not data:
+                break
+            size += len(data)
+        return f'{{"{_OVERSIZED_KEY}": {size}}}\n'
+
+
+@contextmanager
+def claimed_stdin() -> Iterator[IO[bytes]]:
+    """The process's stdin as a private stream, with fd 0 pointed at the null device while it
+    is held, so a tool or a child process reads EOF instead of stealing protocol frames."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    stream = os.fdopen(private, "rb", buffering=1 << 16, closefd=False)
+    try:
+        yield stream
+    finally:
+        # fd 0 back; ``private`` stays open: a worker thread may still be blocked reading it,
+        # and a closed descriptor could be reused under it.
+        os.dup2(private, 0)
 
 
 class AnsweringMalformed:
@@ -65,7 +126,10 @@ def error_reply(exc: Exception) -> types.JSONRPCError:
             code, message = types.PARSE_ERROR, "Parse error"
         else:
             raw = errors[0].get("input") if errors else None
-            if isinstance(raw, dict) and isinstance(raw.get("id"), str | int):
+            if isinstance(raw, dict) and _OVERSIZED_KEY in raw:
+                message = f"Request too large: a line of {raw[_OVERSIZED_KEY]} bytes (limit "
+                message += f"{MAX_LINE_BYTES})"
+            elif isinstance(raw, dict) and isinstance(raw.get("id"), str | int):
                 request_id = raw["id"]
     log.warning("mcp malformed frame: %s", message, extra={"code": code})
     return types.JSONRPCError(
