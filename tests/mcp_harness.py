@@ -37,7 +37,7 @@ def stdio_params(data_dir: Path, *args: str) -> StdioServerParameters:
 
 @asynccontextmanager
 async def stdio_client(data_dir: Path, era: str, *args: str) -> AsyncIterator[Client]:
-    async with Client(stdio_params(data_dir, *args), mode=era, read_timeout_seconds=30) as c:
+    async with Client(stdio_params(data_dir, *args), mode=era, read_timeout_seconds=60) as c:
         yield c
 
 
@@ -78,9 +78,10 @@ class RawStdio:
         await self.send_line(json.dumps(message))
 
     async def receive(self) -> dict[str, Any]:
-        """The next stdout line (within 20 s), which must be one JSON-RPC message."""
+        """The next stdout line (within 60 s: a loaded machine starts slowly), which must be
+        one JSON-RPC message."""
         assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 20)
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
         assert line, "agenttx mcp closed stdout"
         message = json.loads(line)
         assert message.get("jsonrpc") == "2.0", message

@@ -327,3 +327,18 @@ async def test_a_line_over_the_limit_is_refused_without_ending_the_session(
         assert (await peer.receive())["id"] == 4
     finally:
         await peer.close()
+
+
+async def test_sigterm_ends_the_session_cleanly(era: str, tmp_path: Path) -> None:
+    if era != "legacy":
+        pytest.skip("one process lifecycle run is enough")
+    import asyncio
+    import signal
+
+    peer = await RawStdio.start(tmp_path / "data")
+    await peer.send(initialize("2025-11-25"))
+    await peer.receive()
+    peer.proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(peer.proc.wait(), 60) == 0
+    assert peer.proc.stderr is not None
+    assert "stopped" in (await peer.proc.stderr.read()).decode()

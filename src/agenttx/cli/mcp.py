@@ -5,7 +5,9 @@ By default it embeds an engine opened with the same flags and environment variab
 runs its own, and the store keeps them consistent). With ``--server HOST:PORT`` it embeds
 nothing and drives a running ``agenttx serve`` over gRPC instead.
 
-stdout carries only MCP frames; every log line goes to stderr.
+stdout carries only MCP frames; every log line goes to stderr. The session ends when stdin
+closes (the app quit) or on SIGTERM/SIGINT; either way the engine is closed and the exit
+status is 0.
 """
 
 from __future__ import annotations
@@ -41,12 +43,23 @@ def mcp(**opts: Any) -> None:
         asyncio.run(_serve(config, opts["server"]))
     except StartupError as exc:
         raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass  # a signal ended the session; the engine was closed on the way out
 
 
 async def _serve(config: Any, server: str | None) -> None:
+    import asyncio
+    import contextlib
     import logging
+    import signal
+
+    # A signal cancels the session, so the ``finally`` blocks below close what is open.
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+            if task is not None:
+                loop.add_signal_handler(sig, task.cancel)
 
     from agenttx import __version__
     from agenttx.api.mcp import AgentTxMCP, Backend, ClientBackend, EngineBackend, serve_stdio
@@ -72,3 +85,4 @@ async def _serve(config: Any, server: str | None) -> None:
         await serve_stdio(AgentTxMCP(backend, version=__version__))
     finally:
         await engine.close()
+        log.info("stopped")

@@ -11,8 +11,12 @@ is the stdin the transport reads, cut to size.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import queue
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
@@ -33,21 +37,46 @@ _OVERSIZED_KEY = "agenttx.oversized_line_bytes"
 
 class CappedLines:
     """Lines of a binary stream as text, each at most ``cap`` bytes; a longer one is read
-    past in pieces and replaced by a marker the server answers as too large."""
+    past in pieces and replaced by a marker the server answers as too large.
+
+    The blocking reads run on a daemon thread of its own, one line per request from the
+    event loop (so nothing is read ahead): a session that ends while the thread waits for a
+    line leaves it blocked, and the process can still exit."""
 
     def __init__(self, raw: IO[bytes], cap: int = MAX_LINE_BYTES) -> None:
         self._raw = raw
         self._cap = cap
+        self._wanted: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]]
+        self._wanted = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
 
     def __aiter__(self) -> CappedLines:
         return self
 
     async def __anext__(self) -> str:
-        # A blocking read, off the event loop (as the SDK's own stdin reader does).
-        line = await anyio.to_thread.run_sync(self._read_line)
+        loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="mcp-stdin", daemon=True)
+            self._thread.start()
+        wanted: asyncio.Future[Any] = loop.create_future()
+        self._wanted.put((loop, wanted))
+        line = await wanted
         if line is None:
             raise StopAsyncIteration
-        return line
+        return str(line)
+
+    def _serve(self) -> None:
+        while True:
+            loop, wanted = self._wanted.get()
+            try:
+                line: Any = self._read_line()
+            except Exception as exc:  # a read error ends the stream, as EOF would
+                log.warning("mcp stdin read failed: %s", exc)
+                line = None
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(_deliver, wanted, line)
+            if line is None:
+                return
 
     def _read_line(self) -> str | None:
         data = self._raw.readline(self._cap + 1)
@@ -116,6 +145,11 @@ class AnsweringMalformed:
 
     def __getattr__(self, name: str) -> Any:  # ``last_context`` and the like: the inner's
         return getattr(self._read, name)
+
+
+def _deliver(wanted: asyncio.Future[Any], line: str | None) -> None:
+    if not wanted.done():  # a cancelled wait: the session is ending, the line with it
+        wanted.set_result(line)
 
 
 def error_reply(exc: Exception) -> types.JSONRPCError:
