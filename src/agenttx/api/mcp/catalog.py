@@ -155,8 +155,8 @@ TOOLS: tuple[types.Tool, ...] = (
         {
             "goal": {
                 "type": "string",
-                "maxLength": 1024,
-                "description": "The task in a sentence (kept with the transaction).",
+                "description": "The task in a sentence or two (kept with the transaction as "
+                "metadata goal; at most 4 KB).",
             },
             "agent_id": {"type": "string", "maxLength": 256, "description": "Who is acting."},
         },
