@@ -191,9 +191,8 @@ def _server_command(kind: str, data_dir: Path, port: int) -> list[str]:
 
 
 async def run_stdio(samples: int, warmup: int) -> dict[str, Any]:
-    from mcp.client.stdio import StdioServerParameters
-
     from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
 
     with scratch("mcp-stdio") as tmp:
         command = _server_command("stdio", tmp / "data", 0)

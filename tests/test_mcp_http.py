@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from agenttx.client import AgentTxClient
-from mcp import Client
 from mcp_harness import ERAS, MODERN, structured, text
 from server_process import ServerProcess, start_server
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from mcp import Client
+
 from mcp_harness import stdio_client, structured
 
 
