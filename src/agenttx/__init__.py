@@ -9,8 +9,8 @@ standard library. Every other public name is imported the first time it is used 
 Layers (imports only point down this list):
 
 1. ``errors``, ``error_details``,       the error tree and its details on the wire, plain values,
-   ``types``, ``jsontext``,              JSON text and the JSON acceptance policy; import
-   ``jsonpolicy``                        nothing else
+   ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
+   ``jsonpolicy``, ``audit``             audit chain; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -34,6 +34,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.types     imports only   agenttx.errors agenttx.types
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
+    agenttx.audit     imports only   agenttx.audit
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client

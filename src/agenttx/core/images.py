@@ -14,16 +14,20 @@ Invariants:
   ``transaction_lock`` for stores shared by several processes).
 - An ended transaction's image leaves the cache (``evict``): its history is read from the
   store.
+- Every durable change carries its audit records (``TxUpdate.audit``), chained here after the
+  image's ``audit_head``, which moves only once the write holding them is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
+from agenttx.audit import EMPTY, AuditRecord, chain_records
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState
 from agenttx.core.events import EventBus, event_for
@@ -35,6 +39,9 @@ from agenttx.core.views import graph_step
 from agenttx.errors import AlreadyExists, NotFound, RevisionConflict
 from agenttx.store.contract import HeldTx, StagedEffect, StepRow, Store, TxRow, TxUpdate
 from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
+
+# One event of the audit chain: its kind (``agenttx.audit.AuditKind``) and data.
+Event = tuple[str, Mapping[str, Any]]
 
 
 class TxImages:
@@ -56,9 +63,19 @@ class TxImages:
 
     # ------------------------------------------------------------------ the cache
 
-    def add(self, row: TxRow, policy: RollbackPolicy, isolation: Isolation) -> None:
-        """The image of a transaction just created (nothing to load)."""
-        self.cache[row.id] = TxRuntime(row, policy, isolation, ControllerState())
+    def add(
+        self,
+        row: TxRow,
+        policy: RollbackPolicy,
+        isolation: Isolation,
+        audit: Sequence[AuditRecord] = (),
+    ) -> None:
+        """The image of a transaction just created (nothing to load), with the records its
+        creation appended."""
+        rt = TxRuntime(row, policy, isolation, ControllerState())
+        if audit:
+            rt.audit_head = audit[-1].head
+        self.cache[row.id] = rt
 
     async def get(self, transaction_id: str) -> TxRuntime:
         """The cached image, loaded from the store on a miss (not locked)."""
@@ -106,6 +123,7 @@ class TxImages:
                 _apply_step(rt, st, graph=False)
         _advance_counters(rt)
         rt.undo = [u for u in await self.store.load_undo(transaction_id) if u.status != "done"]
+        rt.audit_head = await self.store.audit_head(transaction_id)
         for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
             rt.add_to_graph(*graph_step(st))
         return rt
@@ -152,6 +170,40 @@ class TxImages:
         if TxStatus(rt.row.status).terminal:
             self.cache.pop(rt.transaction_id, None)
 
+    # ------------------------------------------------------------------ the audit chain
+
+    def chain(
+        self,
+        rt: TxRuntime | None,
+        revision: int,
+        at: float,
+        *events: Event,
+        row: TxRow | None = None,
+    ) -> tuple[AuditRecord, ...]:
+        """``events`` as the next records of the transaction's chain, made by the change that
+        brings it to ``revision`` (nothing is written; the write that carries them does it).
+        ``row`` instead of ``rt``: a transaction being created, whose chain is empty."""
+        if not self.config.audit_chain:
+            return ()
+        tx_row = rt.row if rt is not None else row
+        assert tx_row is not None
+        head = rt.audit_head if rt is not None else EMPTY
+        return chain_records(
+            head, tx_id=tx_row.id, tenant=tx_row.tenant, at=at, revision=revision, events=events
+        )
+
+    async def record(self, rt: TxRuntime, *events: Event) -> None:
+        """Append events that come with no other write (the caller holds the lock)."""
+        records = self.chain(rt, rt.row.revision, self.clock(), *events)
+        if records:
+            await self.store.append_audit(records)
+            self.appended(rt, records)
+
+    def appended(self, rt: TxRuntime, records: Sequence[AuditRecord]) -> None:
+        """Mirror records a durable write appended to the chain."""
+        if records:
+            rt.audit_head = records[-1].head
+
     # ------------------------------------------------------------------ durable changes
 
     def update(
@@ -163,10 +215,13 @@ class TxImages:
         from_statuses: tuple[str, ...],
         *,
         touch: bool = True,
+        audit: Sequence[Event] = (),
     ) -> TxUpdate:
         """The compare-and-set that moves ``rt`` to ``status`` (checked against the one
-        transition table); nothing is written until a store method runs it."""
+        transition table), carrying ``audit`` as its records; nothing is written until a
+        store method runs it."""
         check_transition(TxStatus(rt.row.status), status)
+        now = self.clock()
         return TxUpdate(
             tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
@@ -174,8 +229,9 @@ class TxImages:
             status=status.value,
             next_step_id=next_step_id,
             body=body,
-            now=self.clock(),
+            now=now,
             touch_activity=touch,
+            audit=self.chain(rt, rt.row.revision + 1, now, *audit) if audit else (),
         )
 
     def applied(self, rt: TxRuntime, update: TxUpdate, revision: int) -> None:
@@ -189,6 +245,8 @@ class TxImages:
             row.last_activity_at = update.now
         if update.body is not None:
             row.body = update.body
+        if update.audit:
+            rt.audit_head = update.audit[-1].head
         self.events.publish(
             event_for(
                 rt.transaction_id,
@@ -260,6 +318,8 @@ class HeldImage:
                         # may have moved the transaction since this image was cached.
                         if current is not None and current.revision != rt.row.revision:
                             rt = await images.catch_up(rt, current)
+                        if held is not None and held.audit_head is not None:
+                            rt.audit_head = held.audit_head  # read under the lock: current
                     except BaseException as exc:
                         await store_lock.__aexit__(type(exc), exc, exc.__traceback__)
                         raise

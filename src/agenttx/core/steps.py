@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttx import jsonpolicy
+from agenttx.core.audit import cause, step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import Failure, RollbackController
 from agenttx.core.eager import leave_eager
@@ -240,7 +241,12 @@ class StepExecutor:
                 running.lease_until = now + timeout + 30.0
                 rt.body["step_seq"] = seq
                 update = self.images.update(
-                    rt, TxStatus.EXECUTING, rt.row.next_step_id, rt.body, OPEN
+                    rt,
+                    TxStatus.EXECUTING,
+                    rt.row.next_step_id,
+                    rt.body,
+                    OPEN,
+                    audit=[step_event(running)],
                 )
                 # The request id is claimed before the outside call, in the same write: once
                 # the call may have happened, no other request can take the id.
@@ -456,6 +462,7 @@ class StepExecutor:
             next_step_id=next_step,
             body=body,
             now=att.started_at,
+            audit=self.images.chain(rt, rt.row.revision + 1, att.started_at, step_event(row)),
         )
         result = StepResult(
             transaction_id=rt.transaction_id,
@@ -561,7 +568,8 @@ class StepExecutor:
             body["epoch"] = int(body.get("epoch", 0)) + 1
         final = TxStatus.FAILED if abort else TxStatus.ACTIVE
         target = 0 if abort else max(decision.target, 1)
-        errors, _ = await self.rewinder.rewind(rt, target, final, body, failed_row)
+        why = cause(decision.strategy.value, "step_failure", step=att.step_id)
+        errors, _ = await self.rewinder.rewind(rt, target, final, body, failed_row, why)
         latency = (time.perf_counter() - started) * 1000
         return StepResult(
             transaction_id=rt.transaction_id,
@@ -593,6 +601,7 @@ class StepExecutor:
         detail = {"hint": hint, "category": category, "error": text[:4096]}
         row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
         body = dict(rt.body, step_seq=att.seq, outcome_unknown_step=att.step_id)
+        now = self.clock()
         update = TxUpdate(
             tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
@@ -600,7 +609,8 @@ class StepExecutor:
             status=_ACTIVE,
             next_step_id=att.step_id,
             body=body,
-            now=self.clock(),
+            now=now,
+            audit=self.images.chain(rt, rt.row.revision + 1, now, step_event(row)),
         )
         self.images.applied(rt, update, await self.store.finish_step(update, row))
         return StepResult(

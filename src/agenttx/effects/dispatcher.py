@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from agenttx.audit import AuditEvent, AuditKind
 from agenttx.effects.channels import Channel, Effect, PermanentDeliveryError
 from agenttx.store.contract import OutboxRow, Store
 
@@ -147,18 +148,43 @@ class OutboxDispatcher:
         now = self.clock()
         if not error:
             await self.store.settle_outbox(
-                row.id, status="delivered", attempts=attempt, next_attempt_at=now, error="", now=now
+                row.id,
+                status="delivered",
+                attempts=attempt,
+                next_attempt_at=now,
+                error="",
+                now=now,
+                audit=_delivery_event(row, attempt, "delivered", "", now),
             )
             return None
         dead = permanent or attempt >= self.max_attempts
         delay = min(self.backoff_base_s * (2 ** (attempt - 1)), self.backoff_max_s)
+        status = "dead" if dead else "pending"
         await self.store.settle_outbox(
             row.id,
-            status="dead" if dead else "pending",
+            status=status,
             attempts=attempt,
             next_attempt_at=now + delay,
             error=error,
             now=now,
+            audit=_delivery_event(row, attempt, status, error, now),
         )
         log.warning("effect %s (%s) attempt %d failed: %s", row.id, row.channel, attempt, error)
         return f"{row.channel} effect {row.idempotency_key} (step {row.step_id}): {error}"
+
+
+def _delivery_event(
+    row: OutboxRow, attempt: int, outcome: str, error: str, now: float
+) -> AuditEvent:
+    """One delivery attempt, for the committed transaction's audit chain."""
+    data: dict[str, object] = {
+        "outbox_id": row.id,
+        "step": row.step_id,
+        "channel": row.channel,
+        "idempotency_key": row.idempotency_key,
+        "attempt": attempt,
+        "outcome": outcome,  # delivered, pending (retried later) or dead
+    }
+    if error:
+        data["error"] = error[:500]
+    return AuditEvent(row.tx_id, AuditKind.DELIVERY.value, now, data)

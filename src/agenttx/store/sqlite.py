@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, TypeVar, cast
 from agenttx.errors import InternalError
 from agenttx.store import sql
 from agenttx.store.contract import StepRow, StoredReply, TxUpdate
-from agenttx.store.sql_store import Connection, Result, SqlStore
+from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
 from agenttx.store.sqlite_writer import GroupCommitWriter
 
 T = TypeVar("T")
@@ -74,13 +75,17 @@ def _write_step_on(
     step: StepRow,
     request: tuple[str, StoredReply] | None,
 ) -> int:
-    """The step write on the writer's connection: CAS the transaction, upsert the attempt
-    and, with ``request`` (statement, reply), store the reply or claim in the same commit.
+    """The step write on the writer's connection: CAS the transaction, upsert the attempt,
+    append the update's audit records and, with ``request`` (statement, reply), store the
+    reply or claim in the same commit.
     Plain statements (no coroutine): this runs on every step. Raising rolls the whole unit
     back (the writer's savepoint or transaction)."""
     if c.execute(cas, params).rowcount != 1:
         raise sql.revision_conflict(update, c.execute(sql.TX_STATE, (update.tx_id,)).fetchone())
     c.execute(sql.UPSERT_STEP, sql.step_values(step))
+    for record in update.audit:
+        if c.execute(sql.INSERT_AUDIT, sql.audit_values(record)).rowcount != 1:
+            raise sql.chain_taken(record)
     if request is not None:
         statement, reply = request
         if c.execute(statement, sql.tx_request_values(update.tx_id, reply)).fetchone() is None:
@@ -90,6 +95,7 @@ def _write_step_on(
 
 class SqliteStore(SqlStore):
     CLAIM_ROW_LOCK: ClassVar[str] = ""  # the writer is alone in its transaction
+    CHAIN_ROW_LOCK: ClassVar[str] = ""  # the same: no other append can run meanwhile
 
     def __init__(self, path: str | Path, *, sync_writes: bool = False) -> None:
         self.path = Path(path)
@@ -144,6 +150,9 @@ class SqliteStore(SqlStore):
             )
         for statement in _SCHEMA:
             c.execute(statement)
+        if version < sql.AUDIT_SINCE_VERSION:
+            # Transactions this file held before the chains existed get one each.
+            _run_unit_on(c, lambda conn: start_chains_on(conn, time.time()))
         c.execute(f"PRAGMA user_version={sql.SCHEMA_VERSION}")
 
     @property
