@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agenttx.audit import AuditRecord, AuditVerification
+from agenttx.client import _audit as audit_wire
 from agenttx.client import _wire as wire
 from agenttx.client._cursor import TransactionCursor
 from agenttx.client._wire import (
@@ -217,6 +219,38 @@ class AgentTxClient:
 
     def list_tools(self) -> list[ToolInfo]:
         return wire.tools(self._call("ListTools", pb.ListToolsRequest()))
+
+    def verify_audit(self, transaction_id: str) -> AuditVerification:
+        """Check the transaction's audit chain (``v.ok``, ``v.records``, ``v.first_bad``)."""
+        reply = self._call("VerifyAudit", audit_wire.verify_request(transaction_id))
+        return audit_wire.verification(reply.results[0])
+
+    def iter_audit_verifications(self, *, page_size: int = 0) -> Iterator[AuditVerification]:
+        """Every chain of the server's store checked, in transaction id order."""
+        token = ""
+        while True:
+            reply = self._call("VerifyAudit", audit_wire.verify_all_request(page_size, token))
+            yield from (audit_wire.verification(v) for v in reply.results)
+            token = reply.next_page_token
+            if not token:
+                return
+
+    def audit_records(
+        self, transaction_id: str, *, after_seq: int = 0, page_size: int = 0
+    ) -> tuple[list[AuditRecord], int]:
+        """One page of the audit chain and the ``after_seq`` of the next (0: no more)."""
+        req = audit_wire.records_request(transaction_id, after_seq, page_size)
+        reply = self._call("ListAuditRecords", req)
+        return audit_wire.records(reply, transaction_id), reply.next_after_seq
+
+    def iter_audit_records(self, transaction_id: str) -> Iterator[AuditRecord]:
+        """The whole audit chain, oldest first, fetching pages as it goes."""
+        after = 0
+        while True:
+            page, after = self.audit_records(transaction_id, after_seq=after)
+            yield from page
+            if not after:
+                return
 
     def watch(self, transaction_id: str, after_revision: int = 0) -> Iterator[TransactionEvent]:
         """The transaction's changes, one event per revision, until it ends. If the server

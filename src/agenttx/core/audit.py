@@ -118,16 +118,24 @@ class AuditReader:
         anchor = await self.store.audit_anchor(transaction_id)
         return verify_chain(transaction_id, records, anchor)
 
+    async def verify_page(
+        self, *, after_id: str = "", limit: int = 100
+    ) -> tuple[list[AuditVerification], str]:
+        """Up to ``limit`` chains after ``after_id`` checked, in transaction id order, and the
+        id to continue after ("" when there are no more)."""
+        ids = await self.store.list_audited(after_id=after_id, limit=limit)
+        results = [await self.verify(tx_id) for tx_id in ids]
+        return results, ids[-1] if len(ids) == limit else ""
+
     async def verify_all(self) -> AsyncIterator[AuditVerification]:
         """Every chain of the store (and every transaction with none), in id order."""
         after = ""
         while True:
-            ids = await self.store.list_audited(after_id=after, limit=500)
-            for tx_id in ids:
-                yield await self.verify(tx_id)
-            if len(ids) < 500:
+            page, after = await self.verify_page(after_id=after, limit=500)
+            for v in page:
+                yield v
+            if not after:
                 return
-            after = ids[-1]
 
 
 def cause(strategy: str, trigger: str, **more: Any) -> dict[str, Any]:

@@ -390,6 +390,13 @@ class Engine:
         """Every chain of the store (and every transaction without one), in id order."""
         return self.audit.verify_all()
 
+    async def verify_audit_page(
+        self, *, after_id: str = "", limit: int = 100
+    ) -> tuple[list[AuditVerification], str]:
+        """Up to ``limit`` chains after transaction ``after_id`` checked, and the id to
+        continue after ("" at the end)."""
+        return await self.audit.verify_page(after_id=after_id, limit=limit)
+
     # ------------------------------------------------------------------ reads
 
     async def get_transaction(
