@@ -4,7 +4,8 @@
 gRPC (``--server``, env ``AGENTTX_SERVER``) with the generated stub, printing tables or, with
 ``--json``, JSON; ``audit`` verifies and exports audit chains, on a store directly
 (``--store``) or on a running server; ``demo`` runs a scripted agent through the server.
-Every ``serve`` flag has an ``AGENTTX_<NAME>`` environment variable; out-of-range values stop it before it starts.
+Every ``serve`` flag has an ``AGENTTX_<NAME>`` environment variable; out-of-range values
+stop it before it starts.
 What the commands share (options, the stub, errors, wire-to-JSON) is in common.py. A new
 command group is a new module whose command is added to ``main`` below.
 """
