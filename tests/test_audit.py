@@ -5,24 +5,12 @@ and named; the chain survives a restart and outlives the journal."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import agenttx
 from agenttx.audit import AuditKind, canonical, digest
-
-def run_sql(url: str, query: str, params: tuple[Any, ...] = ()) -> None:
-    """Tamper with the store behind the engine's back (what an attacker or a bad restore
-    does), in the store's own SQL."""
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as c:
-            c.execute(query, params)
-        return
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(query.replace("?", "%s"), params)
+from audit_helpers import committed, run_sql
 
 
 @agenttx.tool(name="audit.remote", effect="compensatable", idempotent=True)
@@ -63,10 +51,12 @@ async def test_every_event_of_a_committed_transaction_is_chained(engine: agenttx
         assert rec.content()["prev"] == prev
         prev = rec.hash
     step = records[1].content()
-    assert step["data"]["tool"] == "kv.put" and step["data"]["writes"] == 1
+    assert step["data"]["tool"] == "kv.put"
+    assert step["data"]["writes"] == 1
     assert step["revision"] == 2
     delivery = records[-1].content()["data"]
-    assert delivery["outcome"] == "delivered" and delivery["attempt"] == 1
+    assert delivery["outcome"] == "delivered"
+    assert delivery["attempt"] == 1
 
 
 async def test_a_failure_its_rollback_and_strategy_and_compensations_are_chained(
@@ -92,9 +82,11 @@ async def test_a_failure_its_rollback_and_strategy_and_compensations_are_chained
         "rollback",
     ]
     failure = records[3].content()["data"]
-    assert failure["hint"].startswith("Hint: ") and failure["step"] == 2
+    assert failure["hint"].startswith("Hint: ")
+    assert failure["step"] == 2
     started = records[4].content()["data"]
-    assert started["strategy"] == failed.strategy.value and started["trigger"] == "step_failure"
+    assert started["strategy"] == failed.strategy.value
+    assert started["trigger"] == "step_failure"
     assert started["compensations"] == 1
     assert records[5].content()["data"]["outcome"] == "done"
     assert records[6].content()["data"]["final"] == "ACTIVE"
@@ -112,23 +104,18 @@ async def test_the_chain_survives_a_restart_and_continues(open_engine: Any) -> N
     await second.execute_step(tx, 2, "kv.put", {"key": "b", "value": 2})
     await second.commit(tx)
     v = await second.verify_audit(tx)
-    assert v.ok and v.records == 4
+    assert v.ok
+    assert v.records == 4
     assert await kinds(second, tx) == ["begin", "step.succeeded", "step.succeeded", "commit"]
-
-
-async def committed(engine: agenttx.Engine, steps: int = 3) -> str:
-    tx = (await engine.begin()).transaction_id
-    for n in range(1, steps + 1):
-        await engine.execute_step(tx, n, "kv.put", {"key": f"k{n}", "value": n})
-    await engine.commit(tx)
-    return tx
 
 
 async def test_an_edited_record_is_found(engine: agenttx.Engine, store_url: str) -> None:
     tx = await committed(engine)
     body = (await engine.audit_records(tx))[2].content()
     body["data"]["tool"] = "kv.delete"
-    run_sql(store_url, "UPDATE audit SET body = ? WHERE tx_id = ? AND seq = 3", (canonical(body), tx))
+    run_sql(
+        store_url, "UPDATE audit SET body = ? WHERE tx_id = ? AND seq = 3", (canonical(body), tx)
+    )
     v = await engine.verify_audit(tx)
     assert (v.ok, v.first_bad) == (False, 3)
     assert "edited" in v.reason
@@ -174,7 +161,8 @@ async def test_a_removed_delivery_record_is_found(engine: agenttx.Engine, store_
     assert (await kinds(engine, tx))[-1] == AuditKind.DELIVERY
     run_sql(store_url, "DELETE FROM audit WHERE tx_id = ? AND kind = 'delivery'", (tx,))
     v = await engine.verify_audit(tx)
-    assert not v.ok and "delivery records were removed" in v.reason
+    assert not v.ok
+    assert "delivery records were removed" in v.reason
 
 
 async def test_reordered_records_are_found(engine: agenttx.Engine, store_url: str) -> None:
@@ -205,7 +193,8 @@ async def test_a_chain_removed_whole_is_found_by_verify_all(
     run_sql(store_url, "DELETE FROM audit WHERE tx_id = ?", (gone,))
     results = {v.transaction_id: v async for v in engine.verify_all_audit()}
     assert results[good].ok
-    assert not results[gone].ok and results[gone].first_bad == 1
+    assert not results[gone].ok
+    assert results[gone].first_bad == 1
 
 
 async def test_the_chain_outlives_the_journal(engine: agenttx.Engine, store_url: str) -> None:
@@ -214,7 +203,8 @@ async def test_the_chain_outlives_the_journal(engine: agenttx.Engine, store_url:
     run_sql(store_url, "DELETE FROM steps WHERE tx_id = ?", (tx,))
     run_sql(store_url, "DELETE FROM transactions WHERE id = ?", (tx,))
     v = await engine.verify_audit(tx)
-    assert v.ok and v.records == 5
+    assert v.ok
+    assert v.records == 5
 
 
 async def test_audit_records_page(engine: agenttx.Engine) -> None:
@@ -223,7 +213,8 @@ async def test_audit_records_page(engine: agenttx.Engine) -> None:
     rest = await engine.audit_records(tx, after_seq=first[-1].seq)
     assert [r.seq for r in first + rest] == list(range(1, 7))
     line = json.loads(first[0].line())
-    assert line["kind"] == "begin" and line["hash"] == first[0].hash
+    assert line["kind"] == "begin"
+    assert line["hash"] == first[0].hash
 
 
 async def test_no_chain_when_turned_off(open_engine: Any) -> None:
@@ -232,7 +223,8 @@ async def test_no_chain_when_turned_off(open_engine: Any) -> None:
     await engine.execute_step(tx, 1, "kv.put", {"key": "k", "value": 1})
     assert await engine.audit_records(tx) == []
     v = await engine.verify_audit(tx)
-    assert not v.ok and "no audit records" in v.reason
+    assert not v.ok
+    assert "no audit records" in v.reason
 
 
 async def test_an_unknown_transaction_has_no_chain(engine: agenttx.Engine) -> None:
