@@ -19,3 +19,11 @@ def test_error_codes_are_stable() -> None:
     assert agenttx.WrongStep("t", 2, 1).code == "FAILED_PRECONDITION"
     assert agenttx.CommitConflict("t", ["k"]).code == "ABORTED"
     assert agenttx.AlreadyExists("x").code == "ALREADY_EXISTS"
+
+
+def test_the_audit_chain_types_are_public() -> None:
+    # What Engine.verify_audit and Engine.audit_records return, and the event vocabulary.
+    for name in ("AuditKind", "AuditRecord", "AuditVerification"):
+        assert name in agenttx.__all__
+        assert getattr(agenttx, name).__module__ == "agenttx"
+    assert agenttx.AuditKind.COMMIT == "commit"

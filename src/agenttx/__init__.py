@@ -93,6 +93,7 @@ from agenttx.types import (
 )
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from agenttx.audit import AuditKind, AuditRecord, AuditVerification
     from agenttx.client import (
         AgentTxClient,
         AsyncAgentTxClient,
@@ -115,6 +116,9 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it, imported on first use. Keep in step with the
 # TYPE_CHECKING block above (tests/test_layering.py checks both name the same things).
 _LAZY: dict[str, str] = {
+    "AuditKind": "agenttx.audit",
+    "AuditRecord": "agenttx.audit",
+    "AuditVerification": "agenttx.audit",
     "AgentTxClient": "agenttx.client",
     "AsyncAgentTxClient": "agenttx.client",
     "OutcomeUnknown": "agenttx.client",
@@ -144,6 +148,9 @@ __all__ = [
     "AgentTxError",
     "AlreadyExists",
     "AsyncAgentTxClient",
+    "AuditKind",
+    "AuditRecord",
+    "AuditVerification",
     "BeginResult",
     "Channel",
     "CommitConflict",
