@@ -155,8 +155,9 @@ def make_record(
     at = float(at)
     if not math.isfinite(at):
         raise ValueError(f"an audit record's time must be finite, not {at!r}")
+    data_text = canonical(data if type(data) is dict else dict(data))
     body = (
-        f'{{"at":{at!r},"data":{canonical(data if type(data) is dict else dict(data))},"kind":{_str(kind)},'
+        f'{{"at":{at!r},"data":{data_text},"kind":{_str(kind)},'
         f'"prev":{_str(head.hash)},"revision":{int(revision)},"seq":{seq},'
         f'"tenant":{_str(tenant)},"tx":{_str(tx_id)}}}'
     )
