@@ -271,7 +271,7 @@ async def test_a_store_older_than_the_chain_gets_one_per_transaction(
 def test_a_record_body_is_canonical_json_of_its_fields() -> None:
     from agenttx.audit import EMPTY, make_record
 
-    odd = {"z": [1.5, "ü", None], "a": {"y": True, "b": "\"quoted\"\n"}, "m": 10**20}
+    odd = {"z": [1.5, "ü", None], "a": {"y": True, "b": '"quoted"\n'}, "m": 10**20}
     rec = make_record(EMPTY, tx_id='tx_"é', tenant="t\\n", kind="k", at=2.0, revision=7, data=odd)
     assert canonical(json.loads(rec.body)) == rec.body
     assert rec.content()["data"] == odd
