@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from agenttx.audit import EMPTY, AuditRecord, chain_records
+from agenttx.core.audit import step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState
 from agenttx.core.events import EventBus, event_for
@@ -191,6 +192,15 @@ class TxImages:
         return chain_records(
             head, tx_id=tx_row.id, tenant=tx_row.tenant, at=at, revision=revision, events=events
         )
+
+    def step_audit(
+        self, rt: TxRuntime, revision: int, at: float, row: StepRow
+    ) -> tuple[AuditRecord, ...]:
+        """The record of a step row's write (the hot path: nothing is built when the chain
+        is off)."""
+        if not self.config.audit_chain:
+            return ()
+        return self.chain(rt, revision, at, step_event(row))
 
     async def record(self, rt: TxRuntime, *events: Event) -> None:
         """Append events that come with no other write (the caller holds the lock)."""

@@ -462,7 +462,7 @@ class StepExecutor:
             next_step_id=next_step,
             body=body,
             now=att.started_at,
-            audit=self.images.chain(rt, rt.row.revision + 1, att.started_at, step_event(row)),
+            audit=self.images.step_audit(rt, rt.row.revision + 1, att.started_at, row),
         )
         result = StepResult(
             transaction_id=rt.transaction_id,
@@ -610,7 +610,7 @@ class StepExecutor:
             next_step_id=att.step_id,
             body=body,
             now=now,
-            audit=self.images.chain(rt, rt.row.revision + 1, now, step_event(row)),
+            audit=self.images.step_audit(rt, rt.row.revision + 1, now, row),
         )
         self.images.applied(rt, update, await self.store.finish_step(update, row))
         return StepResult(
