@@ -4,9 +4,12 @@ and named; the chain survives a restart and outlives the journal."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import agenttx
 from agenttx.audit import AuditKind, canonical, digest
@@ -275,3 +278,50 @@ def test_a_record_body_is_canonical_json_of_its_fields() -> None:
     rec = make_record(EMPTY, tx_id='tx_"é', tenant="t\\n", kind="k", at=2.0, revision=7, data=odd)
     assert canonical(json.loads(rec.body)) == rec.body
     assert rec.content()["data"] == odd
+
+
+async def test_concurrent_deliveries_of_one_transaction_chain_in_turn(
+    engine: agenttx.Engine,
+) -> None:
+    """Deliveries run outside the transaction's lock (several dispatchers, replicas): the
+    store places each after the chain's head, one after the other."""
+    from agenttx.audit import AuditEvent
+
+    tx = await committed(engine, 1)
+    store = engine.store
+    events = [
+        store.settle_outbox(
+            0,
+            status="delivered",
+            attempts=1,
+            next_attempt_at=0.0,
+            error="",
+            now=float(i),
+            audit=AuditEvent(tx, AuditKind.DELIVERY, float(i), {"outbox_id": 0, "attempt": i}),
+        )
+        for i in range(12)
+    ]
+    await asyncio.gather(*events)
+    records = await engine.audit_records(tx)
+    assert [r.seq for r in records] == list(range(1, len(records) + 1))
+    assert sum(r.kind == "delivery" for r in records) == 12
+    assert (await engine.verify_audit(tx)).ok
+
+
+async def test_a_taken_position_is_a_revision_conflict(engine: agenttx.Engine) -> None:
+    from agenttx.audit import ChainHead, make_record
+
+    tx = await committed(engine, 1)
+    head = (await engine.audit_records(tx))[1]
+    again = make_record(
+        ChainHead(1, head.content()["prev"]),
+        tx_id=tx,
+        tenant="default",
+        kind="forged",
+        at=0.0,
+        revision=2,
+        data={},
+    )
+    with pytest.raises(agenttx.RevisionConflict):
+        await engine.store.append_audit([again])
+    assert (await engine.verify_audit(tx)).ok
