@@ -20,7 +20,7 @@ Layers (imports only point down this list):
                                          reaches backends only through ``store.factory``
 6. ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
-                                         ``errors``
+                                         ``errors``, ``audit``
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
 ``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
