@@ -115,7 +115,11 @@ async def test_steps_of_one_transaction_run_one_at_a_time(open_engine: Any) -> N
     engine = await open_engine(tools=[slow_mark])
     tx = (await engine.begin()).transaction_id
     first = asyncio.create_task(engine.execute_step(tx, 1, "slow.mark", {"label": "a"}))
-    await asyncio.sleep(0.01)
+    # Wait until the first call is inside its tool (on PostgreSQL its first lock may need a
+    # new connection, which can take longer than any fixed sleep on a loaded machine).
+    async with asyncio.timeout(10):
+        while not order:
+            await asyncio.sleep(0.001)
     # The second call for the same transaction waits for the first, then sees step 2 expected.
     second = asyncio.create_task(engine.execute_step(tx, 2, "slow.mark", {"label": "b"}))
     await asyncio.sleep(0.01)
