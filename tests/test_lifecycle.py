@@ -104,10 +104,12 @@ async def test_context_log_keeps_raw_context_of_live_steps(engine: agenttx.Engin
 async def test_steps_of_one_transaction_run_one_at_a_time(open_engine: Any) -> None:
     order: list[str] = []
     gate = asyncio.Event()
+    started = asyncio.Event()
 
     @agenttx.tool(name="slow.mark", effect="read")
     async def slow_mark(ctx: agenttx.ToolContext, label: str) -> dict[str, str]:
         order.append(f"start {label}")
+        started.set()
         await gate.wait()
         order.append(f"end {label}")
         return {"label": label}
@@ -117,9 +119,7 @@ async def test_steps_of_one_transaction_run_one_at_a_time(open_engine: Any) -> N
     first = asyncio.create_task(engine.execute_step(tx, 1, "slow.mark", {"label": "a"}))
     # Wait until the first call is inside its tool (on PostgreSQL its first lock may need a
     # new connection, which can take longer than any fixed sleep on a loaded machine).
-    async with asyncio.timeout(10):
-        while not order:
-            await asyncio.sleep(0.001)
+    await asyncio.wait_for(started.wait(), 10)
     # The second call for the same transaction waits for the first, then sees step 2 expected.
     second = asyncio.create_task(engine.execute_step(tx, 2, "slow.mark", {"label": "b"}))
     await asyncio.sleep(0.01)
