@@ -178,10 +178,13 @@ class SqliteStore(SqlStore):
             raise InternalError(f"SQLite write failed: {exc}") from exc
 
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
-        if self._rconn is None:
+        if self._rconn is None or self._writer is None:
             raise InternalError("store is closed")
         try:
-            return self._rconn.execute(query, params).fetchall()
+            # On the writer's connection when it is free: its page cache is current (see
+            # GroupCommitWriter.read_if_idle); else on the reader, beside the flush thread.
+            rows = self._writer.read_if_idle(query, params)
+            return self._rconn.execute(query, params).fetchall() if rows is None else rows
         except sqlite3.Error as exc:
             raise InternalError(f"SQLite read failed: {exc}") from exc
 
