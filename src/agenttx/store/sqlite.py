@@ -1,8 +1,9 @@
 """SQLite dialect of the SQL store: the embedded default. One file, WAL, no set-up.
 
 - **Unit of work**: one connection writes through ``GroupCommitWriter`` (a lone write commits
-  at once on the loop thread; concurrent ones share a transaction); reads use a second
-  connection, which WAL lets run beside the writer.
+  at once on the loop thread; concurrent ones share a transaction). Reads run on the writer's
+  connection while it is free (its page cache survives its own commits; another connection's
+  does not) and on a second connection, which WAL lets run beside it, while it is busy.
 - **Durability**: ``synchronous=NORMAL`` (default) survives a process crash;
   ``sync_writes=True`` switches to ``FULL`` so a commit also survives power loss.
 - **Several processes** may open one file: ``BEGIN IMMEDIATE`` plus ``busy_timeout``
