@@ -189,15 +189,11 @@ class TxImages:
             row.last_activity_at = update.now
         if update.body is not None:
             row.body = update.body
-        self.events.publish(
-            event_for(
-                rt.transaction_id,
-                revision,
-                TxStatus(update.status),
-                update.next_step_id,
-                update.now,
+        if self.events.listened(row.id):
+            status = TxStatus(update.status)
+            self.events.publish(
+                event_for(row.id, revision, status, update.next_step_id, update.now)
             )
-        )
 
 
 class HeldImage:
