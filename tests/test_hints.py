@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent_hint_cases import AGENT_CASES
 from agenttx.core.hints import (
     ARGUMENT_CATEGORIES,
     MAX_INPUT_CHARS,
@@ -828,7 +829,8 @@ def test_a_realistic_error_becomes_its_rule_s_hint(case: Case) -> None:
 
 
 def test_every_built_in_rule_has_a_realistic_case() -> None:
-    assert {rule.id for rule in HintCleaner().rules} == {case.rule for case in CASES}
+    covered = {case.rule for case in CASES} | {case.rule for case in AGENT_CASES}
+    assert {rule.id for rule in HintCleaner().rules} == covered
 
 
 def test_the_hint_names_the_key_and_what_to_do() -> None:
@@ -851,6 +853,10 @@ RULE_ORDER = [
     "unresolved_reference",
     "unavailable_reference",
     "unknown_tool",
+    "unexpected_argument",
+    "tool_missing_argument",
+    "out_of_range",
+    "tool_argument_type",
     "pg_foreign_key",
     "mysql_foreign_key",
     "sqlite_foreign_key",
@@ -873,6 +879,9 @@ RULE_ORDER = [
     "path_escape",
     "file_not_found",
     "permission_denied",
+    "llm_auth",
+    "llm_quota",
+    "llm_server_error",
     "rate_limited",
     "http_auth",
     "http_not_found",

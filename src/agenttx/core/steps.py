@@ -175,10 +175,7 @@ class StepExecutor:
                         return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
                     return await self._refused(rt, att, "arguments", exc.message)
             if tool is None:
-                known = ", ".join(self.registry.names())
-                return await self._fail(
-                    rt, att, f"unknown tool '{tool_name}'; registered tools: {known}"
-                )
+                return await self._fail(rt, att, self.registry.unknown_tool_message(tool_name))
             if "${" in arguments_json or (parsed is not None and _nested(parsed)):
                 limits = ResolveLimits(
                     self.config.max_resolved_arguments_bytes,
@@ -225,7 +222,11 @@ class StepExecutor:
             elif not arguments_json.strip():
                 att.arguments_json = compact(att.resolved)
             try:
-                call_args = tool.validate(att.resolved) if tool.input_model is not None else None
+                if tool.input_model is not None:
+                    call_args = tool.validate(att.resolved)
+                else:  # the tool validates its raw arguments; its schema names the allowed
+                    tool.refuse_unknown(att.resolved)
+                    call_args = None
             except ArgumentError as exc:
                 return await self._fail(rt, att, str(exc))
 

@@ -7,7 +7,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agenttx.errors import InvalidArgument
+from agenttx.tools.argument_errors import accepted_list, closest_names
 from agenttx.tools.contract import Tool
+
+# Tool names compared with an unknown one, at most: difflib takes ~3 us a name, so a step
+# naming an unknown tool costs a few ms even in a registry of many thousands (the names of
+# the same namespace, "crm." in "crm.creat", are compared first).
+_MAX_COMPARED = 1000
 
 
 class ToolRegistry:
@@ -37,6 +43,20 @@ class ToolRegistry:
 
     def undo_handler(self, name: str) -> Callable[..., Any] | None:
         return self._undo.get(name)
+
+    def unknown_tool_message(self, name: str) -> str:
+        """What a step naming an unregistered tool fails with: the closest names first."""
+        names = self.names()
+        candidates = names
+        if len(names) > _MAX_COMPARED:
+            namespace = name.partition(".")[0] + "."
+            same = [n for n in names if n.startswith(namespace)]
+            candidates = (same or names)[:_MAX_COMPARED]
+        close = closest_names(name, candidates, n=3)
+        listed = close + [n for n in names if n not in close]
+        suggestion = f" did you mean {close[0]}?" if close else ""
+        known = accepted_list(listed, "(none)")
+        return f"unknown tool '{name}';{suggestion} registered tools: {known}"
 
     def names(self) -> list[str]:
         return sorted(self._tools)
