@@ -16,7 +16,8 @@ them, never from the message.
     │   ├── FailedPrecondition        FAILED_PRECONDITION
     │   │   ├── WrongStep             WRONG_STEP         the step id is not the one expected
     │   │   ├── NotActive             NOT_ACTIVE         the status does not allow the call
-    │   │   └── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
+    │   │   ├── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
+    │   │   └── StepsNotRedone        STEPS_NOT_REDONE   (client) a block ended owing rewound steps
     │   ├── AlreadyExists             ALREADY_EXISTS     request_id reused with another payload
     │   ├── Aborted                   ABORTED
     │   │   ├── CommitConflict        COMMIT_CONFLICT    first committer won; the keys are named
