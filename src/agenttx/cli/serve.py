@@ -117,7 +117,8 @@ from agenttx.types import RollbackPolicy
     "--tools",
     "tools",
     multiple=True,
-    help="Load user tools from module[:attr] (repeatable; the env var is space-separated).",
+    help="Load user tools from module[:attr] or path/to/file.py[:attr] (repeatable; the env "
+    "var is space-separated).",
 )
 @engine_option(
     "--hint-rules",
