@@ -263,7 +263,8 @@ class AgentTxClient:
         labels: Sequence[str] = (),
     ) -> Transaction:
         """``with client.transaction(...) as tx:`` begins a transaction, commits it when the
-        block ends cleanly and rolls it back when the block raises."""
+        block ends cleanly and rolls it back when the block raises — or when it ends cleanly
+        while steps the server rolled back were not redone (then ``StepsNotRedone``)."""
         return Transaction(self, agent_id, metadata, policy, isolation, labels)
 
     # ------------------------------------------------------------------ calls
@@ -290,7 +291,8 @@ class Transaction(TransactionCursor):
 
     ``step`` sends the step id the server expects and returns the tool's output, or raises
     ``RollbackTriggered`` (the helper already points at ``next_step_id``: re-plan and call
-    ``step`` again), ``TransactionAborted`` or ``OutcomeUnknown``.
+    ``step`` again), ``TransactionAborted`` or ``OutcomeUnknown``. ``run(agent)`` is that loop,
+    driven: the agent callback returns each next call.
     """
 
     def __init__(
