@@ -196,6 +196,19 @@ async def test_built_in_tools_refuse_unknown_arguments_like_user_tools(
     assert "did you mean 'fields'?" in r.clean_hint
 
 
+def test_a_schema_tool_refuses_other_names_only_when_its_schema_says_so() -> None:
+    def raw(arguments: Any) -> Any:
+        return arguments
+
+    props = {"type": "object", "properties": {"a": {}, "b": {}}}
+    strict = agenttx.tool(name="t.strict", schema={**props, "additionalProperties": False})(raw)
+    open_ = agenttx.tool(name="t.open", schema=props)(raw)
+    assert _refusal(strict, {"a": 1, "c": 2}) == "unexpected argument 'c'; t.strict accepts: a, b"
+    assert open_.validate({"a": 1, "c": 2}) == {"a": 1, "c": 2}
+    for built_in in BUILTIN_TOOLS:
+        assert built_in.input_schema["additionalProperties"] is False, built_in.name
+
+
 async def test_an_unknown_tool_suggests_the_close_name(engine: agenttx.Engine) -> None:
     r = await _first_step(engine, "kv.putt", {"key": "a"})
     assert r.error_category == "unknown_tool"

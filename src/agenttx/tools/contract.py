@@ -87,9 +87,10 @@ class Tool:
             )
         if self.effect is EffectClass.COMPENSATABLE and self.compensation == "not_required":
             self.compensation = "supported"
-        # The argument names a schema tool declares, when it refuses others (None: it takes
-        # any object). Built-ins refuse unknown arguments as user tools do: a misspelled
-        # optional argument (`kv.put` with `ttl`) is a mistake the agent should hear about.
+        # The argument names a schema tool declares, when its schema refuses others
+        # (``additionalProperties: false``; None: it takes any object). The built-ins say so,
+        # and refuse unknown arguments as user tools do: a misspelled optional argument
+        # (`kv.put` with `ttl`) is a mistake the agent should hear about.
         self.declared_arguments: frozenset[str] | None = _declared(
             self.schema, self.extra_arguments
         )
@@ -174,7 +175,9 @@ class Tool:
 
 
 def _declared(schema: dict[str, Any] | None, extra: str) -> frozenset[str] | None:
-    if schema is None or extra != "forbid" or schema.get("additionalProperties", False):
+    # JSON Schema's rule: only ``additionalProperties: false`` forbids other names (a schema
+    # that says nothing allows them, as a tool wrapping another server's schema expects).
+    if schema is None or extra != "forbid" or schema.get("additionalProperties") is not False:
         return None
     properties = schema.get("properties")
     return frozenset(properties) if isinstance(properties, dict) else None

@@ -71,6 +71,7 @@ class FileRead(TypedDict):
         "type": "object",
         "properties": {"path": {"type": "string"}, "contents": {"type": "string"}},
         "required": ["path", "contents"],
+        "additionalProperties": False,
     },
     examples=[{"path": "drafts/c-1.json", "contents": '{"status":"draft"}'}],
 )
@@ -116,7 +117,12 @@ async def restore_file(ctx: Any, path: str, prior_hex: str | None) -> None:
     effect="read",
     idempotent=True,
     description="Read a UTF-8 file in the sandbox.",
-    schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    schema={
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+        "additionalProperties": False,
+    },
     examples=[{"path": "drafts/c-1.json"}],
 )
 async def fs_read(ctx: ToolContext, arguments: Any) -> FileRead:

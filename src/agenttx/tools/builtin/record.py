@@ -57,6 +57,7 @@ _ID_SCHEMA = {"type": ["string", "number"]}
             },
         },
         "required": ["table", "id"],
+        "additionalProperties": False,
     },
     examples=[
         {"table": "customers", "id": "c-1", "fields": {"name": "Acme GmbH"}},
@@ -122,6 +123,7 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         "type": "object",
         "properties": {"table": {"type": "string"}, "id": _ID_SCHEMA},
         "required": ["table", "id"],
+        "additionalProperties": False,
     },
     examples=[{"table": "customers", "id": "c-1"}],
 )
