@@ -168,13 +168,17 @@ def test_the_closest_tool_names_come_first() -> None:
 
 
 def test_a_big_registry_lists_twenty_names_and_still_finds_the_close_one() -> None:
+    # More names than are compared (1 000): those of the namespace asked for come first.
+    def noop(arguments: Any) -> None:
+        return None
+
     tools = [
-        agenttx.tool(name=f"ns{i // 100}.tool_{i}", effect="read")(lambda: None)
-        for i in range(5000)
+        agenttx.tool(name=f"ns{i // 100}.tool_{i}", schema={"type": "object"})(noop)
+        for i in range(3000)
     ]
-    text = ToolRegistry(tools).unknown_tool_message("ns42.tool_4217x")
-    assert "did you mean ns42.tool_4217?" in text
-    assert text.endswith("(4980 more)")
+    text = ToolRegistry(tools).unknown_tool_message("ns24.tool_2417x")
+    assert "did you mean ns24.tool_2417?" in text
+    assert text.endswith("(2980 more)")
 
 
 # --- through the engine ----------------------------------------------------------------------
