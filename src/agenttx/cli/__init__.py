@@ -2,8 +2,10 @@
 
 ``agenttx serve`` runs the server (serve.py); ``tx`` and ``tools`` talk to a running one over
 gRPC (``--server``, env ``AGENTTX_SERVER``) with the generated stub, printing tables or, with
-``--json``, JSON; ``demo`` runs a scripted agent through the server. Every ``serve`` flag has
-an ``AGENTTX_<NAME>`` environment variable; out-of-range values stop it before it starts.
+``--json``, JSON; ``demo`` runs a scripted agent through the server; ``connect`` writes the
+configuration that makes an agent app (Claude Code, Codex, ...) use AgentTx over MCP. Every
+``serve`` flag has an ``AGENTTX_<NAME>`` environment variable; out-of-range values stop it
+before it starts.
 What the commands share (options, the stub, errors, wire-to-JSON) is in common.py. A new
 command group is a new module whose command is added to ``main`` below.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import click
 
 from agenttx.cli.common import to_dict
+from agenttx.cli.connect import connect
 from agenttx.cli.demo import demo
 from agenttx.cli.serve import serve
 from agenttx.cli.tools import tools
@@ -27,5 +30,5 @@ def main() -> None:
     """AgentTx: transactional tool calls for AI agents."""
 
 
-for _command in (serve, tx, tools, demo):
+for _command in (serve, tx, tools, demo, connect):
     main.add_command(_command)
