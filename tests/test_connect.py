@@ -592,3 +592,31 @@ def test_the_installed_command_writes_an_entry_that_launches_it(tmp_path: Path) 
     )
     assert version.returncode == 0
     assert "version" in version.stdout
+
+
+def test_a_config_file_over_the_size_limit_is_refused_at_the_limit_read(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config_file, "MAX_CONFIG_BYTES", 64)
+    path = config_path("cursor", home)
+    path.parent.mkdir(parents=True)
+    at_limit = '{"mcpServers": {}, "pad": "' + "x" * 35 + '"}'
+    assert len(at_limit.encode()) == 64
+    path.write_text(at_limit)
+    assert invoke("cursor", "--write").exit_code == 0
+    over = '{"mcpServers": {}, "pad": "' + "x" * 36 + '"}'
+    path.write_text(over)
+    result = invoke("cursor", "--write")
+    assert result.exit_code == 1
+    assert "65 bytes, over the 64 bytes" in result.output
+    assert path.read_text() == over
+
+
+def test_a_file_that_is_not_utf8_is_refused(home: Path) -> None:
+    path = config_path("windsurf", home)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"mcpServers": {"caf\xe9": {}}}')
+    result = invoke("windsurf", "--write")
+    assert result.exit_code == 1
+    assert "not UTF-8 text" in result.output
+    assert path.read_bytes() == b'{"mcpServers": {"caf\xe9": {}}}'
