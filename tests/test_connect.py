@@ -620,3 +620,27 @@ def test_a_file_that_is_not_utf8_is_refused(home: Path) -> None:
     assert result.exit_code == 1
     assert "not UTF-8 text" in result.output
     assert path.read_bytes() == b'{"mcpServers": {"caf\xe9": {}}}'
+
+
+def test_an_edit_that_would_move_other_content_is_refused(home: Path) -> None:
+    """Top-level dotted keys before other keys: tomlkit would put our table between them and
+    so move ``model`` into it. The check of the result against what was meant refuses it."""
+    path = config_path("codex", home)
+    path.parent.mkdir(parents=True)
+    text = 'mcp_servers.docs.command = "x"\nmodel = "o3"\n'
+    path.write_text(text)
+    result = invoke("codex", "--write")
+    assert result.exit_code == 1
+    assert "could not add mcp_servers.agenttx without changing other content" in result.output
+    assert path.read_text() == text
+    assert backups(path) == []
+
+
+def test_a_toml_file_without_a_final_newline_gets_our_table_on_its_own_line(home: Path) -> None:
+    path = config_path("codex", home)
+    path.parent.mkdir(parents=True)
+    path.write_text('model = "o3"')
+    assert invoke("codex", "--write").exit_code == 0
+    text = path.read_text()
+    assert text.startswith('model = "o3"\n\n[mcp_servers.agenttx]\n')
+    assert text.endswith("]\n")

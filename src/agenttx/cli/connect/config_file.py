@@ -140,19 +140,21 @@ def merge_toml(text: str, key: str, name: str, entry: dict[str, Any]) -> str | N
     from tomlkit.items import InlineTable, Table
 
     before = parse_toml(text)  # the standard library's verdict decides what is valid
+    if text and not text.endswith("\n"):
+        text += "\n"  # so that a table added at the end starts on a line of its own
     doc = tomlkit.parse(text)
     servers = doc.get(key)
     if servers is None:
         holder = tomlkit.table(is_super_table=True)  # renders as [mcp_servers.agenttx]
         holder.add(name, _toml_table(entry, inline=False))
         doc.add(key, holder)
-        return tomlkit.dumps(doc)
+        return _dumps(doc, text)
     if not isinstance(servers, Table | InlineTable):
         raise ConfigError(f"{key!r} is a TOML {type(before[key]).__name__}, not a table")
     old = servers.get(name)
     if not isinstance(old, Table | InlineTable):
         servers[name] = _toml_table(entry, inline=isinstance(servers, InlineTable))
-        return tomlkit.dumps(doc)
+        return _dumps(doc, text)
     changed = False
     for k in [k for k in old if k in TRANSPORT_KEYS and k not in entry]:
         del old[k]
@@ -161,7 +163,17 @@ def merge_toml(text: str, key: str, name: str, entry: dict[str, Any]) -> str | N
         if k not in old or old[k].unwrap() != v:
             old[k] = v
             changed = True
-    return tomlkit.dumps(doc) if changed else None
+    return _dumps(doc, text) if changed else None
+
+
+def _dumps(doc: Any, text: str) -> str:
+    import tomlkit
+
+    out = tomlkit.dumps(doc)
+    # The blank line that follows our table is only for a table after it, not for the end.
+    if out.endswith("\n\n") and not text.endswith("\n\n"):
+        out = out[:-1]
+    return out
 
 
 def _toml_table(entry: dict[str, Any], *, inline: bool) -> Any:
