@@ -183,7 +183,9 @@ def _show(app: App, host: Host, launch: Launch, as_json: bool) -> None:
     click.echo(f"Its entry {app.key}.{SERVER_NAME} makes it {_launch_line(launch, host)}:\n")
     click.echo(about["snippet"].rstrip("\n") + "\n")
     if about["command_line"]:
-        click.echo(f"Add it with {app.title}'s own command:\n\n  {about['command_line']}\n")
+        note = f" ({app.add_note})" if app.add_note else ""
+        click.echo(f"Add it with {app.title}'s own command{note}:\n")
+        click.echo(f"  {about['command_line']}\n")
     click.echo("Or run this command again with --write to merge it into that file")
     click.echo("(everything else kept, a backup left beside it).")
 

@@ -70,9 +70,10 @@ class App:
     http_field: str | None  # the URL's key in an HTTP entry; None: its file has no HTTP form
     http_type: bool  # true iff an HTTP entry carries "type": "http"
     add_command: Callable[[Launch], list[str]] | None  # the app's own CLI that adds the entry
-    scope_note: str  # where the entry applies, for the listing
+    scope_note: str  # where the entry applies, for messages
     docs: str  # the documentation the row follows (docs/connect.md lists them all)
     no_http_reason: str = ""  # why --http is refused, when http_field is None
+    add_note: str = ""  # what to know about add_command, when it writes somewhere else
 
     def entry(self, launch: Launch) -> dict[str, Any]:
         """Our server's entry in this app's file, keys in the order the app's docs show."""
@@ -160,7 +161,8 @@ VSCODE = App(
     http_field="url",
     http_type=True,
     add_command=_vscode_add,
-    scope_note="this folder's workspace (`code --add-mcp` adds it to your user profile instead)",
+    scope_note="this folder's workspace",
+    add_note="it goes to your user profile, not this folder",
     docs="https://code.visualstudio.com/docs/copilot/reference/mcp-configuration",
 )
 
@@ -177,7 +179,7 @@ APPS: dict[str, App] = {
             http_field="url",
             http_type=True,
             add_command=_claude_add,
-            scope_note="every project (user scope)",
+            scope_note="user scope: every project",
             docs="https://code.claude.com/docs/en/mcp",
         ),
         App(
@@ -190,7 +192,7 @@ APPS: dict[str, App] = {
             http_field="url",
             http_type=False,
             add_command=_codex_add,
-            scope_note="the Codex CLI, IDE extension and app",
+            scope_note="read by the Codex CLI, IDE extension and app",
             docs="https://developers.openai.com/codex/mcp",
         ),
         App(
@@ -203,7 +205,7 @@ APPS: dict[str, App] = {
             http_field=None,
             http_type=False,
             add_command=None,
-            scope_note="the desktop app (restart it to load the change)",
+            scope_note="the desktop app",
             docs="https://modelcontextprotocol.io/quickstart/user",
             no_http_reason=(
                 "Claude Desktop's config file holds local (stdio) servers only, and its "
@@ -222,7 +224,7 @@ APPS: dict[str, App] = {
             http_field="url",
             http_type=False,
             add_command=None,
-            scope_note="every project (global)",
+            scope_note="global: every project",
             docs="https://cursor.com/docs/mcp",
         ),
         VSCODE,
@@ -236,7 +238,7 @@ APPS: dict[str, App] = {
             http_field="httpUrl",  # `url` there means the older SSE transport
             http_type=False,
             add_command=_gemini_add,
-            scope_note="every project (user settings)",
+            scope_note="user settings: every project",
             docs="https://geminicli.com/docs/tools/mcp-server/",
         ),
         App(
