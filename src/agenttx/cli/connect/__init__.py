@@ -138,7 +138,10 @@ def _launch(
                 f"{', '.join(given)}"
             )
         return http_launch(http_url)
-    executable = find_executable(sys.argv[0], sys.executable, shutil.which)
+    try:
+        executable = find_executable(sys.argv[0], sys.executable, shutil.which)
+    except LaunchError as exc:
+        raise click.ClickException(str(exc)) from None  # not a usage error: exit status 1
     return stdio_launch(executable, host, engine=engine, server=server, extra=mcp_args)
 
 
