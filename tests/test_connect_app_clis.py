@@ -1,6 +1,7 @@
 """``agenttx connect`` against the apps' own CLIs: the command it prints for Claude Code, Codex
 and Gemini CLI, run for real in a temporary HOME, writes the entry ``--write`` writes, and each
-app reads back the entry ``--write`` wrote.
+app reads back the entry ``--write`` wrote — and, where this build has ``agenttx mcp``, Claude
+Code and Gemini CLI start it from that entry and report it connected.
 
 The CLIs come from npm at the pinned versions below, installed once into this environment
 (``<venv>/app-clis``). They weigh about 1.7 GB with their native binaries, so the suite is
@@ -10,6 +11,7 @@ records the last run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -30,6 +32,16 @@ PINS = {
 PREFIX = Path(sys.prefix) / "app-clis"
 AGENTTX = os.path.abspath(Path(sys.executable).parent / "agenttx")
 URL = "http://127.0.0.1:8080/mcp"
+
+
+@functools.cache
+def has_mcp() -> bool:
+    """Whether this build has `agenttx mcp`: then the apps' own health checks must reach it."""
+    done = subprocess.run(
+        [AGENTTX, "mcp", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.returncode == 0
+
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("AGENTTX_APP_CLIS") != "1",
@@ -144,12 +156,19 @@ def test_claude_code_reads_our_entry_as_user_scope(form: str, tmp_path: Path, cl
     out = got.stdout + got.stderr
     assert "Scope: User config" in out, out
     assert (f"URL: {URL}" if form == "http" else f"Command: {AGENTTX}") in out, out
+    if form == "stdio" and has_mcp():  # Claude Code started our entry and spoke MCP to it
+        assert "Status: ✔ Connected" in out, out
 
 
 @pytest.mark.parametrize("form", ["stdio", "http"])
 def test_gemini_lists_our_entry(form: str, tmp_path: Path, clis: Path) -> None:
     args = ("--http", URL) if form == "http" else ()
     write("gemini", tmp_path, clis, *args)
+    # Gemini CLI starts stdio servers only for a trusted folder (its own trust list).
+    trusted = {str(tmp_path / "work"): "TRUST_FOLDER"}
+    (tmp_path / ".gemini" / "trustedFolders.json").write_text(json.dumps(trusted))
     got = run(["gemini", "mcp", "list"], tmp_path, clis)
     out = got.stdout + got.stderr
     assert (f"agenttx: {URL} (http)" if form == "http" else f"agenttx: {AGENTTX} mcp") in out, out
+    if form == "stdio" and has_mcp():
+        assert "(stdio) - Connected" in out, out
