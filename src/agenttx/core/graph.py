@@ -516,6 +516,41 @@ class DependencyGraph:
             return None
         return self._walk_back(starts)
 
+    def is_literal(
+        self,
+        step_id: int,
+        key: str,
+        *,
+        inputs: Any,
+        references: Sequence[Reference] | None = None,
+        state_reads: Sequence[str] = (),
+    ) -> bool:
+        """Whether the value step ``step_id`` failed on is a literal of its own arguments:
+        ``inputs`` hold ``key`` (at any depth, matched as in ``root_cause``) and no reference,
+        implicit edge or read of state an earlier step wrote supplied it. With ``key`` empty
+        (the hint named none): whether no input of the step came from an earlier step at all.
+
+        Conservative on purpose: a read of state an earlier step wrote makes nothing a literal
+        (the earlier write may be why the value is not found), and neither does a key the
+        arguments do not hold. ``inputs`` and ``references`` are as for ``root_cause``.
+        """
+        if references is None:
+            references = find_references(inputs)
+        sources = self._sources(step_id, inputs, references)
+        if any(self._latest_writer(state_key, step_id) is not None for state_key in state_reads):
+            return False
+        if not key:
+            return not sources
+        paths = [path for path, _ in _dict_positions(inputs) if _key_matches(path, key)]
+        if not paths or any(ref.key == key for ref in references):
+            return False
+        for path in paths:
+            for source in sources:
+                held = source.arg_path
+                if path[: len(held)] == held or held[: len(path)] == path:
+                    return False
+        return True
+
     def _walk_back(self, starts: list[tuple[int, Any]]) -> int:
         earliest: int | None = None
         seen: set[tuple[int, int]] = set()  # (step, id of the hop) already followed

@@ -172,10 +172,14 @@ class StepExecutor:
                         )
                 except JsonRefused as exc:
                     if exc.rule == "json_syntax":  # the malformed_json rule reads the decoder
-                        return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
+                        return await self._fail(
+                            rt, att, f"invalid arguments JSON: {exc}", in_arguments=True
+                        )
                     return await self._refused(rt, att, "arguments", exc.message)
             if tool is None:
-                return await self._fail(rt, att, self.registry.unknown_tool_message(tool_name))
+                return await self._fail(
+                    rt, att, self.registry.unknown_tool_message(tool_name), in_arguments=True
+                )
             if "${" in arguments_json or (parsed is not None and _nested(parsed)):
                 limits = ResolveLimits(
                     self.config.max_resolved_arguments_bytes,
@@ -195,7 +199,10 @@ class StepExecutor:
                 except UnresolvedReference as exc:
                     att.references = find_references(args)
                     root = exc.step_id if 0 < exc.step_id < step_id else None
-                    return await self._fail(rt, att, exc.message, key=exc.key, root=root)
+                    # Bad reference syntax (step 0) is the step's own text, no earlier step's.
+                    return await self._fail(
+                        rt, att, exc.message, key=exc.key, root=root, in_arguments=exc.step_id == 0
+                    )
                 except ArgumentsRefused as exc:
                     att.references = []  # none is used: the stored arguments are the sent ones
                     return await self._refused(rt, att, "references", exc.message)
@@ -228,7 +235,7 @@ class StepExecutor:
                     tool.refuse_unknown(att.resolved)
                     call_args = None
             except ArgumentError as exc:
-                return await self._fail(rt, att, str(exc))
+                return await self._fail(rt, att, str(exc), in_arguments=True)
 
             scope = StepRun(
                 rt,
@@ -274,7 +281,9 @@ class StepExecutor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                return await self._fail(rt, att, error_text(exc), scope=scope)
+                # A tool that checks its own arguments says so with ArgumentError.
+                local = isinstance(exc, ArgumentError)
+                return await self._fail(rt, att, error_text(exc), scope=scope, in_arguments=local)
             try:
                 # The output is stored and sent: it keeps the JSON policy too (a big one is
                 # checked on a worker thread; a small one inline, with no coroutine).
@@ -451,6 +460,8 @@ class StepExecutor:
         body: dict[str, Any] | None = None  # unchanged: the step row carries the news
         outside = att.effect in _OUTSIDE_EFFECTS
         if outside or str(att.step_id) in cached.get("attempts", {}):
+            # A step with a retry streak has failed attempts, so its end is written here.
+            self.controller.on_step_succeeded(rt.ctl, att.step_id)
             body = dict(cached, controller=rt.ctl.to_dict())
             # Only failed attempts are counted, so this map stays O(failing steps).
             body["attempts"] = {
@@ -528,6 +539,7 @@ class StepExecutor:
         fatal: bool = False,
         scope: StepRun | None = None,
         hint: Hint | None = None,
+        in_arguments: bool = False,
     ) -> StepResult:
         started = time.perf_counter()
         if hint is None:
@@ -535,19 +547,37 @@ class StepExecutor:
             # loop; the rules are linear, so this bounds the time, the thread the stall.
             hint = await by_size(len(raw_error), INLINE_HINT_CHARS, self.cleaner.clean, raw_error)
         hint_key = key or hint.key
+        inputs = att.resolved if att.resolved is not None else {}
+        state_reads = scope.state_reads if scope is not None else ()
         if root is None and hint_key:
             root = rt.graph.root_cause(
                 att.step_id,
                 hint_key,
-                inputs=att.resolved if att.resolved is not None else {},
+                inputs=inputs,
                 references=att.references,
-                state_reads=scope.state_reads if scope is not None else (),
+                state_reads=state_reads,
             )
         if root is not None and not 0 < root < att.step_id:
             root = None
-        decision = self.controller.decide(
-            Failure(att.step_id, hint.category, hint_key, root, fatal), rt.ctl, rt.policy
+        # Whether the value the failure names is one the agent typed into this very step: the
+        # controller then retries it instead of undoing earlier, unrelated steps.
+        literal = root is None and rt.graph.is_literal(
+            att.step_id,
+            hint_key,
+            inputs=inputs,
+            references=att.references,
+            state_reads=state_reads,
         )
+        failure = Failure(
+            att.step_id,
+            hint.category,
+            hint_key,
+            root,
+            fatal,
+            in_arguments=in_arguments,
+            literal=literal,
+        )
+        decision = self.controller.decide(failure, rt.ctl, rt.policy)
         constraints = add_constraint(
             list(rt.body.get("constraints", [])), hint.text, self.config.max_constraints
         )

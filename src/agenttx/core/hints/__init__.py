@@ -30,6 +30,7 @@ The package, one module per idea:
 from agenttx.core.hints.categories import (
     ARGUMENT_CATEGORIES,
     PERMANENT_CATEGORIES,
+    LITERAL_CATEGORIES,
     REFERENCE_CATEGORIES,
     REFERENCE_CATEGORY,
     TRANSIENT_CATEGORIES,
@@ -49,6 +50,7 @@ from agenttx.core.hints.rules import Rule, RulePattern
 __all__ = [
     "ARGUMENT_CATEGORIES",
     "DEFAULT_MAX_LEN",
+    "LITERAL_CATEGORIES",
     "MAX_INPUT_CHARS",
     "PERMANENT_CATEGORIES",
     "REFERENCE_CATEGORIES",

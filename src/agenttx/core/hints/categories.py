@@ -18,6 +18,7 @@ from types import MappingProxyType
 __all__ = [
     "ARGUMENT_CATEGORIES",
     "PERMANENT_CATEGORIES",
+    "LITERAL_CATEGORIES",
     "REFERENCE_CATEGORIES",
     "REFERENCE_CATEGORY",
     "TRANSIENT_CATEGORIES",
@@ -92,6 +93,25 @@ ARGUMENT_CATEGORIES: frozenset[str] = frozenset(
 # controller should neither retry in a loop nor undo earlier steps for these.
 PERMANENT_CATEGORIES: frozenset[str] = frozenset(
     c.value for c in (Category.HTTP_AUTH, Category.QUOTA_EXHAUSTED)
+)
+
+# The controller retries the same step for these only when the value the hint names is a
+# literal of the step's own arguments (no reference, implicit edge or state read supplied it):
+# a lookup or constraint failure on a value the agent typed itself is fixed by resending the
+# step, while the same failure on a value an earlier step produced is that step's fault.
+LITERAL_CATEGORIES: frozenset[str] = frozenset(
+    c.value
+    for c in (
+        Category.NOT_FOUND,
+        Category.FOREIGN_KEY,
+        Category.UNIQUE_VIOLATION,
+        Category.NOT_NULL,
+        Category.KEY_ERROR,
+        Category.FILE_NOT_FOUND,
+        Category.HTTP_NOT_FOUND,
+        Category.MISSING_COLUMN,
+        Category.MISSING_TABLE,
+    )
 )
 
 # The reference server's whole category vocabulary, in its order.
