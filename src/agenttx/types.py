@@ -119,8 +119,8 @@ class RollbackPolicy:
         if not (isinstance(f, int | float) and math.isfinite(f) and 0.1 <= f <= 1000):
             raise InvalidArgument(f"policy.replay_budget_factor must be 0.1..1000, got {f}")
         r = self.max_step_retries
-        if r is not None and not (isinstance(r, int) and 0 <= r <= 16):
-            raise InvalidArgument(f"policy.max_step_retries must be 0..16, got {r}")
+        if r is not None and not (isinstance(r, int) and 0 <= r <= 32):
+            raise InvalidArgument(f"policy.max_step_retries must be 0..32, got {r}")
 
     def replay_budget(self, furthest_step: int) -> int:
         """``max(1, ⌈c·N·⌈log₂(N+1)⌉⌉)`` replayed steps allowed per epoch."""

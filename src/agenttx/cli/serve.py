@@ -79,7 +79,7 @@ from agenttx.types import RollbackPolicy
 )
 @engine_option(
     "--max-step-retries",
-    type=click.IntRange(0, 16),
+    type=click.IntRange(0, 32),
     default=None,
     help="Default policy: same-step retries in a row before a failure counts as persistent "
     "(0 = none).  [default: max-local-depth + 1, at least 2]",
