@@ -18,6 +18,7 @@ from agenttx import StepStatus, Strategy
 from agenttx.api.grpc_server import _policy
 from agenttx.client._wire import begin_request
 from agenttx.core.controller import ControllerState, Failure, RollbackController
+from agenttx.core.graph import DependencyGraph
 from agenttx.types import RollbackPolicy
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -278,3 +279,34 @@ def test_every_transaction_ends_within_the_new_bound(
             break
         state = ControllerState.from_dict(json.loads(json.dumps(state.to_dict())))
         step = d.target
+
+
+# --- the graph's literal test ---------------------------------------------------------------
+
+
+def _graph() -> DependencyGraph:
+    g = DependencyGraph()
+    g.add_step(1, {"key": "a", "value": "c-404"}, {"key": "a", "value": "c-404"})
+    g.add_step(2, {"table": "customers", "id": "c-7"}, {"table": "customers", "id": "c-7"})
+    g.add_step(3, {"key": "s"}, {"key": "s", "value": 1}, state_writes=["kv/s"])
+    return g
+
+
+@pytest.mark.parametrize(
+    ("inputs", "key", "state_reads", "literal"),
+    [
+        ({"table": "orders", "id": "o-1"}, "id", (), True),  # typed, no earlier output equal
+        ({"fields": {"customer_id": "x-1"}}, "customer_id", (), True),  # at any depth
+        ({"id": "${steps.1.value}"}, "id", (), False),  # a reference supplied it
+        ({"table": "orders", "id": "c-7"}, "id", (), False),  # an implicit edge from step 2
+        ({"key": "nope"}, "key", ("kv/s",), False),  # read state step 3 wrote
+        ({"key": "nope"}, "key", ("kv/nope",), True),  # read state nobody wrote
+        ({"table": "orders"}, "id", (), False),  # the key is not an argument
+        ({"path": "reports/x.txt"}, "", (), True),  # no key named, nothing from earlier
+        ({"path": "${steps.1.key}.txt"}, "", (), False),  # no key named, a reference
+    ],
+)
+def test_a_literal_is_typed_at_the_step_and_supplied_by_no_earlier_one(
+    inputs: dict[str, Any], key: str, state_reads: tuple[str, ...], literal: bool
+) -> None:
+    assert _graph().is_literal(4, key, inputs=inputs, state_reads=state_reads) is literal
