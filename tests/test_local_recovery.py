@@ -310,3 +310,16 @@ def test_a_literal_is_typed_at_the_step_and_supplied_by_no_earlier_one(
     inputs: dict[str, Any], key: str, state_reads: tuple[str, ...], literal: bool
 ) -> None:
     assert _graph().is_literal(4, key, inputs=inputs, state_reads=state_reads) is literal
+
+
+def test_a_permanent_failure_keeps_earlier_steps_then_aborts() -> None:
+    # auth / quota: nothing in the transaction caused it and no rewind can fix it
+    c = RollbackController(permanent_categories=frozenset({"http_auth"}))
+    s, policy = ControllerState(), RollbackPolicy(max_step_retries=2)
+    got = [c.decide(Failure(5, "http_auth"), s, policy) for _ in range(3)]
+    assert [d.strategy for d in got] == [RETRY, RETRY, Strategy.ABORT]
+    assert got[-1].abort_reason == "step 5 keeps failing with http_auth; fix it outside"
+    assert (s.failures, s.replay_used) == ({}, 0)  # nothing earlier was undone or charged
+    # without the set, the same category is the reference's local backtrack
+    d = RollbackController().decide(Failure(5, "http_auth"), ControllerState(), policy)
+    assert d.strategy is LB

@@ -10,6 +10,8 @@ Order of decisions when step K fails (first that applies wins; the table with ex
 ``docs/rollback-strategies.md``):
 
 0. fatal (the tool raised ``FatalToolError``) → ABORT;
+0b. a permanent category (``permanent_categories``: a credential, a quota; nothing traced) →
+   RETRY K while its streak lasts, then ABORT: no step caused it, no rewind can fix it;
 1. RETRY step K when the failure's cause is K's own, at most
    :meth:`RollbackController.retry_limit` times in a row (the step's *retry streak*, ended by
    its success or a new epoch); not charged to the replay budget. K's own cause is:
@@ -221,16 +223,21 @@ class RollbackController:
         *,
         retry_categories: frozenset[str] = DEFAULT_RETRY_CATEGORIES,
         max_retries_per_step: int | None = None,
+        permanent_categories: frozenset[str] = frozenset(),
     ) -> None:
         """``retry_categories``: hint categories answered by RETRY — transient ones always, the
         others unless the graph traced an earlier step. ``max_retries_per_step``: the retry
         streak allowed per step when the policy sets none; ``None`` derives it from the policy
         (see :meth:`retry_limit`); 0 turns every retry off (the reference's decisions).
+        ``permanent_categories``: failures no step of the transaction caused and none can fix
+        (a wrong credential, a used-up quota): RETRY K while its streak lasts (someone fixes it
+        outside, the agent resends), then ABORT — rewinding earlier steps cannot help.
         """
         if max_retries_per_step is not None and max_retries_per_step < 0:
             raise ValueError(f"max_retries_per_step must be ≥ 0, got {max_retries_per_step}")
         self.retry_categories = frozenset(retry_categories)
         self.max_retries_per_step = max_retries_per_step
+        self.permanent_categories = frozenset(permanent_categories)
 
     def retry_limit(self, policy: RollbackPolicy) -> int:
         """RETRYs allowed in a row per step (R): the policy's ``max_step_retries``, else the
@@ -299,9 +306,13 @@ class RollbackController:
         #    termination argument), so a failure that is "transient" forever, or an agent that
         #    keeps making the same typo, falls through to the rules below after R retries.
         retried = state.retries.get(k, 0)
-        if retried < self.retry_limit(policy) and self.own_cause(failure):
+        permanent = failure.category in self.permanent_categories and not failure.traced
+        if retried < self.retry_limit(policy) and (permanent or self.own_cause(failure)):
             state.retries[k] = retried + 1
             return Decision(Strategy.RETRY, target=k, rollback_to_step=k, replayed=1)
+        if permanent:
+            # Nothing earlier caused it and no rewind can fix it: end instead of undoing work.
+            return _abort(f"step {k} keeps failing with {failure.category}; fix it outside")
 
         # Counted before choosing, so a dependency jump also deepens the next local backtrack
         # of this step (the reference's order).
