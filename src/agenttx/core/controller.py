@@ -257,6 +257,11 @@ class RollbackController:
         """Step ``step_id`` succeeded: its retry streak ends (its next failure starts anew)."""
         state.retries.pop(step_id, None)
 
+    def wants_literal(self, category: str) -> bool:
+        """Whether a failure of ``category`` needs ``Failure.literal`` to be decided: the engine
+        skips the graph work for the others (a timeout's decision never depends on it)."""
+        return category in LITERAL_CATEGORIES
+
     def own_cause(self, failure: Failure) -> bool:
         """True iff the failure's cause lies in step K itself, so RETRY K is the answer (the
         decision table's first rows; see the module docstring)."""

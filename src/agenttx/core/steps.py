@@ -561,12 +561,16 @@ class StepExecutor:
             root = None
         # Whether the value the failure names is one the agent typed into this very step: the
         # controller then retries it instead of undoing earlier, unrelated steps.
-        literal = root is None and rt.graph.is_literal(
-            att.step_id,
-            hint_key,
-            inputs=inputs,
-            references=att.references,
-            state_reads=state_reads,
+        literal = (
+            root is None
+            and self.controller.wants_literal(hint.category)
+            and rt.graph.is_literal(
+                att.step_id,
+                hint_key,
+                inputs=inputs,
+                references=att.references,
+                state_reads=state_reads,
+            )
         )
         failure = Failure(
             att.step_id,
