@@ -118,3 +118,26 @@ def test_the_oracle_counts_each_failure_and_the_re_runs_its_cause_needs() -> Non
     )
     # 12 steps + (1 failed call + 5 re-runs of 4…8) + 2 transient tries + 2 malformed tries
     assert s.oracle_calls() == 12 + 6 + 2 + 2
+
+
+def test_a_wrong_credential_never_undoes_earlier_steps_by_default() -> None:
+    """http_auth and quota_exhausted are permanent unless configured otherwise: the controller
+    retries the failing step (someone fixes the credential outside) and then aborts, never
+    rewinding the steps before it."""
+    from agenttx.core.controller import ControllerState, Failure, RollbackController
+    from agenttx.types import RollbackPolicy, Strategy
+
+    controller = RollbackController()
+    state = ControllerState()
+    policy = RollbackPolicy()
+    for k in (1, 2, 3):
+        controller.on_step_started(state, k)
+    seen = []
+    for _ in range(10):
+        decision = controller.decide(Failure(step_id=3, category="http_auth"), state, policy)
+        seen.append(decision.strategy)
+        if decision.strategy is Strategy.ABORT:
+            break
+        assert decision.rollback_to_step == 3
+    assert seen[-1] is Strategy.ABORT
+    assert set(seen[:-1]) == {Strategy.RETRY}

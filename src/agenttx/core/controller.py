@@ -71,7 +71,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agenttx.core.hints import ARGUMENT_CATEGORIES, LITERAL_CATEGORIES, TRANSIENT_CATEGORIES
+from agenttx.core.hints import (
+    ARGUMENT_CATEGORIES,
+    LITERAL_CATEGORIES,
+    PERMANENT_CATEGORIES,
+    TRANSIENT_CATEGORIES,
+)
 from agenttx.types import RollbackPolicy, Strategy
 
 __all__ = [
@@ -223,7 +228,7 @@ class RollbackController:
         *,
         retry_categories: frozenset[str] = DEFAULT_RETRY_CATEGORIES,
         max_retries_per_step: int | None = None,
-        permanent_categories: frozenset[str] = frozenset(),
+        permanent_categories: frozenset[str] = PERMANENT_CATEGORIES,
     ) -> None:
         """``retry_categories``: hint categories answered by RETRY — transient ones always, the
         others unless the graph traced an earlier step. ``max_retries_per_step``: the retry

@@ -29,8 +29,8 @@ The package, one module per idea:
 
 from agenttx.core.hints.categories import (
     ARGUMENT_CATEGORIES,
-    PERMANENT_CATEGORIES,
     LITERAL_CATEGORIES,
+    PERMANENT_CATEGORIES,
     REFERENCE_CATEGORIES,
     REFERENCE_CATEGORY,
     TRANSIENT_CATEGORIES,
