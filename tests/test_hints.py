@@ -815,6 +815,34 @@ CASES = [
     Case("node json", NODE_JSON, "malformed_json", "malformed_json", "", ("position 5",)),
     Case("serde json", SERDE_JSON, "malformed_json", "malformed_json", ""),
     Case("go json", GO_JSON, "malformed_json", "malformed_json", "", ("invalid character 'x'",)),
+    # Resources and paths
+    Case(
+        "fs.write on a full disk",
+        "Traceback (most recent call last):\n"
+        + py_frames(("/srv/app/agenttx/tools/builtin/fs.py", 170, "_finish_write", "raise"))
+        + "OSError: [Errno 28] No space left on device (disk full) writing 'notes/a.txt'\n",
+        "disk_full",
+        "server_error",
+        "",
+        ("disk is full", "notes/a.txt"),
+    ),
+    Case(
+        "sqlite full",
+        "sqlite3.OperationalError: database or disk is full",
+        "disk_full",
+        "server_error",
+        "",
+        ("disk is full",),
+    ),
+    Case(
+        "fs.write under a file",
+        "NotADirectoryError: [Errno 20] Not a directory: 'plain.txt' is a file, so "
+        "'plain.txt/sub.txt' cannot be made",
+        "not_a_directory",
+        "file_not_found",
+        "",
+        ("'plain.txt' is a file",),
+    ),
 ]
 
 
@@ -890,6 +918,8 @@ RULE_ORDER = [
     "timeout",
     "connection_failed",
     "malformed_json",
+    "disk_full",
+    "not_a_directory",
 ]
 
 

@@ -72,6 +72,7 @@ from agenttx.errors import (
     OutcomeUnknownPending,
     RevisionConflict,
     StepFailure,
+    StoreFull,
     UncertainOutcome,
     WrongStep,
 )
@@ -186,6 +187,7 @@ __all__ = [
     "StepStatus",
     "StepView",
     "StepsNotRedone",
+    "StoreFull",
     "Strategy",
     "SyncToolContext",
     "Tool",

@@ -8,6 +8,9 @@
   ``sync_writes=True`` switches to ``FULL`` so a commit also survives power loss.
 - **Several processes** may open one file: ``BEGIN IMMEDIATE`` plus ``busy_timeout``
   serialise their writers, so a unit needs no row locks and sees no concurrent writer.
+- **A full disk** (``SQLITE_FULL``) is ``StoreFull`` (RESOURCE_EXHAUSTED), not INTERNAL: the
+  unit rolled back, the reader connection still reads, and writes work again once there is
+  room (SQLite needs no repair after it).
 - A multi-statement unit (``SqlStore._atomic``) is a coroutine over ``_Connection``, whose
   ``execute`` never suspends: the writer drives it to its end on whichever thread flushes.
 """
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
-from agenttx.errors import InternalError
+from agenttx.errors import AgentTxError, InternalError, StoreFull
 from agenttx.store import sql
 from agenttx.store.contract import StepRow, StoredReply, TxUpdate
 from agenttx.store.sql_store import Connection, Result, SqlStore
@@ -176,7 +179,7 @@ class SqliteStore(SqlStore):
         try:
             return await self._writer.run(unit)
         except sqlite3.Error as exc:
-            raise InternalError(f"SQLite write failed: {exc}") from exc
+            raise self._failure("write", exc) from exc
 
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
         if self._rconn is None or self._writer is None:
@@ -187,7 +190,17 @@ class SqliteStore(SqlStore):
             rows = self._writer.read_if_idle(query, params)
             return self._rconn.execute(query, params).fetchall() if rows is None else rows
         except sqlite3.Error as exc:
-            raise InternalError(f"SQLite read failed: {exc}") from exc
+            raise self._failure("read", exc) from exc
+
+    def _failure(self, what: str, exc: sqlite3.Error) -> AgentTxError:
+        """The error a driver failure is raised as: a full disk says so, the rest INTERNAL."""
+        # The primary result code is the low byte of the extended one.
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL:
+            return StoreFull(
+                f"the store is full: SQLite {what} failed ({exc}) at {self.path}; nothing was "
+                "written — free disk space and send the same call again"
+            )
+        return InternalError(f"SQLite {what} failed: {exc}")
 
     async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
         return await self._write(lambda c: _result(c.execute(query, params)))
