@@ -32,7 +32,14 @@ from agenttx.core.requests import Request
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
 from agenttx.core.views import graph_step
-from agenttx.errors import AlreadyExists, NotFound, RevisionConflict
+from agenttx.errors import (
+    AgentTxError,
+    AlreadyExists,
+    InternalError,
+    NotFound,
+    RevisionConflict,
+    StoreFull,
+)
 from agenttx.store.contract import HeldTx, StagedEffect, StepRow, Store, TxRow, TxUpdate
 from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
 
@@ -203,9 +210,10 @@ class HeldImage:
     looks its stored reply up once the locks are held — on a shared store in the lock's own
     round trip — and ends there with ``ReplyFound`` if there is one. If the call raises
     ``RevisionConflict`` (someone moved the transaction under a durable update) or
-    ``AlreadyExists`` (its write was rolled back: the request id was taken), the image, which
-    the call may have advanced ahead of that write, is reloaded before the error reaches the
-    caller, so a retry works.
+    ``AlreadyExists`` (its write was rolled back: the request id was taken), or a store failure
+    (``StoreFull``: a full disk; ``InternalError``), the image, which the call may have advanced
+    ahead of that write, is reloaded before the error reaches the caller, so a retry works; if
+    the store cannot even be read, the image leaves the cache and the next call loads it.
 
     A class rather than a generator-based context manager: it is entered on every call, and
     this costs a fraction of one (measured on the step path)."""
@@ -281,14 +289,23 @@ class HeldImage:
         images = self._images
         try:
             try:
-                if exc_type is not None and issubclass(exc_type, RevisionConflict | AlreadyExists):
-                    await images.reload(self._rt)
+                if exc_type is not None and issubclass(exc_type, _IMAGE_MAY_BE_AHEAD):
+                    try:
+                        await images.reload(self._rt)
+                    except AgentTxError:
+                        # Not even a read works: trust nothing cached about this transaction.
+                        images.cache.pop(self._transaction_id, None)
             finally:
                 if self._store_lock is not None:
                     await self._store_lock.__aexit__(exc_type, exc, tb)
         finally:
             self._lock.release()
             images.in_flight -= 1
+
+
+# Errors after which the image may hold what the store refused: a lost compare-and-set, a
+# request id taken, a write that failed (full disk, driver error).
+_IMAGE_MAY_BE_AHEAD = (RevisionConflict, AlreadyExists, StoreFull, InternalError)
 
 
 def _apply_step(rt: TxRuntime, st: StepRow, *, graph: bool) -> None:

@@ -304,9 +304,10 @@ class StepExecutor:
         ``NotActive`` unless it is ACTIVE after all."""
         # A stale cache may think otherwise; trust the store before refusing.
         rt = await self.images.reload(rt)
-        if self.store.shared and rt.row.status in _INTERRUPTED:
-            # We hold the transaction's lock, so no live call anywhere is working on it: its
-            # owner died mid-call. Finish that now rather than refuse this call.
+        if self.images.store_locks and rt.row.status in _INTERRUPTED:
+            # We hold the transaction's locks, so no live call anywhere is working on it: its
+            # owner died mid-call (or our own call's store write failed, e.g. on a full disk).
+            # Finish that now rather than refuse this call.
             await self.finish_interrupted(rt)
             rt = await self.images.reload(rt)
         if rt.row.status != _ACTIVE:

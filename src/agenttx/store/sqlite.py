@@ -6,8 +6,12 @@
   does not) and on a second connection, which WAL lets run beside it, while it is busy.
 - **Durability**: ``synchronous=NORMAL`` (default) survives a process crash;
   ``sync_writes=True`` switches to ``FULL`` so a commit also survives power loss.
-- **Several processes** may open one file: ``BEGIN IMMEDIATE`` plus ``busy_timeout``
-  serialise their writers, so a unit needs no row locks and sees no concurrent writer.
+- **Several processes** may open one file (several ``agenttx mcp``, a second server):
+  ``BEGIN IMMEDIATE`` plus ``busy_timeout`` serialise their writers, so a unit needs no row
+  locks and sees no concurrent writer; ``transaction_lock`` holds a transaction against the
+  other processes for a call (``sqlite_locks``), and tells the engine whether its image may be
+  stale: ``PRAGMA data_version`` on the writer's connection changes only when another
+  connection commits, so while it stays put no row is read; when it moved, the row is.
 - **A full disk** (``SQLITE_FULL``) is ``StoreFull`` (RESOURCE_EXHAUSTED), not INTERNAL: the
   unit rolled back, the reader connection still reads, and writes work again once there is
   room (SQLite needs no repair after it).
@@ -21,12 +25,14 @@ import functools
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
 
 from agenttx.errors import AgentTxError, InternalError, StoreFull
 from agenttx.store import sql
-from agenttx.store.contract import StepRow, StoredReply, TxUpdate
+from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
 from agenttx.store.sql_store import Connection, Result, SqlStore
+from agenttx.store.sqlite_locks import LockFile
 from agenttx.store.sqlite_writer import GroupCommitWriter
 
 T = TypeVar("T")
@@ -35,6 +41,9 @@ T = TypeVar("T")
 # pages) checkpoints every few hundred steps. 16k pages (64 MiB of WAL) makes that rare.
 WAL_AUTOCHECKPOINT_PAGES = 16384
 _IN_CHUNK = 500  # keys per IN (…) query: far below SQLite's variable limit
+# Transactions whose row this store remembers handing out (a few bytes each); past this many
+# it forgets them all, which costs each one a row read at its next call.
+_MAX_VERIFIED = 50_000
 _SCHEMA = sql.schema(serial_key="INTEGER PRIMARY KEY", clustered=" WITHOUT ROWID")
 
 
@@ -103,6 +112,10 @@ class SqliteStore(SqlStore):
         self._rconn: sqlite3.Connection | None = None
         self._writer: GroupCommitWriter | None = None
         self._concurrency: Callable[[], int] = lambda: 1
+        self._locks: LockFile | None = None  # open iff the store is
+        # Transaction id -> the writer connection's data_version when its row was last handed
+        # out under the lock: while the version is the same, nobody else wrote since.
+        self._verified: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -124,12 +137,14 @@ class SqliteStore(SqlStore):
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self._locks = LockFile(self.path.with_name(self.path.name + "-locks"))
+            self.opened_alone = self._locks.alone_at_open
             self._wconn = self._connect()
             self._rconn = self._connect()
             self._writer = GroupCommitWriter(self._wconn, threaded=self.sync_writes)
             self._writer.concurrency = self._concurrency
             self._writer.run_sync(self._migrate_on)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise InternalError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         except InternalError:
@@ -170,6 +185,35 @@ class SqliteStore(SqlStore):
                 conn.close()
         self._wconn = self._rconn = None
         self._writer = None
+        if self._locks is not None:
+            self._locks.close()
+            self._locks = None
+        self._verified.clear()
+
+    # -- other processes ----------------------------------------------------------------------
+
+    def transaction_lock(
+        self, tx_id: str, timeout_s: float, *, request: tuple[str, str] | None = None
+    ) -> _HeldSqliteTx:
+        return _HeldSqliteTx(self, tx_id, timeout_s, request)
+
+    def _data_version(self) -> int | None:
+        """The writer connection's ``PRAGMA data_version`` (changes iff another connection
+        committed), or None when it cannot be asked from here: in threaded mode the flush
+        thread may be using the connection, and a call that must not wait reads the row."""
+        if self._wconn is None or self.sync_writes:
+            return None
+        try:
+            return int(self._wconn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise self._failure("read", exc) from exc
+
+    def _remember(self, tx_id: str, version: int | None) -> None:
+        if version is None:
+            return
+        if len(self._verified) >= _MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[tx_id] = version
 
     # -- unit of work -------------------------------------------------------------------------
 
@@ -265,6 +309,56 @@ class SqliteStore(SqlStore):
 
     async def _effects_queued_on(self, conn: Connection) -> None:
         return  # dispatchers of other processes on this file find the rows when they poll
+
+
+class _HeldSqliteTx:
+    """``SqliteStore.transaction_lock``: the transaction's byte lock against other processes,
+    then the row only if another connection wrote since it was last handed out, and the
+    request's stored reply. A class, not a generator: it is entered on every call."""
+
+    __slots__ = ("_request", "_store", "_timeout_s", "_tx_id")
+
+    def __init__(
+        self, store: SqliteStore, tx_id: str, timeout_s: float, request: tuple[str, str] | None
+    ) -> None:
+        self._store = store
+        self._tx_id = tx_id
+        self._timeout_s = timeout_s
+        self._request = request
+
+    async def __aenter__(self) -> HeldTx:
+        store = self._store
+        locks = store._locks
+        if locks is None:
+            raise InternalError("store is closed")
+        await locks.acquire(self._tx_id, self._timeout_s)
+        try:
+            # Read after the lock is held: whatever another process did to this transaction
+            # under its lock is committed by now.
+            version = store._data_version()
+            row: TxRow | None = None
+            if version is None or store._verified.get(self._tx_id) != version:
+                row = await store.get_transaction(self._tx_id)
+                store._remember(self._tx_id, version)
+            reply = await store.get_request(*self._request) if self._request else None
+        except BaseException:
+            store._verified.pop(self._tx_id, None)
+            locks.release(self._tx_id)
+            raise
+        return HeldTx(row, reply)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        store = self._store
+        if exc_type is not None:
+            # The caller may not have caught its image up: read the row next time.
+            store._verified.pop(self._tx_id, None)
+        if store._locks is not None:
+            store._locks.release(self._tx_id)
 
 
 __all__ = ["SqliteStore"]
