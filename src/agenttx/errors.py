@@ -380,6 +380,17 @@ class PermanentDeliveryError(AgentTxError):
     code = reason = "DELIVERY_REJECTED"
 
 
+# ---------------------------------------------------------------------------- messages
+
+
+def clip(text: str, limit: int = 64) -> str:
+    """``text`` as a message echoes what a caller sent: whole up to ``limit`` characters,
+    else its start, an ellipsis and its full size — a 10 KB id never comes back in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
+
+
 # ---------------------------------------------------------------------------- the table
 
 

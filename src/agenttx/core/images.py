@@ -39,6 +39,7 @@ from agenttx.errors import (
     NotFound,
     RevisionConflict,
     StoreFull,
+    clip,
 )
 from agenttx.store.contract import HeldTx, StagedEffect, StepRow, Store, TxRow, TxUpdate
 from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
@@ -99,7 +100,7 @@ class TxImages:
         """A fresh image from the store: the row, the live steps, the pending undo records."""
         row = await self.store.get_transaction(transaction_id)
         if row is None:
-            raise NotFound(f"transaction `{transaction_id}` not found")
+            raise NotFound(f"transaction `{clip(transaction_id)}` not found")
         rt = TxRuntime(
             row,
             RollbackPolicy.from_dict(row.body.get("policy")),

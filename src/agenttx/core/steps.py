@@ -696,7 +696,19 @@ def error_text(exc: BaseException) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_CORE_DIR):
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+    lines = traceback.format_exception(type(exc), exc, tb)
+    if _internal(type(exc)) and str(exc):
+        # An error of ours (a limit the tool context enforced, a built-in's argument check)
+        # says everything in its message; its class path is no advice for an agent.
+        own = traceback.format_exception_only(type(exc), exc)
+        if lines[-len(own) :] == own:
+            lines[-len(own) :] = [f"{exc}\n"]
+    return "".join(lines).rstrip()
+
+
+def _internal(cls: type[BaseException]) -> bool:
+    module = cls.__module__
+    return module == "agenttx" or module.startswith("agenttx.")
 
 
 def add_constraint(constraints: list[str], hint: str, cap: int) -> list[str]:

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from agenttx.errors import InvalidArgument
+from agenttx.errors import InvalidArgument, clip
 from agenttx.store import sql
 from agenttx.store.contract import (
     CommitOutcome,
@@ -204,7 +204,8 @@ class SqlStore(Store):
         # (which a caller must hear of rather than take for the end).
         if not rows and after_id and not await self._rows(sql.TX_EXISTS, (after_id,)):
             raise InvalidArgument(
-                f"cannot continue the listing after {after_id!r}: no such transaction"
+                f"cannot continue the listing after {clip(after_id)!r}: no such transaction "
+                "(use the next_page_token of the previous page, or none for the first)"
             )
         return rows
 
