@@ -81,9 +81,9 @@ Invariants checked after every checked kill (once recovery ran and the dispatche
     chain every open transaction is ended and everything is compared with the store once more.
 
 CI runs ``test_crash_kill_points`` (56 kill points). ``test_crash_stress`` (marked ``stress``)
-runs 1,000 (100 chains of 10) with ``AGENTTX_STRESS=1`` and a bounded 8 otherwise. ``AGENTTX_CRASH_SEED`` changes
-the seed; with a fixed seed the workload, delays and checker choices repeat (where exactly a
-kill lands still depends on timing).
+runs 1,000 (100 chains of 10) with ``AGENTTX_STRESS=1`` and a bounded 8 otherwise.
+``AGENTTX_CRASH_SEED`` changes the seed; with a fixed seed the workload, delays and checker
+choices repeat (where exactly a kill lands still depends on timing).
 """
 
 from __future__ import annotations

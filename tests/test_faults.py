@@ -68,7 +68,7 @@ def fill(disk: Path) -> Path:
 @contextlib.asynccontextmanager
 async def stub_for(engine: agenttx.Engine) -> AsyncIterator[Any]:
     async with serving(engine) as target, grpc.aio.insecure_channel(target) as channel:
-        yield pb_grpc.AgentTxServiceStub(channel)
+        yield pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
 def step_request(tx: str, step_id: int, tool: str, args: Any, **kw: Any) -> Any:
@@ -96,7 +96,8 @@ async def test_a_full_store_is_resource_exhausted_reads_work_and_space_brings_it
                 err = refused.value
                 assert err.code() == Code.RESOURCE_EXHAUSTED
                 assert dict(err.trailing_metadata() or ())[REASON_KEY] == "STORE_FULL"
-                assert "full" in (err.details() or "") and "free disk space" in err.details()
+                assert "full" in (err.details() or "")
+                assert "free disk space" in err.details()
 
                 # Reads keep working, and say what is durable: step 2 did not happen.
                 got = await stub.GetTransaction(pb.GetTransactionRequest(transaction_id=tx))
@@ -115,7 +116,8 @@ async def test_a_full_store_is_resource_exhausted_reads_work_and_space_brings_it
                 commit = await stub.CommitTransaction(
                     pb.CommitTransactionRequest(transaction_id=tx)
                 )
-                assert commit.committed and commit.steps_committed == 2
+                assert commit.committed
+                assert commit.steps_committed == 2
         finally:
             await engine.close()
         reopened = await agenttx.Engine.open(f"sqlite:///{disk}/agenttx.db", background=False)
@@ -162,7 +164,8 @@ async def test_a_full_store_under_an_outside_step_is_finished_at_the_next_call(
             r = await engine.execute_step(tx, 1, "fs.write", args)
             assert r.status is agenttx.StepStatus.SUCCESS, r.clean_hint
             info = await engine.get_transaction(tx)
-            assert info.status is agenttx.TxStatus.ACTIVE and not info.requires_human
+            assert info.status is agenttx.TxStatus.ACTIVE
+            assert not info.requires_human
             await engine.commit(tx)
             assert (tmp_path / "files" / "a.txt").read_text() == "y" * 400_000
         finally:
@@ -198,7 +201,8 @@ async def test_fs_write_on_a_full_disk_is_a_disk_full_step_failure_and_undoes_cl
                         step_request(tx, 1, "fs.write", {"path": path, "contents": "n" * 300_000})
                     )
                     assert reply.status == pb.STEP_STATUS_ROLLBACK_TRIGGERED
-                    assert "disk is full" in reply.clean_hint and path in reply.clean_hint
+                    assert "disk is full" in reply.clean_hint
+                    assert path in reply.clean_hint
                     assert reply.next_step_id == 1  # the same step, once there is room
                     assert temp_files(root) == []
                 assert (root / "notes" / "a.txt").read_text() == "old"
@@ -215,7 +219,8 @@ async def test_fs_write_on_a_full_disk_is_a_disk_full_step_failure_and_undoes_cl
                 rolled = await stub.RollbackTransaction(
                     pb.RollbackTransactionRequest(transaction_id=tx)
                 )
-                assert rolled.rolled_back and not rolled.compensation_errors
+                assert rolled.rolled_back
+                assert not rolled.compensation_errors
                 assert (root / "notes" / "a.txt").read_text() == "old"
                 assert temp_files(root) == []
         finally:
@@ -247,12 +252,14 @@ async def test_an_outbox_on_a_full_disk_keeps_its_effects_until_there_is_room(
             )
             filler = fill(out)
             committed = await engine.commit(tx)
-            assert committed.committed and committed.effects_dispatched == 0
+            assert committed.committed
+            assert committed.effects_dispatched == 0
             assert any("No space left" in e for e in committed.dispatch_errors)
             for _ in range(4):  # past max_attempts: a full disk never makes a dead letter
                 await engine.dispatcher.run_once()
             rows = await engine.store.list_outbox(tx_id=tx)
-            assert [r.status for r in rows] == ["pending"] and rows[0].attempts >= 3
+            assert [r.status for r in rows] == ["pending"]
+            assert rows[0].attempts >= 3
             assert not outbox.exists() or outbox.read_bytes() == b""  # no half line left
 
             filler.unlink()
@@ -296,11 +303,13 @@ def test_an_effect_after_a_torn_outbox_line_reaches_consumers(tmp_path: Path) ->
                     )
                 )
                 reply = stub.CommitTransaction(pb.CommitTransactionRequest(transaction_id=tx))
-                assert reply.committed and reply.effects_dispatched == 1
+                assert reply.committed
+                assert reply.effects_dispatched == 1
     finally:
         assert server.terminate() == 0
     lines = outbox.read_text().splitlines()
-    assert lines[0] == whole and lines[1].startswith('{"tx_id":"tx_dead"')
+    assert lines[0] == whole
+    assert lines[1].startswith('{"tx_id":"tx_dead"')
     delivered = [json.loads(line)["idempotency_key"] for line in lines[2:]]
     assert delivered == ["new-1", "new-2"]
     assert outbox.read_text().endswith("\n")
@@ -332,8 +341,8 @@ async def test_fs_read_of_a_huge_file_or_a_fifo_is_refused_without_reading_it(
 ) -> None:
     root = tmp_path / "files"
     root.mkdir()
-    with open(root / "huge.bin", "wb") as f:
-        f.truncate(1 << 30)  # 1 GiB, sparse: reading it would take seconds
+    (root / "huge.bin").touch()
+    os.truncate(root / "huge.bin", 1 << 30)  # 1 GiB, sparse: reading it would take seconds
     os.mkfifo(root / "pipe")
     engine = await agenttx.Engine.open(
         f"sqlite:///{tmp_path}/agenttx.db", fs_root=root, background=False
@@ -346,6 +355,7 @@ async def test_fs_read_of_a_huge_file_or_a_fifo_is_refused_without_reading_it(
                 reply = await stub.ExecuteStep(step_request(tx, 1, "fs.read", {"path": path}))
                 assert time.perf_counter() - started < 1.0
                 assert reply.status == pb.STEP_STATUS_ROLLBACK_TRIGGERED
-                assert says in reply.clean_hint and path in reply.clean_hint, reply.clean_hint
+                assert says in reply.clean_hint, reply.clean_hint
+                assert path in reply.clean_hint, reply.clean_hint
     finally:
         await engine.close()

@@ -53,7 +53,8 @@ async def test_a_write_s_temporary_name_is_unique_reserved_and_removed_by_its_un
 ) -> None:
     root = tmp_path / "files"
     names = {temp_path(root / "a.txt").name for _ in range(100)}
-    assert len(names) == 100 and all(is_temp_name(n) for n in names)
+    assert len(names) == 100
+    assert all(is_temp_name(n) for n in names)
     assert not is_temp_name("a.txt" + TMP_SUFFIX)  # the old fixed name is an ordinary name
     # A name of the reserved shape is refused as a target, so no user file ever has one.
     reserved = next(iter(names))
@@ -68,7 +69,8 @@ async def test_a_write_s_temporary_name_is_unique_reserved_and_removed_by_its_un
     left = root / json.loads(undo.args_json)["tmp"]
     left.write_text("half written")
     await engine.rollback(tx)
-    assert not left.exists() and not (root / "b.txt").exists()
+    assert not left.exists()
+    assert not (root / "b.txt").exists()
 
 
 async def test_an_undo_recorded_before_unique_names_removes_no_guessed_file(
@@ -93,7 +95,8 @@ async def test_a_path_under_a_file_is_named_as_such(engine: agenttx.Engine) -> N
     await engine.execute_step(tx, 1, "fs.write", {"path": "plain.txt", "contents": "x"})
     r = await engine.execute_step(tx, 2, "fs.write", {"path": "plain.txt/sub.txt", "contents": "y"})
     assert r.status is agenttx.StepStatus.ROLLBACK_TRIGGERED
-    assert "'plain.txt' is a file" in r.clean_hint and "File exists" not in r.clean_hint
+    assert "'plain.txt' is a file" in r.clean_hint
+    assert "File exists" not in r.clean_hint
 
 
 async def test_record_insert_refuses_references_that_are_not_an_object(
@@ -106,18 +109,21 @@ async def test_record_insert_refuses_references_that_are_not_an_object(
             {"table": "invoices", "id": "i-1", "fields": {"c": "x"}, "references": bad},
         )
         assert r.status is agenttx.StepStatus.ROLLBACK_TRIGGERED, bad
-        assert "references" in r.clean_hint and "object" in r.clean_hint
+        assert "references" in r.clean_hint
+        assert "object" in r.clean_hint
 
 
 async def test_an_over_long_record_id_or_key_is_named_in_its_hint(engine: agenttx.Engine) -> None:
     assert builtin_args.MAX_KEY_BYTES == MAX_STATE_KEY_BYTES
     r = await _step(engine, "record.insert", {"table": "t", "id": "i" * 10_000})
-    assert "record id 'iii" in r.clean_hint and "at most 1014 bytes" in r.clean_hint
+    assert "record id 'iii" in r.clean_hint
+    assert "at most 1014 bytes" in r.clean_hint
     assert len(r.clean_hint) <= 240
     r = await _step(engine, "record.get", {"table": "t", "id": "j" * 2000})
     assert "record id 'jjj" in r.clean_hint
     r = await _step(engine, "kv.put", {"key": "k" * 10_000, "value": 1})
-    assert "state key 'kv/kkk" in r.clean_hint and "1-1024 bytes" in r.clean_hint
+    assert "state key 'kv/kkk" in r.clean_hint
+    assert "1-1024 bytes" in r.clean_hint
 
 
 async def test_hints_show_no_internal_class_paths(engine: agenttx.Engine) -> None:
@@ -162,7 +168,8 @@ async def test_a_huge_transaction_id_is_refused_and_never_echoed_in_full(s: Any)
     # An id of plausible length that names nothing is NOT_FOUND, echoed in full.
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await s.get("tx_" + "b" * 60)
-    assert refused.value.code() == Code.NOT_FOUND and "b" * 60 in refused.value.details()
+    assert refused.value.code() == Code.NOT_FOUND
+    assert "b" * 60 in refused.value.details()
 
 
 async def test_a_garbage_page_token_is_refused_not_read_as_the_first_page(s: Any) -> None:

@@ -86,7 +86,8 @@ def test_two_servers_interleave_the_steps_of_one_transaction(pair: Any) -> None:
     # A failure on A rewinds; B answers from the rewound transaction.
     r = step(a, tx, 3, "record.insert", {"table": "orders", "id": "o1", "references": {"c": "x"}})
     failed_next = r.next_step_id
-    assert r.status == pb.STEP_STATUS_ROLLBACK_TRIGGERED and failed_next <= 3
+    assert r.status == pb.STEP_STATUS_ROLLBACK_TRIGGERED
+    assert failed_next <= 3
     assert view(a, tx) == view(b, tx)
     wrong = failed_next + 1
     with pytest.raises(grpc.RpcError) as refused:
@@ -100,13 +101,15 @@ def test_two_servers_interleave_the_steps_of_one_transaction(pair: Any) -> None:
     assert step(a, tx, n + 1, "fs.write", args).next_step_id == n + 2
     # B rewinds A's file write: the undo recorded by A runs in B.
     rolled = b.RollbackTransaction(pb.RollbackTransactionRequest(transaction_id=tx, to_step=n + 1))
-    assert rolled.rolled_back and rolled.next_step_id == n + 1
+    assert rolled.rolled_back
+    assert rolled.next_step_id == n + 1
     assert not (shared / "files" / "notes" / "x.txt").exists()
     args = {"path": "notes/x.txt", "contents": "again"}
     assert step(a, tx, n + 1, "fs.write", args).next_step_id == n + 2
     assert step(a, tx, n + 2, "effect.stage", {"channel": "email", "idempotency_key": "e1"})
     commit = b.CommitTransaction(pb.CommitTransactionRequest(transaction_id=tx))
-    assert commit.committed and commit.steps_committed == n + 2
+    assert commit.committed
+    assert commit.steps_committed == n + 2
     assert view(a, tx)[0] == "COMMITTED"
 
     check = a.BeginTransaction(pb.BeginTransactionRequest()).transaction_id
@@ -126,10 +129,17 @@ def test_the_same_step_sent_to_both_servers_at_once_runs_once(pair: Any) -> None
         barrier = threading.Barrier(2)
         outcomes: list[Any] = [None, None]
 
-        def send(i: int, stub: Any, tx: str = tx) -> None:
+        def send(
+            i: int,
+            stub: Any,
+            tx: str = tx,
+            barrier: threading.Barrier = barrier,
+            outcomes: list[Any] = outcomes,
+            key: str = f"r{round_}",
+        ) -> None:
             barrier.wait()
             try:
-                outcomes[i] = step(stub, tx, 1, "kv.put", {"key": f"r{round_}", "value": i})
+                outcomes[i] = step(stub, tx, 1, "kv.put", {"key": key, "value": i})
             except grpc.RpcError as exc:
                 outcomes[i] = exc
 
@@ -140,7 +150,8 @@ def test_the_same_step_sent_to_both_servers_at_once_runs_once(pair: Any) -> None
             t.join()
         won = [o for o in outcomes if not isinstance(o, grpc.RpcError)]
         lost = [o for o in outcomes if isinstance(o, grpc.RpcError)]
-        assert len(won) == 1 and len(lost) == 1, outcomes
+        assert len(won) == 1, outcomes
+        assert len(lost) == 1, outcomes
         assert lost[0].code() == Code.FAILED_PRECONDITION, lost[0].details()
         assert "expects step 2" in lost[0].details()
         assert view(a, tx)[1] == view(b, tx)[1] == 2
@@ -162,7 +173,8 @@ def test_many_transactions_spread_over_both_servers_lose_nothing(pair: Any) -> N
                 c = rng.choice(stubs).CommitTransaction(
                     pb.CommitTransactionRequest(transaction_id=tx)
                 )
-                assert c.committed and c.steps_committed == 8
+                assert c.committed
+                assert c.steps_committed == 8
         except Exception as exc:  # collected: an assertion in a thread would vanish
             errors.append(f"agent {n}: {exc!r}")
 
@@ -176,3 +188,43 @@ def test_many_transactions_spread_over_both_servers_lose_nothing(pair: Any) -> N
     for n in range(4):
         got = json.loads(step(b, check, n + 1, "kv.get", {"key": f"a{n}/8"}).output_json)
         assert got["value"] == 2
+
+
+# --------------------------------------------------------------------------- alone, then shared
+
+
+async def test_a_store_alone_takes_no_locks_until_a_second_one_opens(tmp_path: Path) -> None:
+    """Alone on its file a store holds nothing per call; a second store's open makes the first
+    one shared within a watcher tick, even while the first is idle, and from then on both
+    see each other's steps (two engines in one process: the locks are per open file)."""
+    import time
+
+    import agenttx
+
+    url = f"sqlite:///{tmp_path}/agenttx.db"
+    first = await agenttx.Engine.open(url, background=False)
+    try:
+        locks: Any = first.store._locks  # type: ignore[attr-defined]
+        assert locks.alone
+        assert first.store.opened_alone
+        tx = (await first.begin()).transaction_id
+        await first.execute_step(tx, 1, "kv.put", {"key": "a", "value": 1})
+        assert locks._held == {}  # no transaction byte was taken
+        started = time.monotonic()
+        second = await agenttx.Engine.open(url, background=False)
+        try:
+            assert time.monotonic() - started < 2.0
+            assert not second.store.opened_alone
+            assert not locks.alone
+            r = await second.execute_step(tx, 2, "kv.get", {"key": "a"})
+            assert r.output["value"] == 1
+            assert r.next_step_id == 3
+            r = await first.execute_step(tx, 3, "kv.put", {"key": "b", "value": 2})
+            assert r.next_step_id == 4  # the first engine saw the second's step
+            with pytest.raises(agenttx.WrongStep, match="expects step 4"):
+                await second.execute_step(tx, 3, "kv.put", {"key": "c"})
+            assert (await second.commit(tx)).committed
+        finally:
+            await second.close()
+    finally:
+        await first.close()

@@ -260,7 +260,13 @@ class HeldImage:
                     try:
                         current = held.row if held is not None else None
                         if request is not None:
-                            request.check(held.reply if held is not None else None)
+                            # None: the store holds nothing for now (SQLite alone on its
+                            # file), so its reply is looked up as a one-process store's is.
+                            request.check(
+                                held.reply
+                                if held is not None
+                                else await images.store.get_request(*request.key)
+                            )
                         # A shared store read the row once the lock was held: another replica
                         # may have moved the transaction since this image was cached.
                         if current is not None and current.revision != rt.row.revision:

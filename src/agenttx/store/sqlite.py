@@ -138,6 +138,7 @@ class SqliteStore(SqlStore):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._locks = LockFile(self.path.with_name(self.path.name + "-locks"))
+            await self._locks.join()
             self.opened_alone = self._locks.alone_at_open
             self._wconn = self._connect()
             self._rconn = self._connect()
@@ -316,7 +317,7 @@ class _HeldSqliteTx:
     then the row only if another connection wrote since it was last handed out, and the
     request's stored reply. A class, not a generator: it is entered on every call."""
 
-    __slots__ = ("_request", "_store", "_timeout_s", "_tx_id")
+    __slots__ = ("_request", "_store", "_timeout_s", "_tx_id", "_unlocked")
 
     def __init__(
         self, store: SqliteStore, tx_id: str, timeout_s: float, request: tuple[str, str] | None
@@ -325,12 +326,20 @@ class _HeldSqliteTx:
         self._tx_id = tx_id
         self._timeout_s = timeout_s
         self._request = request
+        self._unlocked = False  # true iff entered while the store was alone (holds nothing)
 
-    async def __aenter__(self) -> HeldTx:
+    async def __aenter__(self) -> HeldTx | None:
         store = self._store
         locks = store._locks
         if locks is None:
             raise InternalError("store is closed")
+        if locks.alone:
+            # No other store has the file open: the image is authoritative and nothing is
+            # held — the contract's one-process answer (the caller looks its request up).
+            locks.unlocked_calls += 1
+            self._unlocked = True
+            return None
+        self._unlocked = False
         await locks.acquire(self._tx_id, self._timeout_s)
         try:
             # Read after the lock is held: whatever another process did to this transaction
@@ -354,11 +363,16 @@ class _HeldSqliteTx:
         tb: TracebackType | None,
     ) -> None:
         store = self._store
+        locks = store._locks
+        if self._unlocked:
+            if locks is not None:
+                locks.end_unlocked_call()
+            return
         if exc_type is not None:
             # The caller may not have caught its image up: read the row next time.
             store._verified.pop(self._tx_id, None)
-        if store._locks is not None:
-            store._locks.release(self._tx_id)
+        if locks is not None:
+            locks.release(self._tx_id)
 
 
 __all__ = ["SqliteStore"]

@@ -1,20 +1,28 @@
 """Locks that the processes sharing one SQLite file take on each other: one per transaction,
-and one that says who else has the file open.
+and the presence lock that says whether a store is alone on the file.
 
-Both are byte-range locks on a side file (``<db>-locks``, no bytes ever written): a
-transaction's lock is one byte at an offset hashed from its id, exclusive; the presence lock
-is a byte past that range, held shared by every open store for its lifetime. They are open
-file description locks (Linux ``F_OFD_SETLK``): two stores conflict even inside one process
-(two engines on one file), the kernel drops them when the process dies (no stale lock after a
-crash), and unlike POSIX locks closing another descriptor of the file never releases them.
-Where OFD locks do not exist, POSIX record locks (``lockf``) stand in: processes still
-exclude each other, engines within one process do not (documented in docs/operations.md).
+All are byte-range locks on a side file (``<db>-locks``, no bytes ever written). They are
+open file description locks (Linux ``F_OFD_SETLK``): two stores conflict even inside one
+process (two engines on one file), the kernel drops them when the process dies (no stale lock
+after a crash), and unlike POSIX locks closing another descriptor never releases them. Where
+OFD locks do not exist, POSIX record locks (``lockf``) stand in: processes still exclude each
+other, engines within one process do not (docs/operations.md).
 
-Two transactions whose ids hash to one byte share its lock: they only wait for each other's
-calls. In one store such a byte is counted, and released when its last holder is done.
-Waiting for a lock another process holds polls with a growing sleep (1 ms → 50 ms): the kernel
-has no wake-up that an event loop can await, and a thread blocked in ``F_SETLKW`` could not be
-given a timeout. Contention needs two processes in calls on the same transaction at once.
+**Alone** (the common case, one process per data directory): a store that finds nobody on the
+file holds the presence byte *exclusively* and takes no transaction locks at all — its cache
+is authoritative, as it always was. A second store that opens *knocks* (holds the knock byte
+shared) and waits for presence; the first one's watcher (every ``WATCH_S``) sees the knock,
+stops taking calls without locks, waits for the calls it already began that way to end, and
+turns its presence into a shared lock. From then on both are **shared**: every call holds its
+transaction's byte, exclusively, so calls on one transaction in two processes run one after
+the other. A store that has shared the file stays shared until it is closed.
+
+A transaction's byte is at an offset hashed from its id; two transactions on one byte only
+wait for each other's calls, and within one store such a byte is counted and released when its
+last holder is done. Waiting for a byte another process holds polls with a growing sleep
+(1 ms → 50 ms): the kernel has no wake-up an event loop can await, and a thread blocked in
+``F_SETLKW`` could not be given a timeout. Contention needs two processes in calls on the same
+transaction at once.
 """
 
 from __future__ import annotations
@@ -27,14 +35,17 @@ import time
 import zlib
 from pathlib import Path
 
-from agenttx.errors import DeadlineExceeded
+from agenttx.errors import DeadlineExceeded, InternalError
 
-# Transaction locks live on bytes [0, _TX_BYTES); the presence lock on the byte after them.
+# Transaction locks live on bytes [0, _TX_BYTES); presence and knock on the two after them.
 _TX_BYTES = 1 << 24
 _PRESENCE = _TX_BYTES
+_KNOCK = _TX_BYTES + 1
 _OFD = hasattr(fcntl, "F_OFD_SETLK")
 _FIRST_WAIT_S = 0.001
 _LONGEST_WAIT_S = 0.05
+WATCH_S = 0.05  # how often a store alone on the file looks for a knock
+JOIN_TIMEOUT_S = 30.0  # how long an opening store waits for the one alone to make room
 
 
 def _offset(tx_id: str) -> int:
@@ -49,16 +60,82 @@ class LockFile:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._held: dict[int, int] = {}  # byte -> holders in this store (calls in flight)
+        # True iff this store holds presence exclusively: no other store has the file open,
+        # and calls take no transaction locks.
+        self.alone = False
         # True iff no other store had the file open when this one opened it.
-        self.alone_at_open = self._try(_PRESENCE, fcntl.F_WRLCK)
-        # From now on every store holds presence shared (an atomic conversion of our own).
-        self._lock(_PRESENCE, fcntl.F_RDLCK, wait=True)
+        self.alone_at_open = False
+        self.unlocked_calls = 0  # calls in flight that began while alone (hold no lock)
+        self._watcher: asyncio.TimerHandle | None = None
+
+    async def join(self) -> None:
+        """Take presence: exclusively if nobody else has the file, else shared once the store
+        that is alone has made room (``InternalError`` if it does not within
+        ``JOIN_TIMEOUT_S``)."""
+        if self._try(_PRESENCE, fcntl.F_WRLCK):
+            self.alone = self.alone_at_open = True
+            self._watch_soon()
+            return
+        self._lock(_KNOCK, fcntl.F_RDLCK, wait=False)  # shared knocks never conflict
+        try:
+            deadline = time.monotonic() + JOIN_TIMEOUT_S
+            while not self._try(_PRESENCE, fcntl.F_RDLCK):
+                if time.monotonic() > deadline:
+                    raise InternalError(
+                        f"another process holds {self.path} and did not make room for this "
+                        f"one within {JOIN_TIMEOUT_S:g} s (is its event loop stuck?)"
+                    )
+                await asyncio.sleep(0.005)
+        finally:
+            self._lock(_KNOCK, fcntl.F_UNLCK, wait=False)
 
     def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
         if self._fd >= 0:
             os.close(self._fd)  # releases every lock of this descriptor
             self._fd = -1
             self._held.clear()
+        self.alone = False
+
+    # ------------------------------------------------------------------ alone → shared
+
+    def _watch_soon(self) -> None:
+        self._watcher = asyncio.get_running_loop().call_later(WATCH_S, self._watch)
+
+    def _watch(self) -> None:
+        self._watcher = None
+        if self._fd < 0:
+            return
+        if self.alone and self._knocked():
+            self.alone = False  # new calls lock from now on
+        if not self.alone and self.unlocked_calls == 0:
+            self._lock(_PRESENCE, fcntl.F_RDLCK, wait=False)  # an atomic downgrade: room made
+            return
+        self._watch_soon()
+
+    def end_unlocked_call(self) -> None:
+        """A call that began while alone has ended; the last one makes room if asked."""
+        self.unlocked_calls -= 1
+        if not self.alone and self.unlocked_calls == 0 and self._watcher is not None:
+            self._watcher.cancel()
+            self._watch()
+
+    def _knocked(self) -> bool:
+        """True iff another store holds the knock byte (it waits to open the file)."""
+        if not _OFD:
+            return not self._try_knock_alone()
+        probe = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _KNOCK, 1, 0)
+        answer = fcntl.fcntl(self._fd, fcntl.F_OFD_GETLK, probe)
+        return bool(struct.unpack("hhqqi4x", answer)[0] != fcntl.F_UNLCK)
+
+    def _try_knock_alone(self) -> bool:
+        # POSIX locks have no per-descriptor GETLK; take and drop the byte instead.
+        if self._try(_KNOCK, fcntl.F_WRLCK):
+            self._lock(_KNOCK, fcntl.F_UNLCK, wait=False)
+            return True
+        return False
 
     # ------------------------------------------------------------------ transactions
 
