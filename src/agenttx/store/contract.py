@@ -250,9 +250,11 @@ class Store(abc.ABC):
         lock is released when the block ends, however it ends; if releasing fails, the session
         holding it is closed, which releases it too. The default holds nothing and yields None
         (one process per store: the cache is authoritative, and the caller looks the request
-        up with ``get_request``). A file store several processes may open (SQLite) holds a lock
-        those processes share and yields a ``HeldTx`` too, whose row is None when it knows
-        nobody else wrote since it last handed the row out."""
+        up with ``get_request``). A file store several processes may open (SQLite) yields None
+        while it is alone on its file, and otherwise holds a lock those processes share and
+        yields a ``HeldTx``, whose row is None when it knows nobody else wrote since it last
+        handed the row out; its wait polls (file locks offer no wake-up an event loop can
+        await), which only calls on one transaction in two processes at once ever do."""
         return contextlib.nullcontext()
 
     @abc.abstractmethod
