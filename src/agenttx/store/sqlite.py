@@ -336,7 +336,7 @@ class _HeldSqliteTx:
         if locks.alone:
             # No other store has the file open: the image is authoritative and nothing is
             # held — the contract's one-process answer (the caller looks its request up).
-            locks.unlocked_calls += 1
+            locks.begin_unlocked_call(self._tx_id)
             self._unlocked = True
             return None
         self._unlocked = False
@@ -366,7 +366,7 @@ class _HeldSqliteTx:
         locks = store._locks
         if self._unlocked:
             if locks is not None:
-                locks.end_unlocked_call()
+                locks.end_unlocked_call(self._tx_id)
             return
         if exc_type is not None:
             # The caller may not have caught its image up: read the row next time.

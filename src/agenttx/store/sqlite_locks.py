@@ -12,8 +12,9 @@ other, engines within one process do not (docs/operations.md).
 file holds the presence byte *exclusively* and takes no transaction locks at all — its cache
 is authoritative, as it always was. A second store that opens *knocks* (holds the knock byte
 shared) and waits for presence; the first one's watcher (every ``WATCH_S``) sees the knock,
-stops taking calls without locks, waits for the calls it already began that way to end, and
-turns its presence into a shared lock. From then on both are **shared**: every call holds its
+stops taking calls without locks, takes the transaction locks of the calls it already began
+that way (nobody else can hold them yet), so they finish protected, and turns its presence
+into a shared lock. From then on both are **shared**: every call holds its
 transaction's byte, exclusively, so calls on one transaction in two processes run one after
 the other. A store that has shared the file stays shared until it is closed.
 
@@ -65,7 +66,11 @@ class LockFile:
         self.alone = False
         # True iff no other store had the file open when this one opened it.
         self.alone_at_open = False
-        self.unlocked_calls = 0  # calls in flight that began while alone (hold no lock)
+        # Transaction id -> calls in flight on it that began while alone (they hold nothing).
+        self._unlocked: dict[str, int] = {}
+        # Transaction id -> such calls whose lock was taken for them when the store turned
+        # shared: their end releases it.
+        self._adopted: dict[str, int] = {}
         self._watcher: asyncio.TimerHandle | None = None
 
     async def join(self) -> None:
@@ -104,23 +109,45 @@ class LockFile:
     def _watch_soon(self) -> None:
         self._watcher = asyncio.get_running_loop().call_later(WATCH_S, self._watch)
 
+    def begin_unlocked_call(self, tx_id: str) -> None:
+        """A call on ``tx_id`` begins while alone: it holds nothing (see ``end_unlocked_call``)."""
+        self._unlocked[tx_id] = self._unlocked.get(tx_id, 0) + 1
+
+    def end_unlocked_call(self, tx_id: str) -> None:
+        """A call that began while alone has ended; if the store turned shared meanwhile, the
+        lock taken for it is released."""
+        adopted = self._adopted.get(tx_id, 0)
+        if adopted:
+            if adopted == 1:
+                del self._adopted[tx_id]
+            else:
+                self._adopted[tx_id] = adopted - 1
+            self.release(tx_id)
+            return
+        left = self._unlocked.get(tx_id, 0) - 1
+        if left > 0:
+            self._unlocked[tx_id] = left
+        else:
+            self._unlocked.pop(tx_id, None)
+
     def _watch(self) -> None:
         self._watcher = None
-        if self._fd < 0:
+        if self._fd < 0 or not self.alone:
             return
-        if self.alone and self._knocked():
-            self.alone = False  # new calls lock from now on
-        if not self.alone and self.unlocked_calls == 0:
-            self._lock(_PRESENCE, fcntl.F_RDLCK, wait=False)  # an atomic downgrade: room made
+        if not self._knocked():
+            self._watch_soon()
             return
-        self._watch_soon()
-
-    def end_unlocked_call(self) -> None:
-        """A call that began while alone has ended; the last one makes room if asked."""
-        self.unlocked_calls -= 1
-        if not self.alone and self.unlocked_calls == 0 and self._watcher is not None:
-            self._watcher.cancel()
-            self._watch()
+        self.alone = False  # new calls lock from now on
+        # The calls in flight take their transactions' locks now: nobody else can hold them
+        # (the knocking store has not joined), and from here on no other process enters a
+        # call on those transactions until they end.
+        for tx_id, calls in self._unlocked.items():
+            for _ in range(calls):
+                if not self.try_acquire(tx_id):  # cannot happen: nobody else has joined
+                    raise InternalError(f"transaction lock of {tx_id} taken while alone")
+            self._adopted[tx_id] = self._adopted.get(tx_id, 0) + calls
+        self._unlocked.clear()
+        self._lock(_PRESENCE, fcntl.F_RDLCK, wait=False)  # an atomic downgrade: room made
 
     def _knocked(self) -> bool:
         """True iff another store holds the knock byte (it waits to open the file)."""
