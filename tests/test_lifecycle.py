@@ -104,12 +104,10 @@ async def test_context_log_keeps_raw_context_of_live_steps(engine: agenttx.Engin
 async def test_steps_of_one_transaction_run_one_at_a_time(open_engine: Any) -> None:
     order: list[str] = []
     gate = asyncio.Event()
-    started = asyncio.Event()
 
     @agenttx.tool(name="slow.mark", effect="read")
     async def slow_mark(ctx: agenttx.ToolContext, label: str) -> dict[str, str]:
         order.append(f"start {label}")
-        started.set()
         await gate.wait()
         order.append(f"end {label}")
         return {"label": label}
@@ -117,9 +115,12 @@ async def test_steps_of_one_transaction_run_one_at_a_time(open_engine: Any) -> N
     engine = await open_engine(tools=[slow_mark])
     tx = (await engine.begin()).transaction_id
     first = asyncio.create_task(engine.execute_step(tx, 1, "slow.mark", {"label": "a"}))
-    # Wait until the first call is inside its tool (on PostgreSQL its first lock may need a
-    # new connection, which can take longer than any fixed sleep on a loaded machine).
-    await asyncio.wait_for(started.wait(), 10)
+    # Wait until step 1's tool runs (on a loaded machine PostgreSQL may take longer than a
+    # fixed sleep to get it there), so the second call surely arrives while it holds the lock.
+    for _ in range(500):
+        if order:
+            break
+        await asyncio.sleep(0.01)
     # The second call for the same transaction waits for the first, then sees step 2 expected.
     second = asyncio.create_task(engine.execute_step(tx, 2, "slow.mark", {"label": "b"}))
     await asyncio.sleep(0.01)

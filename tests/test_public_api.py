@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import agenttx
+import agenttx.client
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -27,3 +28,10 @@ def test_the_audit_chain_types_are_public() -> None:
         assert name in agenttx.__all__
         assert getattr(agenttx, name).__module__ == "agenttx"
     assert agenttx.AuditKind.COMMIT == "commit"
+
+
+def test_the_client_s_resume_loop_is_exported() -> None:
+    for name in ("AgentTurn", "StepCall", "StepsNotRedone"):
+        assert name in agenttx.__all__
+        assert getattr(agenttx, name) is getattr(agenttx.client, name)
+    assert agenttx.StepsNotRedone("t", {1: "kv.put"}).reason == "STEPS_NOT_REDONE"

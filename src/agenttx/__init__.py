@@ -73,6 +73,7 @@ from agenttx.errors import (
     OutcomeUnknownPending,
     RevisionConflict,
     StepFailure,
+    StoreFull,
     UncertainOutcome,
     WrongStep,
 )
@@ -95,13 +96,16 @@ from agenttx.types import (
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
     from agenttx.audit import AuditKind, AuditRecord, AuditVerification
     from agenttx.client import (
+        AgentTurn,
         AgentTxClient,
         AsyncAgentTxClient,
         OutcomeUnknown,
         RetryPolicy,
         RollbackTriggered,
         ServerUnavailable,
+        StepCall,
         StepError,
+        StepsNotRedone,
         TransactionAborted,
     )
     from agenttx.core.controller import RollbackController
@@ -116,16 +120,19 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it, imported on first use. Keep in step with the
 # TYPE_CHECKING block above (tests/test_layering.py checks both name the same things).
 _LAZY: dict[str, str] = {
+    "AgentTurn": "agenttx.client",
+    "AgentTxClient": "agenttx.client",
+    "AsyncAgentTxClient": "agenttx.client",
     "AuditKind": "agenttx.audit",
     "AuditRecord": "agenttx.audit",
     "AuditVerification": "agenttx.audit",
-    "AgentTxClient": "agenttx.client",
-    "AsyncAgentTxClient": "agenttx.client",
     "OutcomeUnknown": "agenttx.client",
     "RetryPolicy": "agenttx.client",
     "RollbackTriggered": "agenttx.client",
     "ServerUnavailable": "agenttx.client",
+    "StepCall": "agenttx.client",
     "StepError": "agenttx.client",
+    "StepsNotRedone": "agenttx.client",
     "TransactionAborted": "agenttx.client",
     "RollbackController": "agenttx.core.controller",
     "Hint": "agenttx.core.hints",
@@ -144,6 +151,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "Aborted",
+    "AgentTurn",
     "AgentTxClient",
     "AgentTxError",
     "AlreadyExists",
@@ -180,11 +188,14 @@ __all__ = [
     "RollbackResult",
     "RollbackTriggered",
     "ServerUnavailable",
+    "StepCall",
     "StepError",
     "StepFailure",
     "StepResult",
     "StepStatus",
     "StepView",
+    "StepsNotRedone",
+    "StoreFull",
     "Strategy",
     "SyncToolContext",
     "Tool",

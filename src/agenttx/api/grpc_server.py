@@ -181,6 +181,7 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
             max_local_depth=t.policy.max_local_depth,
             max_global_resets=t.policy.max_global_resets,
             replay_budget_factor=t.policy.replay_budget_factor,
+            max_step_retries=t.policy.max_step_retries,
         ),
     )
 
@@ -235,6 +236,7 @@ def _policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
         "replay_budget_factor": (
             p.replay_budget_factor if p.HasField("replay_budget_factor") else None
         ),
+        "max_step_retries": p.max_step_retries if p.HasField("max_step_retries") else None,
     }
 
 

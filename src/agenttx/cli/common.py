@@ -75,7 +75,8 @@ def fail(message: str) -> NoReturn:
 def to_dict(message: Any) -> dict[str, Any]:
     """A protobuf message as plain JSON values: ints stay ints (``MessageToDict`` would make
     64-bit ones strings), enums become their names, and ``*_json`` text fields are parsed
-    into a field without the suffix (``output_json`` → ``output``)."""
+    into a field without the suffix (``output_json`` → ``output``); unset optional scalars are
+    left out."""
     out: dict[str, Any] = {}
     for fd in message.DESCRIPTOR.fields:
         value = getattr(message, fd.name)
@@ -93,6 +94,8 @@ def to_dict(message: Any) -> dict[str, Any]:
             out[fd.name] = list(value)
         elif fd.name.endswith("_json"):
             out[fd.name.removesuffix("_json")] = json.loads(value) if value else None
+        elif fd.has_presence and not message.HasField(fd.name):
+            continue  # an unset optional field means "the default", not 0: leave it out
         else:
             out[fd.name] = value
     return out

@@ -7,6 +7,7 @@ channel belongs to the event loop it was made on: create the client inside that 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -18,6 +19,15 @@ from agenttx.audit import AuditRecord, AuditVerification
 from agenttx.client import _audit as audit_wire
 from agenttx.client import _wire as wire
 from agenttx.client._cursor import TransactionCursor
+from agenttx.client._errors import RollbackTriggered
+from agenttx.client._loop import (
+    DEFAULT_MAX_CALLS,
+    AgentTurn,
+    Answer,
+    AsyncAgent,
+    as_call,
+    calls_exhausted,
+)
 from agenttx.client._wire import (
     DEFAULT_TARGET,
     SERVICE_NAME,
@@ -349,7 +359,7 @@ class AsyncTransaction(TransactionCursor):
         except AgentTxError as exc:
             self._failed(exc)
             raise
-        return self._stepped(r)
+        return self._stepped(r, tool)
 
     async def commit(self) -> CommitResult:
         rid = self._open_request_id(("commit",), "commit")
@@ -368,6 +378,22 @@ class AsyncTransaction(TransactionCursor):
             raise
         return self._rolled_back(r)
 
+    async def run(self, agent: AsyncAgent, *, max_calls: int = DEFAULT_MAX_CALLS) -> dict[int, Any]:
+        """The asyncio twin of ``Transaction.run``; ``agent`` may be sync or async."""
+        turn = self._turn(None, 0)
+        while True:
+            answer = await _answer(agent, turn)
+            if answer is None:
+                return self.outputs
+            if turn.calls >= max_calls:
+                raise calls_exhausted(self.transaction_id, max_calls)
+            call = as_call(answer)
+            try:
+                await self.step(call.tool, call.arguments, call.raw_context)
+                turn = self._turn(None, turn.calls + 1)
+            except RollbackTriggered as rolled_back:
+                turn = self._turn(rolled_back, turn.calls + 1)
+
     async def info(self) -> TransactionInfo:
         return await self.client.get_transaction(self.transaction_id)
 
@@ -384,9 +410,24 @@ class AsyncTransaction(TransactionCursor):
         if self.ended or self.status is None:
             return
         if exc is None:
-            await self.commit()
-            return
+            unfinished = self._unfinished()
+            if unfinished is None:
+                await self.commit()
+                return
+            # Committing now would drop steps the server rewound: all or nothing, so abort.
+            try:
+                await self.rollback(reason=self._exit_reason(unfinished))
+            except AgentTxError as abort_error:
+                unfinished.add_note(f"agenttx: rolling back failed: {abort_error}")
+            raise unfinished
         try:
             await self.rollback(reason=self._exit_reason(exc))
         except AgentTxError as abort_error:
             exc.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")
+
+
+async def _answer(agent: AsyncAgent, turn: AgentTurn) -> Answer:
+    answer = agent(turn)
+    if inspect.isawaitable(answer):
+        return await answer
+    return answer

@@ -210,10 +210,14 @@ class Engine:
             clock=clock,
         )
         LIVE_OWNERS.add(config.owner)
-        if not store.shared:
+        if not store.shared and store.opened_alone:
             # This process alone serves the store: effects a dead predecessor had claimed
             # (mid-delivery, or committed and not yet sent) go out now, not after the lease.
             await store.release_claims(now=clock())
+        elif not store.shared:
+            # Another live process has the file open (a second server, several MCP
+            # processes): its claims are its own; calls coordinate per transaction.
+            log.info("another process has %s open; sharing it", store.url)
         await engine.recover()
         if background:
             engine.start_background()

@@ -37,7 +37,15 @@ from agenttx.core.requests import Request
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
 from agenttx.core.views import graph_step
-from agenttx.errors import AlreadyExists, NotFound, RevisionConflict
+from agenttx.errors import (
+    AgentTxError,
+    AlreadyExists,
+    InternalError,
+    NotFound,
+    RevisionConflict,
+    StoreFull,
+    clip,
+)
 from agenttx.store.contract import HeldTx, StagedEffect, StepRow, Store, TxRow, TxUpdate
 from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
 
@@ -110,7 +118,7 @@ class TxImages:
         """A fresh image from the store: the row, the live steps, the pending undo records."""
         row = await self.store.get_transaction(transaction_id)
         if row is None:
-            raise NotFound(f"transaction `{transaction_id}` not found")
+            raise NotFound(f"transaction `{clip(transaction_id)}` not found")
         rt = TxRuntime(
             row,
             RollbackPolicy.from_dict(row.body.get("policy")),
@@ -257,15 +265,11 @@ class TxImages:
             row.body = update.body
         if update.audit:
             rt.audit_head = update.audit[-1].head
-        self.events.publish(
-            event_for(
-                rt.transaction_id,
-                revision,
-                TxStatus(update.status),
-                update.next_step_id,
-                update.now,
+        if self.events.listened(row.id):
+            status = TxStatus(update.status)
+            self.events.publish(
+                event_for(row.id, revision, status, update.next_step_id, update.now)
             )
-        )
 
 
 class HeldImage:
@@ -275,9 +279,10 @@ class HeldImage:
     looks its stored reply up once the locks are held — on a shared store in the lock's own
     round trip — and ends there with ``ReplyFound`` if there is one. If the call raises
     ``RevisionConflict`` (someone moved the transaction under a durable update) or
-    ``AlreadyExists`` (its write was rolled back: the request id was taken), the image, which
-    the call may have advanced ahead of that write, is reloaded before the error reaches the
-    caller, so a retry works.
+    ``AlreadyExists`` (its write was rolled back: the request id was taken), or a store failure
+    (``StoreFull``: a full disk; ``InternalError``), the image, which the call may have advanced
+    ahead of that write, is reloaded before the error reaches the caller, so a retry works; if
+    the store cannot even be read, the image leaves the cache and the next call loads it.
 
     A class rather than a generator-based context manager: it is entered on every call, and
     this costs a fraction of one (measured on the step path)."""
@@ -323,7 +328,13 @@ class HeldImage:
                     try:
                         current = held.row if held is not None else None
                         if request is not None:
-                            request.check(held.reply if held is not None else None)
+                            # None: the store holds nothing for now (SQLite alone on its
+                            # file), so its reply is looked up as a one-process store's is.
+                            request.check(
+                                held.reply
+                                if held is not None
+                                else await images.store.get_request(*request.key)
+                            )
                         # A shared store read the row once the lock was held: another replica
                         # may have moved the transaction since this image was cached.
                         if current is not None and current.revision != rt.row.revision:
@@ -355,14 +366,23 @@ class HeldImage:
         images = self._images
         try:
             try:
-                if exc_type is not None and issubclass(exc_type, RevisionConflict | AlreadyExists):
-                    await images.reload(self._rt)
+                if exc_type is not None and issubclass(exc_type, _IMAGE_MAY_BE_AHEAD):
+                    try:
+                        await images.reload(self._rt)
+                    except AgentTxError:
+                        # Not even a read works: trust nothing cached about this transaction.
+                        images.cache.pop(self._transaction_id, None)
             finally:
                 if self._store_lock is not None:
                     await self._store_lock.__aexit__(exc_type, exc, tb)
         finally:
             self._lock.release()
             images.in_flight -= 1
+
+
+# Errors after which the image may hold what the store refused: a lost compare-and-set, a
+# request id taken, a write that failed (full disk, driver error).
+_IMAGE_MAY_BE_AHEAD = (RevisionConflict, AlreadyExists, StoreFull, InternalError)
 
 
 def _apply_step(rt: TxRuntime, st: StepRow, *, graph: bool) -> None:

@@ -168,11 +168,14 @@ class Recovery:
         if status is TxStatus.EXECUTING:
             steps = await self.store.load_steps(rt.transaction_id, live_only=False)
             running = next((s for s in reversed(steps) if s.status == "RUNNING"), None)
-            # A shared store's lock (held by the caller) already proves the owner is gone; one
-            # process per store relies on the step's lease and owner pid.
+            # A shared store's lock (held by the caller) already proves the owner is gone; a
+            # file store relies on the step's lease and owner pid — and a step this very engine
+            # owns is dead too: its call held the lock the caller holds now, so it has ended
+            # (its last write failed, e.g. on a full disk).
             if (
                 running is not None
                 and not self.store.shared
+                and running.lease_owner != self.config.owner
                 and not lease_dead(running, self.clock())
             ):
                 return ""

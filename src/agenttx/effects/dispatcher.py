@@ -4,13 +4,16 @@ letters.
 Rows are claimed with a lease (``Store.claim_outbox``), so a dispatcher that dies mid-delivery
 loses nothing: the lease expires and another claim delivers the row again, with the same
 idempotency key. Failed attempts back off exponentially (``base · 2^(attempt-1)``, capped);
-after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it.
+after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it —
+except for a full disk (``ENOSPC`` from the channel): that says nothing about the effect, so
+those attempts go on at the capped backoff and never make the row dead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import time
@@ -134,6 +137,7 @@ class OutboxDispatcher:
         channel = self.channel_for(row.channel)
         error = ""
         permanent = False
+        no_room = False  # the channel ran out of disk: not the effect's fault
         if channel is None:
             error = f"no dispatcher for channel {row.channel!r}"
             permanent = True
@@ -145,6 +149,7 @@ class OutboxDispatcher:
                 error, permanent = str(exc) or type(exc).__name__, True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
+                no_room = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
         now = self.clock()
         if not error:
             await self.store.settle_outbox(
@@ -157,7 +162,7 @@ class OutboxDispatcher:
                 audit=_delivery_event(row, attempt, "delivered", "", now),
             )
             return None
-        dead = permanent or attempt >= self.max_attempts
+        dead = permanent or (attempt >= self.max_attempts and not no_room)
         delay = min(self.backoff_base_s * (2 ** (attempt - 1)), self.backoff_max_s)
         status = "dead" if dead else "pending"
         await self.store.settle_outbox(

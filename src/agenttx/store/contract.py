@@ -168,9 +168,12 @@ class StoredReply:
 
 @dataclass(frozen=True, slots=True)
 class HeldTx:
-    """What a shared store read once ``transaction_lock`` held the transaction."""
+    """What a store read once ``transaction_lock`` held the transaction."""
 
-    row: TxRow | None  # the transaction's row as it is now (None: no such transaction)
+    # The transaction's row as it is now. None: no such transaction — or, from a store that
+    # can tell (SQLite's data_version), nobody else has written the store since it last
+    # handed this transaction's row out under this lock, so the caller's image is current.
+    row: TxRow | None
     reply: StoredReply | None  # what is stored for the request id asked about (None: nothing)
     audit_head: ChainHead | None = None  # the transaction's audit chain head, read with the row
 
@@ -231,6 +234,10 @@ class Store(abc.ABC):
     # True iff other processes (replicas) serve the same transactions concurrently, so an
     # in-memory image must be checked against the store before it is trusted.
     shared: bool = False
+    # True iff no other process had this store open when it was opened: outbox claims found
+    # then are a dead predecessor's (``release_claims``). Set by ``open``; a shared store's
+    # value is never used.
+    opened_alone: bool = True
 
     def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
         """Told by the engine how many calls it has in flight, for stores that batch writes
@@ -249,7 +256,11 @@ class Store(abc.ABC):
         lock is released when the block ends, however it ends; if releasing fails, the session
         holding it is closed, which releases it too. The default holds nothing and yields None
         (one process per store: the cache is authoritative, and the caller looks the request
-        up with ``get_request``)."""
+        up with ``get_request``). A file store several processes may open (SQLite) yields None
+        while it is alone on its file, and otherwise holds a lock those processes share and
+        yields a ``HeldTx``, whose row is None when it knows nobody else wrote since it last
+        handed the row out; its wait polls (file locks offer no wake-up an event loop can
+        await), which only calls on one transaction in two processes at once ever do."""
         return contextlib.nullcontext()
 
     @abc.abstractmethod

@@ -41,7 +41,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from agenttx.audit import AuditRecord
-from agenttx.errors import DeadlineExceeded, InternalError
+from agenttx.errors import AgentTxError, DeadlineExceeded, InternalError, StoreFull
 from agenttx.store import sql
 from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
 from agenttx.store.postgres_target import Target
@@ -251,7 +251,7 @@ class PostgresStore(SqlStore):
             async with self._pool.connection() as c:
                 yield c
         except psycopg.Error as exc:
-            raise InternalError(f"PostgreSQL error: {exc}") from exc
+            raise _failure(exc) from exc
 
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
         async with self._connection() as c:
@@ -337,7 +337,7 @@ class PostgresStore(SqlStore):
                 ) from None
             except psycopg.Error as exc:
                 self._lock_timeouts.pop(c, None)
-                raise InternalError(f"PostgreSQL error: {exc}") from exc
+                raise _failure(exc) from exc
             try:
                 yield HeldTx(
                     sql.tx_row(found) if found else None,
@@ -445,6 +445,17 @@ class PostgresStore(SqlStore):
         if listener is not None:
             with contextlib.suppress(psycopg.Error):
                 await listener.close()
+
+
+def _failure(exc: psycopg.Error) -> AgentTxError:
+    """The error a driver failure is raised as: the server's full disk (SQLSTATE 53100) says
+    so (RESOURCE_EXHAUSTED), everything else is INTERNAL."""
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreFull(
+            f"the store is full: PostgreSQL says {exc}; nothing was written — free disk space "
+            "on the database server and send the same call again"
+        )
+    return InternalError(f"PostgreSQL error: {exc}")
 
 
 __all__ = ["PostgresStore"]

@@ -38,7 +38,7 @@ from agenttx.audit import (
     ChainHead,
     make_record,
 )
-from agenttx.errors import InvalidArgument
+from agenttx.errors import InvalidArgument, clip
 from agenttx.store import sql
 from agenttx.store.contract import (
     CommitOutcome,
@@ -221,7 +221,8 @@ class SqlStore(Store):
         # (which a caller must hear of rather than take for the end).
         if not rows and after_id and not await self._rows(sql.TX_EXISTS, (after_id,)):
             raise InvalidArgument(
-                f"cannot continue the listing after {after_id!r}: no such transaction"
+                f"cannot continue the listing after {clip(after_id)!r}: no such transaction "
+                "(use the next_page_token of the previous page, or none for the first)"
             )
         return rows
 

@@ -43,14 +43,16 @@ ROLLBACK_STRATEGY_ABORT: RollbackStrategy
 ROLLBACK_STRATEGY_RETRY: RollbackStrategy
 
 class RollbackPolicy(_message.Message):
-    __slots__ = ("max_local_depth", "max_global_resets", "replay_budget_factor")
+    __slots__ = ("max_local_depth", "max_global_resets", "replay_budget_factor", "max_step_retries")
     MAX_LOCAL_DEPTH_FIELD_NUMBER: _ClassVar[int]
     MAX_GLOBAL_RESETS_FIELD_NUMBER: _ClassVar[int]
     REPLAY_BUDGET_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEP_RETRIES_FIELD_NUMBER: _ClassVar[int]
     max_local_depth: int
     max_global_resets: int
     replay_budget_factor: float
-    def __init__(self, max_local_depth: _Optional[int] = ..., max_global_resets: _Optional[int] = ..., replay_budget_factor: _Optional[float] = ...) -> None: ...
+    max_step_retries: int
+    def __init__(self, max_local_depth: _Optional[int] = ..., max_global_resets: _Optional[int] = ..., replay_budget_factor: _Optional[float] = ..., max_step_retries: _Optional[int] = ...) -> None: ...
 
 class BeginTransactionRequest(_message.Message):
     __slots__ = ("agent_id", "metadata", "policy", "request_id", "isolation", "labels")
