@@ -66,7 +66,8 @@ async def test_a_failure_its_rollback_and_strategy_and_compensations_are_chained
     open_engine: Any,
 ) -> None:
     engine = await open_engine(tools=[remote])
-    tx = (await engine.begin()).transaction_id
+    # No same-step retries (the reference's decisions), so the failure rewinds past step 2.
+    tx = (await engine.begin(policy={"max_step_retries": 0})).transaction_id
     await engine.execute_step(tx, 1, "audit.remote", {"name": "x"})
     failed = await engine.execute_step(tx, 2, "kv.get", {"key": "missing"})
     assert failed.status is agenttx.StepStatus.ROLLBACK_TRIGGERED

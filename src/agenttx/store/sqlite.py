@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
 
+from agenttx.audit import ChainHead
 from agenttx.errors import AgentTxError, InternalError, StoreFull
 from agenttx.store import sql
 from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
@@ -355,15 +356,19 @@ class _HeldSqliteTx:
             # under its lock is committed by now.
             version = store._data_version()
             row: TxRow | None = None
+            head: ChainHead | None = None
             if version is None or store._verified.get(self._tx_id) != version:
                 row = await store.get_transaction(self._tx_id)
+                # Another process may have appended to the audit chain with the row: the
+                # image's head must be the stored one before this call appends after it.
+                head = await store.audit_head(self._tx_id)
                 store._remember(self._tx_id, version)
             reply = await store.get_request(*self._request) if self._request else None
         except BaseException:
             store._verified.pop(self._tx_id, None)
             locks.release(self._tx_id)
             raise
-        return HeldTx(row, reply)
+        return HeldTx(row, reply, head)
 
     async def __aexit__(
         self,
