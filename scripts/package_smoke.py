@@ -3,7 +3,9 @@
 tests/test_package.py builds the wheel, installs it into a fresh virtual environment (no extras)
 and runs this file there, from a directory outside the source tree, so every import below comes
 from the installed package. It checks what a user meets first: the library, the client and the
-``agenttx`` command import and run; an embedded Engine on SQLite does begin -> kv.put -> commit;
+``agenttx`` command import and run; ``agenttx connect codex --write`` edits a TOML file keeping
+what was there (tomlkit is a run-time dependency); an embedded Engine on SQLite does begin ->
+kv.put -> commit;
 and without the ``postgres`` extra a ``postgresql://`` URL fails at once naming that extra, in
 the library and in ``agenttx serve``.
 Any failure exits non-zero with the reason; the last line printed on success is ``smoke ok``.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import subprocess
 import sys
 import tempfile
@@ -56,6 +59,33 @@ def command_runs() -> None:
     check(done.returncode == 0, f"agenttx --help exited {done.returncode}: {done.stderr}")
     check("serve" in done.stdout, f"agenttx --help does not list serve:\n{done.stdout}")
     print("agenttx --help lists its commands")
+
+
+def connect_writes_codex_toml(home: Path) -> None:
+    """`agenttx connect codex --write` from the wheel: its TOML editor (tomlkit) is a run-time
+    dependency, and the entry names this environment's own `agenttx`."""
+    import tomllib
+
+    command = Path(sys.executable).parent / "agenttx"
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('model = "o3"  # mine\n', encoding="utf-8")
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("CODEX_HOME", None)
+    done = subprocess.run(
+        [str(command), "connect", "codex", "--write"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    check(done.returncode == 0, f"agenttx connect codex --write: {done.stderr}")
+    text = config.read_text("utf-8")
+    check(text.startswith('model = "o3"  # mine\n'), f"the user's line changed:\n{text}")
+    entry = tomllib.loads(text)["mcp_servers"]["agenttx"]
+    check(entry["command"] == str(command), f"the entry launches {entry['command']}")
+    print("agenttx connect codex --write keeps the file and names this agenttx")
 
 
 async def engine_commits(data: Path) -> None:
@@ -107,6 +137,8 @@ def main() -> int:
     installed_here()
     client_imports()
     command_runs()
+    with tempfile.TemporaryDirectory(prefix="agenttx-smoke-") as tmp:
+        connect_writes_codex_toml(Path(tmp))
     with tempfile.TemporaryDirectory(prefix="agenttx-smoke-") as tmp:
         asyncio.run(engine_commits(Path(tmp)))
     asyncio.run(postgres_needs_the_extra())

@@ -87,6 +87,7 @@ POLICY_FLAGS = {
     "--max-local-depth": ("16", "max_local_depth", 16),
     "--max-global-resets": ("0", "max_global_resets", 0),
     "--replay-budget-factor": ("0.1", "replay_budget_factor", 0.1),
+    "--max-step-retries": ("5", "max_step_retries", 5),
 }
 
 
@@ -125,6 +126,8 @@ OUT_OF_RANGE = [
     ("--max-local-depth", "-1"),
     ("--max-local-depth", "17"),
     ("--max-global-resets", "17"),
+    ("--max-step-retries", "33"),
+    ("--max-step-retries", "-1"),
     ("--replay-budget-factor", "0.05"),
     ("--replay-budget-factor", "1000.5"),
     ("--step-timeout-ms", "0"),

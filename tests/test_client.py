@@ -627,6 +627,7 @@ def test_the_client_imports_no_engine_or_store() -> None:
         "agenttx.errors",
         "agenttx.error_details",
         "agenttx.wire",
+        "agenttx.audit",  # the audit chain's values and checks: standard library only
     )
     package = Path(agenttx.__file__).parent / "client"
     for path in package.glob("*.py"):

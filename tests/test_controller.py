@@ -59,7 +59,8 @@ def test_transient_and_argument_failures_retry_the_same_step(category: str) -> N
     c, s = RollbackController(), ControllerState()
     d = fail(c, s, 6, category)
     assert d == Decision(RETRY, target=6, rollback_to_step=6, replayed=1)
-    assert (s.replay_used, s.retries, s.failures) == (1, {6: 1}, {})
+    # issue 11: a retry is charged to the step's own retry streak, not to the replay budget
+    assert (s.replay_used, s.retries, s.failures) == (0, {6: 1}, {})
 
 
 def test_default_retry_categories_are_transient_plus_argument_errors() -> None:
@@ -99,14 +100,16 @@ def test_retries_disabled_gives_the_reference_behaviour() -> None:
     assert moves([fail(c, s, 6, "timeout")]) == [(LB, 5)]
 
 
-def test_a_retry_over_the_budget_escalates() -> None:
-    # factor 0.1 at N = 1: budget max(1, ⌈0.1·1·1⌉) = 1, used by the first retry.
+def test_retries_do_not_use_the_replay_budget() -> None:
+    # issue 11: factor 0.1 at N = 1 gives a budget of 1; retries used to spend it and reset the
+    # transaction at the second typo. Now they have their own bound (3 in a row by default),
+    # and only then does the failure escalate as a persistent one (LB, LB, then reset).
     policy = RollbackPolicy(replay_budget_factor=0.1)
     c, s = RollbackController(), ControllerState()
-    assert fail(c, s, 1, "timeout", policy=policy).strategy is RETRY
-    d = fail(c, s, 1, "timeout", policy=policy)
-    assert d.strategy is RESET
-    assert (s.epoch, s.replay_used, s.retries) == (1, 0, {})
+    got = [fail(c, s, 1, "timeout", policy=policy) for _ in range(3)]
+    assert moves(got) == [(RETRY, 1)] * 3
+    assert (s.epoch, s.replay_used, s.retries) == (0, 0, {1: 3})
+    assert fail(c, s, 1, "timeout", policy=policy).strategy is LB
 
 
 # --- DEPENDENCY_JUMP -----------------------------------------------------------------------
@@ -475,7 +478,8 @@ def test_every_transaction_ends_within_the_bound(
 ) -> None:
     policy = RollbackPolicy(depth, resets, factor)
     controller = RollbackController(max_retries_per_step=max_retries)
-    bound = (resets + 1) * (policy.replay_budget(n) + n)
+    # issue 11: each run that does not follow a RETRY may be followed by R retries of it
+    bound = (resets + 1) * (policy.replay_budget(n) + n) * (controller.retry_limit(policy) + 1)
     state, calls, step = ControllerState(), 0, 1
     while step <= n:
         calls += 1
@@ -520,7 +524,7 @@ def test_an_always_failing_step_ends_within_the_bound(n: int, depth: int, resets
         n,
         lambda step: Failure(step, "timeout", root_step=1) if step == n else None,
         policy,
-        limit=(resets + 1) * (policy.replay_budget(n) + n),
+        limit=(resets + 1) * (policy.replay_budget(n) + n) * (max(depth, 1) + 2),
         persist=True,
     )
     assert run.aborted

@@ -21,6 +21,7 @@ ALLOWED = (
     "agenttx.types",
     "agenttx.jsontext",
     "agenttx.jsonpolicy",
+    "agenttx.audit",
     "agenttx.store.contract",
     "agenttx.tools",
 )

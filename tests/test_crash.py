@@ -81,9 +81,9 @@ Invariants checked after every checked kill (once recovery ran and the dispatche
     chain every open transaction is ended and everything is compared with the store once more.
 
 CI runs ``test_crash_kill_points`` (56 kill points). ``test_crash_stress`` (marked ``stress``)
-runs 500 with ``AGENTTX_STRESS=1`` and a bounded 8 otherwise. ``AGENTTX_CRASH_SEED`` changes
-the seed; with a fixed seed the workload, delays and checker choices repeat (where exactly a
-kill lands still depends on timing).
+runs 1,000 (100 chains of 10) with ``AGENTTX_STRESS=1`` and a bounded 8 otherwise.
+``AGENTTX_CRASH_SEED`` changes the seed; with a fixed seed the workload, delays and checker
+choices repeat (where exactly a kill lands still depends on timing).
 """
 
 from __future__ import annotations
@@ -555,8 +555,10 @@ def test_crash_kill_points(tmp_path: Path) -> None:
 @pytest.mark.stress
 def test_crash_stress(tmp_path: Path) -> None:
     full = os.environ.get("AGENTTX_STRESS") == "1"
-    chains, per_chain = (50, 10) if full else (1, 8)
+    chains, per_chain = (100, 10) if full else (1, 8)
     camp = run_campaign(tmp_path, chains=chains, kills_per_chain=per_chain, seed=SEED + 1)
+    if full:
+        assert camp.kills >= 1000
     _assert_clean(camp)
 
 

@@ -150,6 +150,7 @@ REFUSALS: list[errors.AgentTxError] = [
     errors.RevisionConflict("transaction t changed concurrently (revision 3)"),
     errors.DeadlineExceeded("transaction t is busy; gave up waiting"),
     errors.InternalError("store unavailable: connection refused"),
+    errors.StoreFull("the store is full: SQLite write failed (database or disk is full)"),
 ]
 
 

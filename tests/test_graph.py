@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from agenttx.core.graph import DependencyGraph, Edge
 from agenttx.core.refs import resolve
+from graph_record import add_failed_step, from_dict, to_dict
 
 
 class Run:
@@ -37,7 +38,7 @@ class Run:
     def fail(self, step_id: int, arguments: Any, reads: tuple[str, ...] = ()) -> None:
         inputs, references = resolve(arguments, self.outputs, step_id)
         self.calls.append(("failed", step_id, inputs, references, reads))
-        self.graph.add_failed_step(step_id, inputs, references, reads)
+        add_failed_step(self.graph, step_id, inputs, references, reads)
 
 
 def _edges(graph: DependencyGraph) -> set[tuple[int, int, str, str]]:
@@ -237,7 +238,7 @@ def test_drop_everything_leaves_an_empty_index() -> None:
     run.step(2, {"user_id": 7}, {"id": 7})
     run.graph.drop_from(1)
     assert run.graph.nodes() == []
-    assert run.graph.to_dict() == DependencyGraph().to_dict()
+    assert to_dict(run.graph) == to_dict(DependencyGraph())
     assert run.graph._index == {}
     assert run.graph._writers == {}
 
@@ -434,11 +435,11 @@ def _busy_run() -> Run:
 
 def test_to_dict_from_dict_round_trip_rebuilds_the_same_graph() -> None:
     run = _busy_run()
-    data = json.loads(json.dumps(run.graph.to_dict()))
-    rebuilt = DependencyGraph.from_dict(data)
+    data = json.loads(json.dumps(to_dict(run.graph)))
+    rebuilt = from_dict(data)
     assert rebuilt.nodes() == run.graph.nodes()
     assert rebuilt.edges() == run.graph.edges()
-    assert rebuilt.to_dict() == run.graph.to_dict()
+    assert to_dict(rebuilt) == to_dict(run.graph)
     assert rebuilt._index == run.graph._index
     assert rebuilt._writers == run.graph._writers
     assert rebuilt.root_cause(8, "x") == run.graph.root_cause(8, "x") == 7
@@ -453,11 +454,11 @@ def test_replaying_add_step_in_order_rebuilds_the_same_graph() -> None:
         if call[0] == "ok":
             replayed.add_step(*call[1:])
         elif call[0] == "failed":
-            replayed.add_failed_step(*call[1:])
+            add_failed_step(replayed, *call[1:])
         else:
             replayed.drop_from(call[1])
     assert replayed.edges() == run.graph.edges()
-    assert replayed.to_dict() == run.graph.to_dict()
+    assert to_dict(replayed) == to_dict(run.graph)
 
 
 @pytest.mark.parametrize(
@@ -465,7 +466,7 @@ def test_replaying_add_step_in_order_rebuilds_the_same_graph() -> None:
 )
 def test_from_dict_rejects_malformed_records(data: Any) -> None:
     with pytest.raises(ValueError):
-        DependencyGraph.from_dict(data)
+        from_dict(data)
 
 
 # --- properties ----------------------------------------------------------------------------
@@ -511,7 +512,7 @@ def test_random_histories_keep_every_invariant(actions: list[Any]) -> None:
     assert fresh.edges() == graph.edges()
     assert fresh._index == graph._index
     assert fresh._writers == graph._writers
-    assert DependencyGraph.from_dict(graph.to_dict()).edges() == graph.edges()
+    assert from_dict(to_dict(graph)).edges() == graph.edges()
     for edge in graph.edges():
         assert edge.source < edge.target
     for step_id in graph.nodes():

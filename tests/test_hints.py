@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent_hint_cases import AGENT_CASES
 from agenttx.core.hints import (
     ARGUMENT_CATEGORIES,
     MAX_INPUT_CHARS,
@@ -814,6 +815,34 @@ CASES = [
     Case("node json", NODE_JSON, "malformed_json", "malformed_json", "", ("position 5",)),
     Case("serde json", SERDE_JSON, "malformed_json", "malformed_json", ""),
     Case("go json", GO_JSON, "malformed_json", "malformed_json", "", ("invalid character 'x'",)),
+    # Resources and paths
+    Case(
+        "fs.write on a full disk",
+        "Traceback (most recent call last):\n"
+        + py_frames(("/srv/app/agenttx/tools/builtin/fs.py", 170, "_finish_write", "raise"))
+        + "OSError: [Errno 28] No space left on device (disk full) writing 'notes/a.txt'\n",
+        "disk_full",
+        "server_error",
+        "",
+        ("disk is full", "notes/a.txt"),
+    ),
+    Case(
+        "sqlite full",
+        "sqlite3.OperationalError: database or disk is full",
+        "disk_full",
+        "server_error",
+        "",
+        ("disk is full",),
+    ),
+    Case(
+        "fs.write under a file",
+        "NotADirectoryError: [Errno 20] Not a directory: 'plain.txt' is a file, so "
+        "'plain.txt/sub.txt' cannot be made",
+        "not_a_directory",
+        "file_not_found",
+        "",
+        ("'plain.txt' is a file",),
+    ),
 ]
 
 
@@ -828,7 +857,8 @@ def test_a_realistic_error_becomes_its_rule_s_hint(case: Case) -> None:
 
 
 def test_every_built_in_rule_has_a_realistic_case() -> None:
-    assert {rule.id for rule in HintCleaner().rules} == {case.rule for case in CASES}
+    covered = {case.rule for case in CASES} | {case.rule for case in AGENT_CASES}
+    assert {rule.id for rule in HintCleaner().rules} == covered
 
 
 def test_the_hint_names_the_key_and_what_to_do() -> None:
@@ -851,6 +881,10 @@ RULE_ORDER = [
     "unresolved_reference",
     "unavailable_reference",
     "unknown_tool",
+    "unexpected_argument",
+    "tool_missing_argument",
+    "out_of_range",
+    "tool_argument_type",
     "pg_foreign_key",
     "mysql_foreign_key",
     "sqlite_foreign_key",
@@ -873,6 +907,9 @@ RULE_ORDER = [
     "path_escape",
     "file_not_found",
     "permission_denied",
+    "llm_auth",
+    "llm_quota",
+    "llm_server_error",
     "rate_limited",
     "http_auth",
     "http_not_found",
@@ -881,6 +918,8 @@ RULE_ORDER = [
     "timeout",
     "connection_failed",
     "malformed_json",
+    "disk_full",
+    "not_a_directory",
 ]
 
 

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 # The benchmarks that write results, each to its one file (docs/benchmarks.md).
 RESULT_FILES = {
+    "audit.json",
     "engine.json",
     "engine_whatif.json",
     "grpc.json",

@@ -1,4 +1,5 @@
-"""``python -m benchmarks.recovery [--quick] [--out PATH]``: run, print, write JSON."""
+"""``python -m benchmarks.recovery [--quick] [--seed S] [--generated COUNT] [--out PATH]``: the
+reference's 12 scenarios and the generated suite (``generated.py``); run, print, write JSON."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import RESULTS_DIR, Out, machine_info, write_result
+from benchmarks.recovery import generated
 from recovery_scenarios.reference import (
     BAD_EFFECTS_TOTAL,
     CALLS,
@@ -23,6 +25,9 @@ from recovery_scenarios.runner import run_scenario
 from recovery_scenarios.scenario import QUICK_SIZES, SIZES, scenarios
 
 DEFAULT_OUT = RESULTS_DIR / "recovery.json"
+SEED = 11
+GENERATED = 216  # 24 per family
+QUICK_GENERATED = 36
 
 
 async def run_all(sizes: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -82,13 +87,30 @@ def main(argv: list[str] | None = None) -> int:
         help=f"JSON results file (default {DEFAULT_OUT.name} in benchmarks/results; "
         "a --quick run writes only when --out is given)",
     )
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of the generated suite")
+    parser.add_argument(
+        "--generated",
+        type=int,
+        default=None,
+        help=f"generated scenarios (default {GENERATED}, --quick {QUICK_GENERATED}; 0 = none)",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else SIZES
+    count = (
+        args.generated
+        if args.generated is not None
+        else (QUICK_GENERATED if args.quick else GENERATED)
+    )
     started = time.perf_counter()
     results = asyncio.run(run_all(sizes))
+    suite = asyncio.run(generated.run_suite(args.seed, count)) if count else None
     elapsed = time.perf_counter() - started
     print(table(results))
     targets = check_targets(results)
+    if suite is not None:
+        print()
+        print(generated.table(suite))
+        targets += generated.check(suite)
     fidelity = check_baseline_fidelity(results)
     missed = [c for c in targets if not c["ok"]]
     unfaithful = [c for c in fidelity if not c["ok"]]
@@ -111,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
                 "machine": platform.machine(),
             },
             "measured_on": machine_info(),
-            "config": {"sizes": list(sizes), "quick": args.quick},
+            "config": {
+                "sizes": list(sizes),
+                "quick": args.quick,
+                "generated": {"seed": args.seed, "count": count},
+            },
             "methodology": {
                 "agent": "Deterministic scripted agent (no LLM); it fixes the root-cause step "
                 "once any feedback it received contains 'customer_id' and sends the step it is "
@@ -124,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
                 "2.0), idle reaper off; the agent sees only the Clean Hint; effects counted "
                 "from the engine's JSON-lines outbox after commit.",
                 "tokens": "ceil(feedback bytes / 4), per scenario",
+                "generated": "Seeded random step graphs, one fault family each (see "
+                "tests/recovery_scenarios/generated.py); the scripted agent fixes what a hint "
+                "names; the oracle knows each failure's cause when it shows and rewinds exactly "
+                "there (N + per failure 1 + f - r); run with the default policy and with "
+                "max_step_retries 0 (the reference's decisions).",
             },
             "reference": {
                 "calls": {k: {str(n): list(v) for n, v in d.items()} for k, d in CALLS.items()},
@@ -134,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             "scenarios": results,
             "targets": targets,
             "baseline_fidelity": fidelity,
+            "generated": suite,
             "elapsed_s": round(elapsed, 3),
         }
         write_result(Out(), out, report)

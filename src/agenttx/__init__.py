@@ -9,8 +9,8 @@ standard library. Every other public name is imported the first time it is used 
 Layers (imports only point down this list):
 
 1. ``errors``, ``error_details``,       the error tree and its details on the wire, plain values,
-   ``types``, ``jsontext``,              JSON text and the JSON acceptance policy; import
-   ``jsonpolicy``                        nothing else
+   ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
+   ``jsonpolicy``, ``audit``             audit chain; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -20,7 +20,7 @@ Layers (imports only point down this list):
                                          reaches backends only through ``store.factory``
 6. ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
-                                         ``errors``
+                                         ``errors``, ``audit``
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
 ``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
@@ -34,6 +34,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.types     imports only   agenttx.errors agenttx.types
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
+    agenttx.audit     imports only   agenttx.audit
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
@@ -72,6 +73,7 @@ from agenttx.errors import (
     OutcomeUnknownPending,
     RevisionConflict,
     StepFailure,
+    StoreFull,
     UncertainOutcome,
     WrongStep,
 )
@@ -92,14 +94,18 @@ from agenttx.types import (
 )
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from agenttx.audit import AuditKind, AuditRecord, AuditVerification
     from agenttx.client import (
+        AgentTurn,
         AgentTxClient,
         AsyncAgentTxClient,
         OutcomeUnknown,
         RetryPolicy,
         RollbackTriggered,
         ServerUnavailable,
+        StepCall,
         StepError,
+        StepsNotRedone,
         TransactionAborted,
     )
     from agenttx.core.controller import RollbackController
@@ -114,13 +120,19 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it, imported on first use. Keep in step with the
 # TYPE_CHECKING block above (tests/test_layering.py checks both name the same things).
 _LAZY: dict[str, str] = {
+    "AgentTurn": "agenttx.client",
     "AgentTxClient": "agenttx.client",
     "AsyncAgentTxClient": "agenttx.client",
+    "AuditKind": "agenttx.audit",
+    "AuditRecord": "agenttx.audit",
+    "AuditVerification": "agenttx.audit",
     "OutcomeUnknown": "agenttx.client",
     "RetryPolicy": "agenttx.client",
     "RollbackTriggered": "agenttx.client",
     "ServerUnavailable": "agenttx.client",
+    "StepCall": "agenttx.client",
     "StepError": "agenttx.client",
+    "StepsNotRedone": "agenttx.client",
     "TransactionAborted": "agenttx.client",
     "RollbackController": "agenttx.core.controller",
     "Hint": "agenttx.core.hints",
@@ -139,10 +151,14 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "Aborted",
+    "AgentTurn",
     "AgentTxClient",
     "AgentTxError",
     "AlreadyExists",
     "AsyncAgentTxClient",
+    "AuditKind",
+    "AuditRecord",
+    "AuditVerification",
     "BeginResult",
     "Channel",
     "CommitConflict",
@@ -172,11 +188,14 @@ __all__ = [
     "RollbackResult",
     "RollbackTriggered",
     "ServerUnavailable",
+    "StepCall",
     "StepError",
     "StepFailure",
     "StepResult",
     "StepStatus",
     "StepView",
+    "StepsNotRedone",
+    "StoreFull",
     "Strategy",
     "SyncToolContext",
     "Tool",

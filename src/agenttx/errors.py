@@ -16,7 +16,8 @@ them, never from the message.
     │   ├── FailedPrecondition        FAILED_PRECONDITION
     │   │   ├── WrongStep             WRONG_STEP         the step id is not the one expected
     │   │   ├── NotActive             NOT_ACTIVE         the status does not allow the call
-    │   │   └── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
+    │   │   ├── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
+    │   │   └── StepsNotRedone        STEPS_NOT_REDONE   (client) a block ended owing rewound steps
     │   ├── AlreadyExists             ALREADY_EXISTS     request_id reused with another payload
     │   ├── Aborted                   ABORTED
     │   │   ├── CommitConflict        COMMIT_CONFLICT    first committer won; the keys are named
@@ -24,6 +25,7 @@ them, never from the message.
     │   │   └── TransactionAborted    TRANSACTION_ABORTED  (client) a step ended the transaction
     │   ├── DeadlineExceeded          DEADLINE_EXCEEDED  waited too long for a busy transaction
     │   ├── InternalError             INTERNAL           a bug or a store failure
+    │   ├── StoreFull                 STORE_FULL         no room in the store (RESOURCE_EXHAUSTED)
     │   └── ServerUnavailable         UNAVAILABLE        the client found no server on any try
     ├── StepFailure                   STEP_FAILED        raised while a step runs
     │   ├── ArgumentError             INVALID_TOOL_ARGUMENTS  arguments fail the tool's schema
@@ -230,6 +232,16 @@ class InternalError(AgentTxError):
     code = reason = "INTERNAL"
 
 
+class StoreFull(AgentTxError):
+    """The store ran out of room (its disk, or the database's): the call wrote nothing, reads
+    still work, and the same call succeeds once there is space again. Its code is gRPC's
+    RESOURCE_EXHAUSTED; the reason tells it from gRPC's own use of that status (a message over
+    the size limit), which has no family class and stays a plain ``AgentTxError``."""
+
+    code = "RESOURCE_EXHAUSTED"
+    reason = "STORE_FULL"
+
+
 class ServerUnavailable(AgentTxError, ConnectionError):
     """The server could not be reached (gRPC UNAVAILABLE) on any attempt. Every attempt
     carried the same request_id, so calling again with that id is safe."""
@@ -368,6 +380,17 @@ class PermanentDeliveryError(AgentTxError):
     code = reason = "DELIVERY_REJECTED"
 
 
+# ---------------------------------------------------------------------------- messages
+
+
+def clip(text: str, limit: int = 64) -> str:
+    """``text`` as a message echoes what a caller sent: whole up to ``limit`` characters,
+    else its start, an ellipsis and its full size — a 10 KB id never comes back in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
+
+
 # ---------------------------------------------------------------------------- the table
 
 
@@ -404,6 +427,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = MappingProxyType(
             _row(RevisionConflict, 409),
             _row(DeadlineExceeded, 504),
             _row(InternalError, 500),
+            _row(StoreFull, 507),
             _row(ServerUnavailable, 503),
         )
     }
@@ -440,7 +464,7 @@ def error_from_wire(
 ) -> AgentTxError:
     """The error a refused call stands for: the class of ``reason`` with its ``details`` when
     both agree with ``status``; else the family of ``status``; an unknown status keeps its
-    name as ``code`` (e.g. RESOURCE_EXHAUSTED). Never raises."""
+    name as ``code`` (e.g. RESOURCE_EXHAUSTED without the reason STORE_FULL). Never raises."""
     row = ERROR_CODES.get(reason)
     if row is not None and row.grpc_status == status:
         exc = row.error.rebuilt(message, details or {})

@@ -10,11 +10,15 @@ that table would be shared by every thread that encodes (sync tools run on worke
 So a value that contains itself is not reported by the encoder's own check; it nests until
 Python's recursion limit instead, which is turned into the same ``ValueError`` the standard
 check raises.
+
+``encoder`` makes the same kind of reusable encoder for the few texts that keep another
+``json.dumps`` form because stores hold them already (a request's payload hash, a stored reply).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from json import encoder as _encoder
 from typing import Any
 
@@ -51,3 +55,52 @@ def compact(value: Any) -> str:
         return "".join(_C_ENCODER(value, 0))
     except RecursionError:
         raise ValueError("Circular reference detected (or nesting too deep for JSON)") from None
+
+
+def encoder(
+    *,
+    default: Callable[[Any], Any],
+    ensure_ascii: bool,
+    separators: tuple[str, str],
+    sort_keys: bool = False,
+    allow_nan: bool = True,
+) -> Callable[[Any], str]:
+    """One reusable encoder whose text is exactly ``json.dumps(value, default=default,
+    ensure_ascii=…, separators=…, sort_keys=…, allow_nan=…)``, for texts that must stay as
+    they were written (a request's payload hash, a stored reply) and are made on every call:
+    ``json.dumps`` with any of these arguments builds a new encoder each time. Like
+    ``compact`` it keeps no table of the containers it is inside (threads share it), so a value
+    that contains itself raises ``ValueError`` by way of the recursion limit."""
+    item_sep, key_sep = separators
+    c_encoder = (
+        _make_c_encoder(
+            None,
+            default,
+            _encoder.encode_basestring_ascii if ensure_ascii else _encoder.encode_basestring,
+            None,
+            key_sep,
+            item_sep,
+            sort_keys,
+            False,
+            allow_nan,
+        )
+        if _make_c_encoder is not None
+        else None
+    )
+    standard = json.JSONEncoder(
+        default=default,
+        ensure_ascii=ensure_ascii,
+        separators=separators,
+        sort_keys=sort_keys,
+        allow_nan=allow_nan,
+    )
+
+    def encode(value: Any) -> str:
+        if c_encoder is None or isinstance(value, str):
+            return standard.encode(value)  # a bare string: the standard fast path
+        try:
+            return "".join(c_encoder(value, 0))
+        except RecursionError:
+            raise ValueError("Circular reference detected (or nesting too deep for JSON)") from None
+
+    return encode

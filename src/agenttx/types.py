@@ -102,6 +102,9 @@ class RollbackPolicy:
     max_local_depth: int = 2
     max_global_resets: int = 1
     replay_budget_factor: float = 2.0
+    # RETRYs of one step in a row before its failure counts as persistent (0 turns retries
+    # off); None derives it from the depth, max(max_local_depth, 1) + 1 (3 by default). Ours.
+    max_step_retries: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_local_depth <= 16:
@@ -115,6 +118,9 @@ class RollbackPolicy:
         f = self.replay_budget_factor
         if not (isinstance(f, int | float) and math.isfinite(f) and 0.1 <= f <= 1000):
             raise InvalidArgument(f"policy.replay_budget_factor must be 0.1..1000, got {f}")
+        r = self.max_step_retries
+        if r is not None and not (isinstance(r, int) and 0 <= r <= 32):
+            raise InvalidArgument(f"policy.max_step_retries must be 0..32, got {r}")
 
     def replay_budget(self, furthest_step: int) -> int:
         """``max(1, ⌈c·N·⌈log₂(N+1)⌉⌉)`` replayed steps allowed per epoch."""
@@ -126,6 +132,7 @@ class RollbackPolicy:
             "max_local_depth": self.max_local_depth,
             "max_global_resets": self.max_global_resets,
             "replay_budget_factor": self.replay_budget_factor,
+            "max_step_retries": self.max_step_retries,
         }
 
     @classmethod
@@ -135,6 +142,9 @@ class RollbackPolicy:
             max_local_depth=int(d.get("max_local_depth", 2)),
             max_global_resets=int(d.get("max_global_resets", 1)),
             replay_budget_factor=float(d.get("replay_budget_factor", 2.0)),
+            max_step_retries=(
+                None if d.get("max_step_retries") is None else int(d["max_step_retries"])
+            ),
         )
 
 

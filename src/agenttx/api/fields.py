@@ -13,7 +13,9 @@ import json
 from typing import Any
 
 
-def message_fields(message: Any, *, short_enums: bool = False) -> dict[str, Any]:
+def message_fields(
+    message: Any, *, short_enums: bool = False, skip_unset_optional: bool = False
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fd in message.DESCRIPTOR.fields:
         value = getattr(message, fd.name)
@@ -21,9 +23,16 @@ def message_fields(message: Any, *, short_enums: bool = False) -> dict[str, Any]
             out[fd.name] = dict(value)
         elif fd.message_type is not None:
             if fd.is_repeated:
-                out[fd.name] = [message_fields(v, short_enums=short_enums) for v in value]
+                out[fd.name] = [
+                    message_fields(
+                        v, short_enums=short_enums, skip_unset_optional=skip_unset_optional
+                    )
+                    for v in value
+                ]
             else:
-                out[fd.name] = message_fields(value, short_enums=short_enums)
+                out[fd.name] = message_fields(
+                    value, short_enums=short_enums, skip_unset_optional=skip_unset_optional
+                )
         elif fd.enum_type is not None:
             by_number = fd.enum_type.values_by_number
             prefix = _enum_prefix(fd.enum_type.name) if short_enums else ""
@@ -36,6 +45,8 @@ def message_fields(message: Any, *, short_enums: bool = False) -> dict[str, Any]
             out[fd.name] = list(value)
         elif fd.name.endswith("_json"):
             out[fd.name.removesuffix("_json")] = json.loads(value) if value else None
+        elif skip_unset_optional and fd.has_presence and not message.HasField(fd.name):
+            continue
         else:
             out[fd.name] = value
     return out

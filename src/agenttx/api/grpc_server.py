@@ -21,7 +21,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agenttx.api import history
+from agenttx.api import audit_wire, history
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.core.eager import run_detached
 from agenttx.core.engine import Engine
@@ -181,6 +181,7 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
             max_local_depth=t.policy.max_local_depth,
             max_global_resets=t.policy.max_global_resets,
             replay_budget_factor=t.policy.replay_budget_factor,
+            max_step_retries=t.policy.max_step_retries,
         ),
     )
 
@@ -235,6 +236,7 @@ def _policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
         "replay_budget_factor": (
             p.replay_budget_factor if p.HasField("replay_budget_factor") else None
         ),
+        "max_step_retries": p.max_step_retries if p.HasField("max_step_retries") else None,
     }
 
 
@@ -379,6 +381,34 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 for d in self.engine.list_tools()
             ]
             return pb.ListToolsResponse(tools=tools)
+
+        return await _guard(context, call)
+
+    async def VerifyAudit(
+        self, request: pb.VerifyAuditRequest, context: grpc.aio.ServicerContext
+    ) -> pb.VerifyAuditResponse:
+        async def call() -> pb.VerifyAuditResponse:
+            if not request.all:
+                v = await self.engine.verify_audit(request.transaction_id)
+                return pb.VerifyAuditResponse(results=[audit_wire.verification(v)])
+            page, after = await self.engine.verify_audit_page(
+                after_id=request.page_token, limit=audit_wire.chains_per_page(request.page_size)
+            )
+            return pb.VerifyAuditResponse(
+                results=[audit_wire.verification(v) for v in page], next_page_token=after
+            )
+
+        return await _guard(context, call)
+
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAuditRecordsResponse:
+        async def call() -> pb.ListAuditRecordsResponse:
+            count = audit_wire.records_per_page(request.page_size)
+            records = await self.engine.audit_records(
+                request.transaction_id, after_seq=request.after_seq, limit=count
+            )
+            return audit_wire.records_page(records, count)
 
         return await _guard(context, call)
 

@@ -3,18 +3,22 @@
 ``agenttx serve`` runs the server (serve.py), ``agenttx mcp`` an MCP server on stdio (mcp.py),
 both opening the engine from the same flags (engine_options.py); ``tx`` and ``tools`` talk to
 a running one over gRPC (``--server``, env ``AGENTTX_SERVER``) with the generated stub,
-printing tables or, with ``--json``, JSON; ``demo`` runs a scripted agent through the
-server. Every ``serve`` flag has an ``AGENTTX_<NAME>`` environment variable; out-of-range
-values stop it before it starts. What the commands share (options, the stub, errors,
-wire-to-JSON) is in common.py. A new command group is a new module whose command is added to
-``main`` below.
+printing tables or, with ``--json``, JSON; ``audit`` verifies and exports audit chains, on a
+store directly (``--store``) or on a running server; ``demo`` runs a scripted agent through
+the server; ``connect`` writes the configuration that makes an agent app (Claude Code, Codex,
+...) use AgentTx over MCP. Every ``serve`` flag has an ``AGENTTX_<NAME>`` environment
+variable; out-of-range values stop it before it starts. What the commands share (options, the
+stub, errors, wire-to-JSON) is in common.py. A new command group is a new module whose command
+is added to ``main`` below.
 """
 
 from __future__ import annotations
 
 import click
 
+from agenttx.cli.audit import audit
 from agenttx.cli.common import to_dict
+from agenttx.cli.connect import connect
 from agenttx.cli.demo import demo
 from agenttx.cli.mcp import mcp
 from agenttx.cli.serve import serve
@@ -30,5 +34,5 @@ def main() -> None:
     """AgentTx: transactional tool calls for AI agents."""
 
 
-for _command in (serve, mcp, tx, tools, demo):
+for _command in (serve, mcp, tx, tools, audit, demo, connect):
     main.add_command(_command)

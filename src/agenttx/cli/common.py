@@ -73,11 +73,12 @@ def fail(message: str) -> NoReturn:
 
 
 def to_dict(message: Any) -> dict[str, Any]:
-    """A protobuf message as plain JSON values (``agenttx.api.fields``): enums by their full
-    names, ``*_json`` fields parsed (``output_json`` → ``output``)."""
+    """A protobuf message as plain JSON values (``agenttx.api.fields``): ints stay ints, enums
+    by their full names, ``*_json`` fields parsed (``output_json`` → ``output``); unset optional
+    scalars are left out (an unset optional field means "the default", not 0)."""
     from agenttx.api.fields import message_fields
 
-    return message_fields(message)
+    return message_fields(message, skip_unset_optional=True)
 
 
 def echo_json(value: Any) -> None:

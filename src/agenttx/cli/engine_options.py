@@ -83,6 +83,13 @@ _OPTIONS = [
         help="Default policy: c in the replay budget max(1, ⌈c·N·⌈log₂(N+1)⌉⌉).",
     ),
     engine_option(
+        "--max-step-retries",
+        type=click.IntRange(0, 32),
+        default=None,
+        help="Default policy: same-step retries in a row before a failure counts as persistent "
+        "(0 = none).  [default: max-local-depth + 1, at least 2]",
+    ),
+    engine_option(
         "--step-timeout-ms",
         type=click.IntRange(1, 86_400_000),
         default=30_000,
@@ -122,7 +129,8 @@ _OPTIONS = [
         "--tools",
         "tools",
         multiple=True,
-        help="Load user tools from module[:attr] (repeatable; the env var is space-separated).",
+        help="Load user tools from module[:attr] or path/to/file.py[:attr] (repeatable; the env "
+        "var is space-separated).",
     ),
     engine_option(
         "--hint-rules",
@@ -165,6 +173,7 @@ def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:
             max_local_depth=opts["max_local_depth"],
             max_global_resets=opts["max_global_resets"],
             replay_budget_factor=opts["replay_budget_factor"],
+            max_step_retries=opts["max_step_retries"],
         ),
         step_timeout_ms=opts["step_timeout_ms"],
         tx_idle_timeout_secs=opts["tx_idle_timeout_secs"],

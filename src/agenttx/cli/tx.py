@@ -158,7 +158,9 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
         (
             "policy",
             f"max_local_depth={p.max_local_depth} max_global_resets={p.max_global_resets} "
-            f"replay_budget_factor={p.replay_budget_factor:g} (resets used: {t.global_resets})",
+            f"replay_budget_factor={p.replay_budget_factor:g} "
+            + (f"max_step_retries={p.max_step_retries} " if p.HasField("max_step_retries") else "")
+            + f"(resets used: {t.global_resets})",
         ),
         ("created / updated", f"{when(t.created_at)} / {when(t.updated_at)}"),
     ]

@@ -17,9 +17,11 @@ from agenttx.client._errors import (
     RollbackTriggered,
     ServerUnavailable,
     StepError,
+    StepsNotRedone,
     TransactionAborted,
     error_from_status,
 )
+from agenttx.client._loop import AgentTurn, StepCall
 from agenttx.client._sync import AgentTxClient, Transaction
 from agenttx.client._wire import (
     DEFAULT_TARGET,
@@ -33,6 +35,7 @@ from agenttx.client._wire import (
 
 __all__ = [
     "DEFAULT_TARGET",
+    "AgentTurn",
     "AgentTxClient",
     "AsyncAgentTxClient",
     "AsyncTransaction",
@@ -40,8 +43,10 @@ __all__ = [
     "RetryPolicy",
     "RollbackTriggered",
     "ServerUnavailable",
+    "StepCall",
     "StepError",
     "StepPage",
+    "StepsNotRedone",
     "ToolInfo",
     "Transaction",
     "TransactionAborted",

@@ -7,6 +7,7 @@ channel belongs to the event loop it was made on: create the client inside that 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -14,8 +15,19 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agenttx.audit import AuditRecord, AuditVerification
+from agenttx.client import _audit as audit_wire
 from agenttx.client import _wire as wire
 from agenttx.client._cursor import TransactionCursor
+from agenttx.client._errors import RollbackTriggered
+from agenttx.client._loop import (
+    DEFAULT_MAX_CALLS,
+    AgentTurn,
+    Answer,
+    AsyncAgent,
+    as_call,
+    calls_exhausted,
+)
 from agenttx.client._wire import (
     DEFAULT_TARGET,
     SERVICE_NAME,
@@ -214,6 +226,43 @@ class AsyncAgentTxClient:
     async def list_tools(self) -> list[ToolInfo]:
         return wire.tools(await self._call("ListTools", pb.ListToolsRequest()))
 
+    async def verify_audit(self, transaction_id: str) -> AuditVerification:
+        """Check the transaction's audit chain (``v.ok``, ``v.records``, ``v.first_bad``)."""
+        reply = await self._call("VerifyAudit", audit_wire.verify_request(transaction_id))
+        return audit_wire.verification(reply.results[0])
+
+    async def iter_audit_verifications(
+        self, *, page_size: int = 0
+    ) -> AsyncIterator[AuditVerification]:
+        """Every chain of the server's store checked, in transaction id order."""
+        token = ""
+        while True:
+            req = audit_wire.verify_all_request(page_size, token)
+            reply = await self._call("VerifyAudit", req)
+            for v in reply.results:
+                yield audit_wire.verification(v)
+            token = reply.next_page_token
+            if not token:
+                return
+
+    async def audit_records(
+        self, transaction_id: str, *, after_seq: int = 0, page_size: int = 0
+    ) -> tuple[list[AuditRecord], int]:
+        """One page of the audit chain and the ``after_seq`` of the next (0: no more)."""
+        req = audit_wire.records_request(transaction_id, after_seq, page_size)
+        reply = await self._call("ListAuditRecords", req)
+        return audit_wire.records(reply, transaction_id), reply.next_after_seq
+
+    async def iter_audit_records(self, transaction_id: str) -> AsyncIterator[AuditRecord]:
+        """The whole audit chain, oldest first, fetching pages as it goes."""
+        after = 0
+        while True:
+            page, after = await self.audit_records(transaction_id, after_seq=after)
+            for rec in page:
+                yield rec
+            if not after:
+                return
+
     async def watch(
         self, transaction_id: str, after_revision: int = 0
     ) -> AsyncIterator[TransactionEvent]:
@@ -310,7 +359,7 @@ class AsyncTransaction(TransactionCursor):
         except AgentTxError as exc:
             self._failed(exc)
             raise
-        return self._stepped(r)
+        return self._stepped(r, tool)
 
     async def commit(self) -> CommitResult:
         rid = self._open_request_id(("commit",), "commit")
@@ -329,6 +378,22 @@ class AsyncTransaction(TransactionCursor):
             raise
         return self._rolled_back(r)
 
+    async def run(self, agent: AsyncAgent, *, max_calls: int = DEFAULT_MAX_CALLS) -> dict[int, Any]:
+        """The asyncio twin of ``Transaction.run``; ``agent`` may be sync or async."""
+        turn = self._turn(None, 0)
+        while True:
+            answer = await _answer(agent, turn)
+            if answer is None:
+                return self.outputs
+            if turn.calls >= max_calls:
+                raise calls_exhausted(self.transaction_id, max_calls)
+            call = as_call(answer)
+            try:
+                await self.step(call.tool, call.arguments, call.raw_context)
+                turn = self._turn(None, turn.calls + 1)
+            except RollbackTriggered as rolled_back:
+                turn = self._turn(rolled_back, turn.calls + 1)
+
     async def info(self) -> TransactionInfo:
         return await self.client.get_transaction(self.transaction_id)
 
@@ -345,9 +410,24 @@ class AsyncTransaction(TransactionCursor):
         if self.ended or self.status is None:
             return
         if exc is None:
-            await self.commit()
-            return
+            unfinished = self._unfinished()
+            if unfinished is None:
+                await self.commit()
+                return
+            # Committing now would drop steps the server rewound: all or nothing, so abort.
+            try:
+                await self.rollback(reason=self._exit_reason(unfinished))
+            except AgentTxError as abort_error:
+                unfinished.add_note(f"agenttx: rolling back failed: {abort_error}")
+            raise unfinished
         try:
             await self.rollback(reason=self._exit_reason(exc))
         except AgentTxError as abort_error:
             exc.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")
+
+
+async def _answer(agent: AsyncAgent, turn: AgentTurn) -> Answer:
+    answer = agent(turn)
+    if inspect.isawaitable(answer):
+        return await answer
+    return answer

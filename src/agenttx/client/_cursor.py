@@ -4,6 +4,11 @@ Invariants:
 
 - ``next_step_id`` is the step id the server expects, as its last reply said (0 once ended);
   the helper never makes one up.
+- ``_standing`` holds the steps that succeeded and stand (not rewound since), by step id;
+  ``_to_redo`` the steps a server-side rollback (``RollbackTriggered``) rewound and that no
+  later success at the same id replaced. Leaving the ``with`` block with ``_to_redo`` non-empty
+  would commit without them, so the helper refuses (``StepsNotRedone``). A rollback the caller
+  asks for (``tx.rollback(to_step)``) is the caller's decision: it drops steps silently.
 - A request whose reply never arrived (the server was unreachable, or the deadline passed)
   keeps its request_id: calling the same method again with the same payload resends that id,
   so the server replays the first outcome instead of running the request twice.
@@ -19,8 +24,10 @@ from agenttx.client._errors import (
     OutcomeUnknown,
     RollbackTriggered,
     ServerUnavailable,
+    StepsNotRedone,
     TransactionAborted,
 )
+from agenttx.client._loop import AgentTurn
 from agenttx.client._wire import PolicyArg
 from agenttx.errors import (
     AgentTxError,
@@ -65,6 +72,18 @@ class TransactionCursor:
         self.status: TxStatus | None = None  # None until begun
         self.last_result: StepResult | None = None
         self._pending: tuple[tuple[Any, ...], str] | None = None  # (payload, request_id)
+        self._standing: dict[int, tuple[str, Any]] = {}  # step id -> (tool, output)
+        self._to_redo: dict[int, str] = {}  # step id -> tool, rewound by the server, not redone
+
+    @property
+    def to_redo(self) -> dict[int, str]:
+        """The steps the server rolled back that were not redone yet: step id -> tool."""
+        return dict(sorted(self._to_redo.items()))
+
+    @property
+    def outputs(self) -> dict[int, Any]:
+        """The output of every step that stands (succeeded and not rewound), by step id."""
+        return {step_id: output for step_id, (_, output) in sorted(self._standing.items())}
 
     @property
     def ended(self) -> bool:
@@ -121,7 +140,7 @@ class TransactionCursor:
         self.status = r.transaction_status
         return r
 
-    def _stepped(self, r: StepResult) -> Any:
+    def _stepped(self, r: StepResult, tool: str) -> Any:
         """Take the reply in; return the output, or raise what the step's status means."""
         self._pending = None
         self.last_result = r
@@ -129,8 +148,13 @@ class TransactionCursor:
         self.constraints = list(r.constraints)
         self.status = r.transaction_status
         if r.status is StepStatus.SUCCESS:
+            self._standing[r.step_id] = (tool, r.output)
+            self._to_redo.pop(r.step_id, None)
             return r.output
         if r.status is StepStatus.ROLLBACK_TRIGGERED:
+            # Every step from next_step_id on was undone by the server: owed until redone.
+            for step_id in [s for s in self._standing if s >= r.next_step_id]:
+                self._to_redo[step_id] = self._standing.pop(step_id)[0]
             raise RollbackTriggered(r)
         if r.status is StepStatus.FAILED:
             raise TransactionAborted(r)
@@ -144,7 +168,29 @@ class TransactionCursor:
     def _rolled_back(self, r: RollbackResult) -> RollbackResult:
         self._pending = None
         self.status, self.next_step_id = r.transaction_status, r.next_step_id
+        # The caller asked for this rewind: what it drops is not owed.
+        for steps in (self._standing, self._to_redo):
+            for step_id in [s for s in steps if s >= r.next_step_id]:
+                del steps[step_id]
         return r
+
+    def _unfinished(self) -> StepsNotRedone | None:
+        """The error leaving the block now stands for, if steps the server rewound are owed."""
+        if not self._to_redo:
+            return None
+        return StepsNotRedone(self.transaction_id, self._to_redo)
+
+    def _turn(self, error: RollbackTriggered | None, calls: int) -> AgentTurn:
+        return AgentTurn(
+            next_step_id=self.next_step_id,
+            clean_hint=error.clean_hint if error else "",
+            constraints=tuple(self.constraints),
+            context_reset=error.context_reset if error else False,
+            error=error,
+            to_redo=self.to_redo,
+            outputs=self.outputs,
+            calls=calls,
+        )
 
     def _exit_reason(self, exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"

@@ -19,6 +19,7 @@ from agenttx.error_details import from_metadata
 from agenttx.errors import (
     Aborted,
     AgentTxError,
+    FailedPrecondition,
     ServerUnavailable,
     error_from_wire,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "RollbackTriggered",
     "ServerUnavailable",
     "StepError",
+    "StepsNotRedone",
     "TransactionAborted",
     "error_from_status",
 ]
@@ -102,6 +104,28 @@ class OutcomeUnknown(StepError):
             f"step {result.step_id}: the outcome of its outside call is unknown; reconcile it "
             f"or roll back. {result.clean_hint}".rstrip(),
         )
+
+
+class StepsNotRedone(FailedPrecondition):
+    """A ``with client.transaction() as tx:`` block ended cleanly while steps the server had
+    rolled back were never redone: committing would silently lose them, so the helper rolled
+    the transaction back instead. ``steps`` maps each such step id to the tool it called.
+    Redo them (``tx.next_step_id`` says where), let ``tx.run(agent)`` drive the loop, or call
+    ``tx.commit()`` inside the block to commit without them."""
+
+    reason = "STEPS_NOT_REDONE"
+
+    def __init__(self, transaction_id: str, steps: dict[int, str]) -> None:
+        listed = ", ".join(f"{step_id} ({tool})" for step_id, tool in sorted(steps.items()))
+        plural = "s" if len(steps) > 1 else ""
+        super().__init__(
+            f"transaction {transaction_id} was rolled back, not committed: step{plural} "
+            f"{listed} were rolled back by the server and not redone before the block ended. "
+            f"Redo them from step {min(steps)} (tx.next_step_id), drive the loop with "
+            "tx.run(agent), or call tx.commit() in the block to commit without them."
+        )
+        self.transaction_id = transaction_id
+        self.steps = dict(sorted(steps.items()))
 
 
 def error_from_status(

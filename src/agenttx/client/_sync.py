@@ -10,8 +10,12 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agenttx.audit import AuditRecord, AuditVerification
+from agenttx.client import _audit as audit_wire
 from agenttx.client import _wire as wire
 from agenttx.client._cursor import TransactionCursor
+from agenttx.client._errors import RollbackTriggered
+from agenttx.client._loop import DEFAULT_MAX_CALLS, Agent, as_call, calls_exhausted
 from agenttx.client._wire import (
     DEFAULT_TARGET,
     SERVICE_NAME,
@@ -218,6 +222,38 @@ class AgentTxClient:
     def list_tools(self) -> list[ToolInfo]:
         return wire.tools(self._call("ListTools", pb.ListToolsRequest()))
 
+    def verify_audit(self, transaction_id: str) -> AuditVerification:
+        """Check the transaction's audit chain (``v.ok``, ``v.records``, ``v.first_bad``)."""
+        reply = self._call("VerifyAudit", audit_wire.verify_request(transaction_id))
+        return audit_wire.verification(reply.results[0])
+
+    def iter_audit_verifications(self, *, page_size: int = 0) -> Iterator[AuditVerification]:
+        """Every chain of the server's store checked, in transaction id order."""
+        token = ""
+        while True:
+            reply = self._call("VerifyAudit", audit_wire.verify_all_request(page_size, token))
+            yield from (audit_wire.verification(v) for v in reply.results)
+            token = reply.next_page_token
+            if not token:
+                return
+
+    def audit_records(
+        self, transaction_id: str, *, after_seq: int = 0, page_size: int = 0
+    ) -> tuple[list[AuditRecord], int]:
+        """One page of the audit chain and the ``after_seq`` of the next (0: no more)."""
+        req = audit_wire.records_request(transaction_id, after_seq, page_size)
+        reply = self._call("ListAuditRecords", req)
+        return audit_wire.records(reply, transaction_id), reply.next_after_seq
+
+    def iter_audit_records(self, transaction_id: str) -> Iterator[AuditRecord]:
+        """The whole audit chain, oldest first, fetching pages as it goes."""
+        after = 0
+        while True:
+            page, after = self.audit_records(transaction_id, after_seq=after)
+            yield from page
+            if not after:
+                return
+
     def watch(self, transaction_id: str, after_revision: int = 0) -> Iterator[TransactionEvent]:
         """The transaction's changes, one event per revision, until it ends. If the server
         becomes unreachable the stream resumes after the last event seen (bounded by
@@ -261,7 +297,8 @@ class AgentTxClient:
         labels: Sequence[str] = (),
     ) -> Transaction:
         """``with client.transaction(...) as tx:`` begins a transaction, commits it when the
-        block ends cleanly and rolls it back when the block raises."""
+        block ends cleanly and rolls it back when the block raises — or when it ends cleanly
+        while steps the server rolled back were not redone (then ``StepsNotRedone``)."""
         return Transaction(self, agent_id, metadata, policy, isolation, labels)
 
     # ------------------------------------------------------------------ calls
@@ -288,7 +325,8 @@ class Transaction(TransactionCursor):
 
     ``step`` sends the step id the server expects and returns the tool's output, or raises
     ``RollbackTriggered`` (the helper already points at ``next_step_id``: re-plan and call
-    ``step`` again), ``TransactionAborted`` or ``OutcomeUnknown``.
+    ``step`` again), ``TransactionAborted`` or ``OutcomeUnknown``. ``run(agent)`` is that loop,
+    driven: the agent callback returns each next call.
     """
 
     def __init__(
@@ -322,7 +360,7 @@ class Transaction(TransactionCursor):
         except AgentTxError as exc:
             self._failed(exc)
             raise
-        return self._stepped(r)
+        return self._stepped(r, tool)
 
     def commit(self) -> CommitResult:
         rid = self._open_request_id(("commit",), "commit")
@@ -342,6 +380,26 @@ class Transaction(TransactionCursor):
             raise
         return self._rolled_back(r)
 
+    def run(self, agent: Agent, *, max_calls: int = DEFAULT_MAX_CALLS) -> dict[int, Any]:
+        """Drive the resume loop: ask ``agent(turn)`` for each next call and send it; after a
+        rollback the next turn carries the hint, the constraints and where to resume. Ends
+        when the agent returns None, with the outputs of the steps that stand; the block's end
+        then commits (or refuses, if rewound steps were not redone). ``TransactionAborted``
+        and ``OutcomeUnknown`` end it early; more than ``max_calls`` calls is an error."""
+        turn = self._turn(None, 0)
+        while True:
+            answer = agent(turn)
+            if answer is None:
+                return self.outputs
+            if turn.calls >= max_calls:
+                raise calls_exhausted(self.transaction_id, max_calls)
+            call = as_call(answer)
+            try:
+                self.step(call.tool, call.arguments, call.raw_context)
+                turn = self._turn(None, turn.calls + 1)
+            except RollbackTriggered as rolled_back:
+                turn = self._turn(rolled_back, turn.calls + 1)
+
     def info(self) -> TransactionInfo:
         return self.client.get_transaction(self.transaction_id)
 
@@ -358,8 +416,16 @@ class Transaction(TransactionCursor):
         if self.ended or self.status is None:
             return
         if exc is None:
-            self.commit()
-            return
+            unfinished = self._unfinished()
+            if unfinished is None:
+                self.commit()
+                return
+            # Committing now would drop steps the server rewound: all or nothing, so abort.
+            try:
+                self.rollback(reason=self._exit_reason(unfinished))
+            except AgentTxError as abort_error:
+                unfinished.add_note(f"agenttx: rolling back failed: {abort_error}")
+            raise unfinished
         try:
             self.rollback(reason=self._exit_reason(exc))
         except AgentTxError as abort_error:

@@ -206,7 +206,7 @@ def begin_request(
     )
     if policy is not None:
         values = policy.to_dict() if isinstance(policy, RollbackPolicy) else dict(policy)
-        unknown = set(values) - {"max_local_depth", "max_global_resets", "replay_budget_factor"}
+        unknown = set(values) - set(RollbackPolicy.__dataclass_fields__)
         if unknown:
             raise InvalidArgument(f"unknown policy field(s): {', '.join(sorted(unknown))}")
         # Only the fields given are set; the server's defaults fill the others.
@@ -365,6 +365,7 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
         replay_budget_factor=p.replay_budget_factor
         if p.HasField("replay_budget_factor")
         else default.replay_budget_factor,
+        max_step_retries=p.max_step_retries if p.HasField("max_step_retries") else None,
     )
     return TransactionInfo(
         transaction_id=r.transaction_id,

@@ -27,6 +27,9 @@ failure → one-line hint        ``hints`` (rules in ``hint_rules.toml``)
 request caps                   ``limits`` (including the step reply's size)
 embedded API argument types    ``callargs``: InvalidArgument for wrong types, named
 CPU-heavy work off the loop    ``offload``: by size, on a worker thread
+audit chain                    ``audit``: each event's record (``step_event``,
+                               ``rollback_event`` …), ``AuditReader`` (read, verify); records
+                               are chained by ``TxImages.chain`` and ride on the event's write
 watch events                   ``events``: ``EventBus``
 read models                    ``views``: ``TransactionInfo`` and the rebuilt graph
 cancellation-proof calls       ``eager``: ``run_detached``, ``leave_eager``
@@ -42,8 +45,8 @@ pipeline, the committer and recovery undo through the ``Rewinder``. Parts get th
 collaborators at construction; none holds the engine.
 
 Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.jsontext``,
-``agenttx.jsonpolicy``, the
-``Store`` contract (``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
+``agenttx.jsonpolicy``, ``agenttx.audit``, the ``Store`` contract
+(``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
 driver or adapter (gRPC, MCP, client). The one exception is the factory ``Engine.open``,
 which also imports the outbox dispatcher (``agenttx.effects``) and reaches store backends
 only through ``agenttx.store.factory``, which imports them lazily (``tests/test_core_layering.py``

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 MAX_WIRE_UINT32 = (1 << 32) - 1  # step ids travel as uint32 on the wire
-POLICY_KEYS = ("max_local_depth", "max_global_resets", "replay_budget_factor")
+POLICY_KEYS = ("max_local_depth", "max_global_resets", "replay_budget_factor", "max_step_retries")
 
 
 def check_text(name: str, value: object) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from agenttx.audit import AuditKind
+from agenttx.core.audit import cause
 from agenttx.core.config import Clock
 from agenttx.core.eager import leave_eager
 from agenttx.core.images import TxImages
@@ -89,7 +91,16 @@ class Committer:
             # The commit claims its effects (a lease) to deliver them itself right after, so
             # no background pass takes them first.
             dispatcher = self.dispatcher if rt.staged else None
-            on_success = images.update(rt, TxStatus.COMMITTED, 0, done_body, OPEN)
+            committed = {
+                "steps": steps_committed,
+                "writes": len(writes),
+                "effects": len(rt.staged),
+                "isolation": rt.isolation.value,
+                "request_id": request_id,
+            }
+            on_success = images.update(
+                rt, TxStatus.COMMITTED, 0, done_body, OPEN, audit=[(AuditKind.COMMIT, committed)]
+            )
             # Nothing to deliver now: the reply is known before the commit, and goes in with it.
             folded: CommitResult | None = None
             if request is not None and dispatcher is None:
@@ -110,7 +121,12 @@ class Committer:
                 checks=validation_checks(rt, writes),
                 on_success=on_success,
                 on_conflict=images.update(
-                    rt, TxStatus.ROLLING_BACK, rt.row.next_step_id, conflict_body, OPEN
+                    rt,
+                    TxStatus.ROLLING_BACK,
+                    rt.row.next_step_id,
+                    conflict_body,
+                    OPEN,
+                    audit=[(AuditKind.COMMIT_CONFLICT, {"request_id": request_id})],
                 ),
                 claim_until=now + dispatcher.lease_secs if dispatcher is not None else 0.0,
                 reply=request.reply(folded) if request is not None and folded else None,
@@ -126,7 +142,8 @@ class Committer:
                 body["abort_reason"] = (
                     f"{kind} conflict on key `{keys[0]}`: it was committed by another transaction"
                 )
-                errors, _ = await self.rewinder.rewind(rt, 0, TxStatus.FAILED, body, None)
+                why = cause("ABORT", "commit_conflict", keys=keys[:32])
+                errors, _ = await self.rewinder.rewind(rt, 0, TxStatus.FAILED, body, None, why)
                 raise CommitConflict(transaction_id, keys, kind, errors)
             images.evict(rt)
         if folded is not None:

@@ -35,6 +35,9 @@ class EngineConfig:
     # many references they may hold (``refs.ResolveLimits``; enforced while resolving).
     max_resolved_arguments_bytes: int = MAX_RESOLVED_ARGUMENTS_BYTES
     max_references: int = MAX_REFERENCES
+    # True iff every event is appended to its transaction's audit chain (``docs/audit.md``);
+    # off only to measure what the chain costs (``benchmarks/audit.py``).
+    audit_chain: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.step_timeout_s <= 86_400:

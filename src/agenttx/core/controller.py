@@ -6,40 +6,61 @@ state's counters and returns a :class:`Decision`. It performs no I/O and reads n
 same inputs always give the same decision, and the state (persisted with the transaction via
 ``to_dict``) is all that a resumed engine needs to carry on. The engine does the rewind itself.
 
-Order of decisions when step K fails (first that applies wins):
+Order of decisions when step K fails (first that applies wins; the table with examples is in
+``docs/rollback-strategies.md``):
 
 0. fatal (the tool raised ``FatalToolError``) → ABORT;
-1. RETRY step K for transient and argument-validation categories, at most
-   :meth:`RollbackController.retry_limit` times per step per epoch; cost 1;
+0b. a permanent category (``permanent_categories``: a credential, a quota; nothing traced) →
+   RETRY K while its streak lasts, then ABORT: no step caused it, no rewind can fix it;
+1. RETRY step K when the failure's cause is K's own, at most
+   :meth:`RollbackController.retry_limit` times in a row (the step's *retry streak*, ended by
+   its success or a new epoch); not charged to the replay budget. K's own cause is:
+   a transient category (whatever the graph says: the outside world failed, not an input);
+   or, when the graph traced no earlier step, arguments that failed their checks
+   (``Failure.in_arguments``), an argument-validation category, or a lookup/constraint
+   category on a value that is a literal of K's own arguments (``Failure.literal``);
 2. DEPENDENCY_JUMP to the root-cause step R < K, at most ``max(D, 1)`` jumps per root per epoch;
 3. LOCAL_BACKTRACK to ``max(K - a, 1)`` on the a-th (non-retried) failure of K while a ≤ D;
 4. a rewind to ``target`` costs ``K - target + 1`` replayed steps; if it would take the epoch's
    ``replay_used`` past ``policy.replay_budget(N)``, or no option is left: GLOBAL_RESET (new
    epoch, counters cleared) while resets remain, then ABORT.
 
+A failure whose retry streak is used up is treated as persistent: rules 2–4 decide, so the same
+step failing again and again still ends in a backtrack, a reset and an abort, as in the
+reference.
+
 Invariants (checked by ``tests/test_controller.py``):
 
 - ``0 ≤ target ≤ K``; ``target ≥ 1`` unless the decision is ABORT.
 - ``replay_used ≤ policy.replay_budget(furthest_step)`` after every decision.
 - ``global_resets ≤ policy.max_global_resets``, and ``epoch == global_resets``.
+- ``retries[K] ≤ retry_limit(policy)`` for every step K.
 
-Termination. Let N be the furthest step ever attempted in the transaction and B = replay_budget(N)
-(the budget is non-decreasing in N). Within one epoch let M be the furthest step attempted so far
-in it, s the next step to run and ``pending = max(0, M - s + 1)`` the steps the agent must run
-again before it passes M. Then ``reexecutions + pending ≤ replay_used`` holds at every moment:
-a successful run of a step ≤ M moves one unit from ``pending`` to ``reexecutions``; a run of
-step M + 1 (which becomes M) changes neither; a failed run of K followed by a rewind to T raises
-the sum by exactly ``K - T + 1`` (whether K was a re-run or the new furthest step), which is the
-charge; a retry is the case T = K, charged 1; an escalation charges nothing, but its failed run
-was a new furthest step or a unit already in ``pending``, and it ends the epoch or the
-transaction.
-Because every charge is checked against the budget, an epoch runs at most M ≤ N first-time steps
-plus ``replay_used ≤ B`` re-executions, and there are at most ``max_global_resets + 1`` epochs::
+Termination. Let N be the furthest step ever attempted in the transaction, B = replay_budget(N)
+(the budget is non-decreasing in N) and R = retry_limit(policy). Group the step runs into
+*chains*: a run that does not follow a RETRY, together with the RETRY runs of the same step
+right after it. A chain has at most R + 1 runs, because a RETRY needs ``retries[K] < R`` and
+every RETRY raises ``retries[K]`` by one; only a success of K or a new epoch lowers it, and
+either ends the chain. Seen from outside, a chain behaves like one run of a controller without
+RETRY: it ends in a success or in a failure answered by rules 2–4. For those, within one epoch
+let M be the furthest step attempted so far in it, s the next step to run and
+``pending = max(0, M - s + 1)`` the steps the agent must run again before it passes M. Then
+``rechains + pending ≤ replay_used`` holds at every moment (``rechains``: chains that re-ran a
+step ≤ M): a successful chain of a step ≤ M moves one unit from ``pending`` to ``rechains``; a
+chain of step M + 1 (which becomes M) changes neither; a failed chain of K followed by a rewind
+to T raises the sum by exactly ``K - T + 1`` (whether K was a re-run or the new furthest step),
+which is the charge; an escalation charges nothing, but its failed chain was a new furthest
+step or a unit already in ``pending``, and it ends the epoch or the transaction. Because every
+charge is checked against the budget, an epoch runs at most M ≤ N first-time chains plus
+``replay_used ≤ B`` re-run chains, and there are at most ``max_global_resets + 1`` epochs::
 
-    step executions ≤ (max_global_resets + 1) · (B + N)
+    step executions ≤ (max_global_resets + 1) · (B + N) · (R + 1)
 
-Retries are charged like any rewind, so RETRY keeps the reference's bound. Manual rewinds
-(``RollbackTransaction`` with ``to_step``) are the caller's choice and are not charged (see
+With R = 0 (retries off) this is the reference's bound (resets+1)·(B+N). Retries are not charged
+to the budget on purpose: an agent's typos at step 1 of a short task (B = 2 at N = 1) would
+otherwise use the whole budget and force a GLOBAL_RESET of work that was never at fault; their
+own bound R keeps the loop finite instead. Manual rewinds (``RollbackTransaction`` with
+``to_step``) are the caller's choice and are not charged (see
 :meth:`RollbackController.on_manual_rewind`); the bound counts the steps the controller sends the
 agent back to, not the ones the caller asks to redo.
 """
@@ -50,12 +71,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agenttx.core.hints import ARGUMENT_CATEGORIES, TRANSIENT_CATEGORIES
+from agenttx.core.hints import (
+    ARGUMENT_CATEGORIES,
+    LITERAL_CATEGORIES,
+    PERMANENT_CATEGORIES,
+    TRANSIENT_CATEGORIES,
+)
 from agenttx.types import RollbackPolicy, Strategy
 
 __all__ = [
     "ARGUMENT_CATEGORIES",
     "DEFAULT_RETRY_CATEGORIES",
+    "LITERAL_CATEGORIES",
     "TRANSIENT_CATEGORIES",
     "ControllerState",
     "Decision",
@@ -66,7 +93,8 @@ __all__ = [
 # The same step is retried for transient failures (the outside system was briefly unavailable)
 # and argument errors (the agent re-sends the step with other arguments): no earlier step is
 # at fault. One copy of the category sets, owned by the hint rules that produce them; the
-# controller takes them as a parameter.
+# controller takes them as a parameter. Lookup and constraint failures (LITERAL_CATEGORIES)
+# are retried too, but only on a literal of the step's own arguments (``Failure.literal``).
 DEFAULT_RETRY_CATEGORIES: Final = TRANSIENT_CATEGORIES | ARGUMENT_CATEGORIES
 
 # Why the controller escalated past the local strategies; the reference's wording, which ends up
@@ -84,6 +112,18 @@ class Failure:
     key: str = ""  # the key the hint names ("" if none); informational, the graph already used it
     root_step: int | None = None  # root-cause step from the graph; honoured iff 1 ≤ root_step < K
     fatal: bool = False  # true iff the tool raised FatalToolError: abort at once
+    # true iff K's arguments failed a check before or as the tool read them: JSON that does
+    # not parse, an unknown tool, schema validation (ArgumentError) — the agent's own request
+    in_arguments: bool = False
+    # true iff the value the hint names is a literal of K's own arguments: it is there, and no
+    # reference, implicit edge or state read supplied it (with no key named: nothing of K's
+    # inputs came from an earlier step)
+    literal: bool = False
+
+    @property
+    def traced(self) -> bool:
+        """True iff the graph tied the failure to an earlier step (``1 ≤ root_step < K``)."""
+        return self.root_step is not None and 1 <= self.root_step < self.step_id
 
     def __post_init__(self) -> None:
         if self.step_id < 1:
@@ -106,7 +146,9 @@ class ControllerState:
     # step id → failures of that step in this epoch that were not answered by a RETRY
     failures: dict[int, int] = field(default_factory=dict)
     jumps: dict[int, int] = field(default_factory=dict)  # root step → jumps to it in this epoch
-    retries: dict[int, int] = field(default_factory=dict)  # step id → RETRYs in this epoch
+    # step id → its retry streak: RETRYs of the step since it last succeeded, in this epoch;
+    # ≤ retry_limit(policy). A step absent or at 0 has no streak.
+    retries: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; map keys become strings (JSON object keys), sorted by step."""
@@ -168,9 +210,10 @@ class Decision:
     rollback_to_step: int
     context_reset: bool = False  # true iff GLOBAL_RESET or ABORT (as the reference replies)
     abort_reason: str = ""  # non-empty iff ABORT
-    # steps sent back for re-execution, K − target + 1: charged to the replay budget for RETRY,
-    # DEPENDENCY_JUMP and LOCAL_BACKTRACK; for GLOBAL_RESET it is K and charged to the reset
-    # budget instead (the new epoch starts at 0); 0 for ABORT.
+    # steps sent back for re-execution, K − target + 1: charged to the replay budget for
+    # DEPENDENCY_JUMP and LOCAL_BACKTRACK; 1 for RETRY, charged to the step's retry streak
+    # instead; for GLOBAL_RESET it is K and charged to the reset budget (the new epoch starts
+    # at 0); 0 for ABORT.
     replayed: int = 0
 
 
@@ -185,26 +228,58 @@ class RollbackController:
         *,
         retry_categories: frozenset[str] = DEFAULT_RETRY_CATEGORIES,
         max_retries_per_step: int | None = None,
+        permanent_categories: frozenset[str] = PERMANENT_CATEGORIES,
     ) -> None:
-        """``retry_categories``: hint categories answered by RETRY (empty: the reference's
-        behaviour, no retries). ``max_retries_per_step``: RETRYs of one step per epoch; ``None``
-        derives it from the policy (see :meth:`retry_limit`).
+        """``retry_categories``: hint categories answered by RETRY — transient ones always, the
+        others unless the graph traced an earlier step. ``max_retries_per_step``: the retry
+        streak allowed per step when the policy sets none; ``None`` derives it from the policy
+        (see :meth:`retry_limit`); 0 turns every retry off (the reference's decisions).
+        ``permanent_categories``: failures no step of the transaction caused and none can fix
+        (a wrong credential, a used-up quota): RETRY K while its streak lasts (someone fixes it
+        outside, the agent resends), then ABORT — rewinding earlier steps cannot help.
         """
         if max_retries_per_step is not None and max_retries_per_step < 0:
             raise ValueError(f"max_retries_per_step must be ≥ 0, got {max_retries_per_step}")
         self.retry_categories = frozenset(retry_categories)
         self.max_retries_per_step = max_retries_per_step
+        self.permanent_categories = frozenset(permanent_categories)
 
     def retry_limit(self, policy: RollbackPolicy) -> int:
-        """RETRYs allowed per step per epoch: the configured value, else ``max(D, 1) + 1``.
+        """RETRYs allowed in a row per step (R): the policy's ``max_step_retries``, else the
+        controller's ``max_retries_per_step``, else ``max(D, 1) + 1``.
 
-        One more than the local backtrack depth: a transient fault gets at least two more
-        attempts before the controller starts rewinding earlier steps, and the limit grows with
-        the patience the policy already expresses through D.
+        The derived default is one more than the local backtrack depth: a transient fault or a
+        typo gets at least two more attempts before the controller starts rewinding earlier
+        steps, and the limit grows with the patience the policy already expresses through D.
         """
+        if policy.max_step_retries is not None:
+            return policy.max_step_retries
         if self.max_retries_per_step is not None:
             return self.max_retries_per_step
         return max(policy.max_local_depth, 1) + 1
+
+    def on_step_succeeded(self, state: ControllerState, step_id: int) -> None:
+        """Step ``step_id`` succeeded: its retry streak ends (its next failure starts anew)."""
+        state.retries.pop(step_id, None)
+
+    def wants_literal(self, category: str) -> bool:
+        """Whether a failure of ``category`` needs ``Failure.literal`` to be decided: the engine
+        skips the graph work for the others (a timeout's decision never depends on it)."""
+        return category in LITERAL_CATEGORIES
+
+    def own_cause(self, failure: Failure) -> bool:
+        """True iff the failure's cause lies in step K itself, so RETRY K is the answer (the
+        decision table's first rows; see the module docstring)."""
+        category = failure.category
+        if category in TRANSIENT_CATEGORIES and category in self.retry_categories:
+            return True  # says nothing about the inputs: the outside world failed
+        if failure.traced:
+            return False  # the graph ties it to an earlier step: a dependency jump
+        return (
+            failure.in_arguments
+            or category in self.retry_categories
+            or (failure.literal and category in LITERAL_CATEGORIES)
+        )
 
     def on_step_started(self, state: ControllerState, step_id: int) -> None:
         """Record that ``step_id`` is being attempted (raises N, the budget's step count)."""
@@ -237,15 +312,17 @@ class RollbackController:
         budget = policy.replay_budget(state.furthest_step)
 
         # 1. RETRY: the step's own effects are undone and it runs again; nothing earlier is
-        #    re-run. Charged 1, so a failure that is "transient" forever still exhausts the
-        #    budget or the per-step limit and falls through to the steps below.
+        #    re-run. Bounded by the step's retry streak, not by the replay budget (see the
+        #    termination argument), so a failure that is "transient" forever, or an agent that
+        #    keeps making the same typo, falls through to the rules below after R retries.
         retried = state.retries.get(k, 0)
-        if failure.category in self.retry_categories and retried < self.retry_limit(policy):
-            if state.replay_used + 1 > budget:
-                return _escalate(state, policy, k, _BUDGET_EXCEEDED)
+        permanent = failure.category in self.permanent_categories and not failure.traced
+        if retried < self.retry_limit(policy) and (permanent or self.own_cause(failure)):
             state.retries[k] = retried + 1
-            state.replay_used += 1
             return Decision(Strategy.RETRY, target=k, rollback_to_step=k, replayed=1)
+        if permanent:
+            # Nothing earlier caused it and no rewind can fix it: end instead of undoing work.
+            return _abort(f"step {k} keeps failing with {failure.category}; fix it outside")
 
         # Counted before choosing, so a dependency jump also deepens the next local backtrack
         # of this step (the reference's order).

@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agenttx.audit import AuditKind, AuditRecord, AuditVerification
+from agenttx.core.audit import AuditReader, cause
 from agenttx.core.background import Background
 from agenttx.core.callargs import (
     check_number,
@@ -132,6 +134,8 @@ class Engine:
         self.reader = TransactionReader(store, self.images, self.events)
         # The delivery and maintenance loops; running iff started and not closed.
         self.background = Background(self.recovery, dispatcher, store, config, clock)
+        # The audit chains as stored, and their verification: reads only.
+        self.audit = AuditReader(store)
 
     @classmethod
     async def open(
@@ -155,6 +159,7 @@ class Engine:
         tenant: str = "default",
         clock: Clock = time.time,
         background: bool = True,
+        audit_chain: bool = True,
         dispatch_lease_secs: float = 30.0,
         dispatch_max_attempts: int = 8,
         dispatch_backoff_s: float = 0.5,
@@ -184,6 +189,7 @@ class Engine:
             default_policy=policy or RollbackPolicy(),
             tenant=tenant,
             owner=new_owner(),
+            audit_chain=audit_chain,
         )
         outbox = Path(outbox_path) if outbox_path is not None else base / "outbox.jsonl"
         dispatcher = OutboxDispatcher(
@@ -205,10 +211,14 @@ class Engine:
             clock=clock,
         )
         LIVE_OWNERS.add(config.owner)
-        if not store.shared:
+        if not store.shared and store.opened_alone:
             # This process alone serves the store: effects a dead predecessor had claimed
             # (mid-delivery, or committed and not yet sent) go out now, not after the lease.
             await store.release_claims(now=clock())
+        elif not store.shared:
+            # Another live process has the file open (a second server, several MCP
+            # processes): its claims are its own; calls coordinate per transaction.
+            log.info("another process has %s open; sharing it", store.url)
         await engine.recover()
         if background:
             engine.start_background()
@@ -391,6 +401,30 @@ class Engine:
         """Drop committed versions no open transaction can see any more; returns how many."""
         return await self.recovery.prune_versions()
 
+    # ------------------------------------------------------------------ the audit chain
+
+    async def verify_audit(self, transaction_id: str) -> AuditVerification:
+        """Check the transaction's audit chain: ``v.ok``, ``v.records``, ``v.first_bad`` (the
+        seq of the first edited, missing or misplaced record; 0 iff ok), ``v.reason``."""
+        return await self.audit.verify(transaction_id)
+
+    async def audit_records(
+        self, transaction_id: str, *, after_seq: int = 0, limit: int = 10_000
+    ) -> list[AuditRecord]:
+        """The transaction's audit records with ``seq > after_seq``, oldest first."""
+        return await self.audit.records(transaction_id, after_seq=after_seq, limit=limit)
+
+    def verify_all_audit(self) -> AsyncIterator[AuditVerification]:
+        """Every chain of the store (and every transaction without one), in id order."""
+        return self.audit.verify_all()
+
+    async def verify_audit_page(
+        self, *, after_id: str = "", limit: int = 100
+    ) -> tuple[list[AuditVerification], str]:
+        """Up to ``limit`` chains after transaction ``after_id`` checked, and the id to
+        continue after ("" at the end)."""
+        return await self.audit.verify_page(after_id=after_id, limit=limit)
+
     # ------------------------------------------------------------------ reads
 
     async def get_transaction(
@@ -490,10 +524,19 @@ class Engine:
         result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
         # The reply goes in with the transaction: one durable write for both.
         reply = request.reply(result) if request is not None else None
-        row = await self.store.create_transaction(row, reply)
+        begun = {
+            "agent_id": agent_id,
+            "isolation": iso.value,
+            "labels": list(labels),
+            "metadata_keys": sorted(meta),
+            "policy": body["policy"],
+            "request_id": request.request_id if request is not None else "",
+        }
+        audit = self.images.chain(None, row.revision, now, (AuditKind.BEGIN, begun), row=row)
+        row = await self.store.create_transaction(row, reply, audit)
         if request is not None:
             request.stored = True
-        self.images.add(row, pol, iso)
+        self.images.add(row, pol, iso, audit)
         log.debug("begin %s agent=%s isolation=%s", row.id, agent_id, iso.value)
         return result
 
@@ -522,7 +565,10 @@ class Engine:
                     )
                 self.controller.on_manual_rewind(rt.ctl, to_step)
                 body = dict(rt.body, controller=rt.ctl.to_dict())
-                errors, ran = await self.rewinder.rewind(rt, to_step, TxStatus.ACTIVE, body, None)
+                why = cause("MANUAL", "request", reason=reason)
+                errors, ran = await self.rewinder.rewind(
+                    rt, to_step, TxStatus.ACTIVE, body, None, why
+                )
                 return RollbackResult(
                     transaction_id,
                     True,
@@ -533,7 +579,8 @@ class Engine:
                     rt.row.revision,
                 )
             body = dict(rt.body, abort_reason=reason or "rolled back on request")
-            errors, ran = await self.rewinder.rewind(rt, 0, TxStatus.ROLLED_BACK, body, None)
+            why = cause("ABORT", "request", reason=reason)
+            errors, ran = await self.rewinder.rewind(rt, 0, TxStatus.ROLLED_BACK, body, None, why)
             return RollbackResult(
                 transaction_id, True, 0, ran, errors, TxStatus.ROLLED_BACK, rt.row.revision
             )

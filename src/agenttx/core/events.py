@@ -52,6 +52,11 @@ class EventBus:
         must be quick and must not raise."""
         self._listeners.append(listener)
 
+    def listened(self, transaction_id: str) -> bool:
+        """True iff an event of the transaction would reach anyone: a caller that has nobody
+        to tell builds no event (every step publishes one)."""
+        return bool(self._listeners) or transaction_id in self._subs
+
     def publish(self, event: TxEvent) -> None:
         for listener in self._listeners:
             listener(event)

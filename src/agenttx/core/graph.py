@@ -25,9 +25,9 @@ Invariants:
   ``value`` under ``key`` (each step at most once), so the latest producer is the tail and
   ``drop_from`` only pops tails: O(size of what is dropped). ``_writers`` is the same for
   state keys.
-- The graph is a pure function of its ordered ``add_step``/``add_failed_step`` calls;
-  ``to_dict`` records those calls and ``from_dict`` replays them, so a restarted server
-  rebuilds exactly the graph it had.
+- The graph is a pure function of its ordered ``add_step`` (and ``drop_from``) calls, so a
+  restarted server rebuilds exactly the graph it had by adding the live steps again in order
+  (``TxImages.load``); nothing of it is stored.
 - The graph keeps the inputs and outputs it is given without copying; callers must not
   mutate them afterwards.
 """
@@ -42,8 +42,6 @@ from typing import Any, NamedTuple
 from agenttx.core.refs import Reference, find_references, lookup_path
 
 __all__ = ["DependencyGraph", "Edge"]
-
-_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +238,7 @@ class _Source(NamedTuple):
 @dataclass(slots=True)
 class _Node:
     step_id: int
-    failed: bool  # true iff recorded by add_failed_step: no output, never a producer
+    failed: bool  # true iff recorded as a failed attempt (``_add``): never a producer
     inputs: Any
     output: Any
     references: tuple[Reference, ...]
@@ -281,18 +279,6 @@ class DependencyGraph:
             step_id, inputs, output, references, state_reads, state_writes, failed=False
         )
 
-    def add_failed_step(
-        self,
-        step_id: int,
-        inputs: Any,
-        references: Sequence[Reference] = (),
-        state_reads: Sequence[str] = (),
-    ) -> list[Edge]:
-        """Record a failed step so ``root_cause`` can read its inputs and edges. It gets
-        incoming edges like any step but, having no output, it is never a producer. The next
-        ``add_step`` with this id, or ``drop_from``, removes it."""
-        return self._add(step_id, inputs, None, references, state_reads, (), failed=True)
-
     def _add(
         self,
         step_id: int,
@@ -304,6 +290,10 @@ class DependencyGraph:
         *,
         failed: bool,
     ) -> list[Edge]:
+        """Add a node; ``failed`` records a failed attempt instead (no output: it gets incoming
+        edges like any step but is never a producer; the next ``add_step`` with its id, or
+        ``drop_from``, removes it). The engine records only successes and describes a failing
+        step to ``root_cause`` by keywords; tests record failed nodes through here."""
         self.drop_from(step_id)
         node = _Node(
             step_id=step_id,
@@ -468,10 +458,10 @@ class DependencyGraph:
     ) -> int | None:
         """The earliest step that produced the value step ``step_id`` failed on, or None.
 
-        The failing step is described either by what ``add_step``/``add_failed_step`` recorded
-        for ``step_id``, or — when ``inputs`` is given — by these keywords: ``inputs`` with the
-        ``references`` that ``resolve`` returned for them, or the arguments as the agent sent
-        them with ``references`` left None (they are then found by a syntax scan). Resolved
+        The failing step is described either by the node recorded for ``step_id``, or — when
+        ``inputs`` is given — by these keywords: ``inputs`` with the ``references`` that
+        ``resolve`` returned for them, or the arguments as the agent sent them with
+        ``references`` left None (they are then found by a syntax scan). Resolved
         inputs without their references lose every explicit edge. ``state_reads`` (else the
         recorded ones) are the state keys the step read. Search order, first that finds
         something wins:
@@ -526,6 +516,41 @@ class DependencyGraph:
             return None
         return self._walk_back(starts)
 
+    def is_literal(
+        self,
+        step_id: int,
+        key: str,
+        *,
+        inputs: Any,
+        references: Sequence[Reference] | None = None,
+        state_reads: Sequence[str] = (),
+    ) -> bool:
+        """Whether the value step ``step_id`` failed on is a literal of its own arguments:
+        ``inputs`` hold ``key`` (at any depth, matched as in ``root_cause``) and no reference,
+        implicit edge or read of state an earlier step wrote supplied it. With ``key`` empty
+        (the hint named none): whether no input of the step came from an earlier step at all.
+
+        Conservative on purpose: a read of state an earlier step wrote makes nothing a literal
+        (the earlier write may be why the value is not found), and neither does a key the
+        arguments do not hold. ``inputs`` and ``references`` are as for ``root_cause``.
+        """
+        if references is None:
+            references = find_references(inputs)
+        sources = self._sources(step_id, inputs, references)
+        if any(self._latest_writer(state_key, step_id) is not None for state_key in state_reads):
+            return False
+        if not key:
+            return not sources
+        paths = [path for path, _ in _dict_positions(inputs) if _key_matches(path, key)]
+        if not paths or any(ref.key == key for ref in references):
+            return False
+        for path in paths:
+            for source in sources:
+                held = source.arg_path
+                if path[: len(held)] == held or held[: len(path)] == path:
+                    return False
+        return True
+
     def _walk_back(self, starts: list[tuple[int, Any]]) -> int:
         earliest: int | None = None
         seen: set[tuple[int, int]] = set()  # (step, id of the hop) already followed
@@ -566,55 +591,3 @@ class DependencyGraph:
             ):
                 hops.append((edge.source, value, -1 - i))
         return hops
-
-    # --- durability ------------------------------------------------------------------------
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able record of the add calls; ``from_dict`` replays them."""
-        steps: list[dict[str, Any]] = []
-        for step_id in self._order:
-            node = self._nodes[step_id]
-            steps.append(
-                {
-                    "step_id": step_id,
-                    "failed": node.failed,
-                    "inputs": node.inputs,
-                    "output": node.output,
-                    "references": [
-                        {"step_id": r.step_id, "path": list(r.path), "arg_path": list(r.arg_path)}
-                        for r in node.references
-                    ],
-                    "state_reads": list(node.state_reads),
-                    "state_writes": list(node.state_writes),
-                }
-            )
-        return {"version": _FORMAT_VERSION, "steps": steps}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DependencyGraph:
-        """Rebuild a graph from ``to_dict`` output. Raises ``ValueError`` if it is malformed."""
-        if not isinstance(data, dict) or data.get("version") != _FORMAT_VERSION:
-            raise ValueError(f"not a version {_FORMAT_VERSION} dependency graph record")
-        graph = cls()
-        try:
-            for step in data["steps"]:
-                references = [
-                    Reference(int(r["step_id"]), tuple(r["path"]), tuple(r["arg_path"]))
-                    for r in step["references"]
-                ]
-                if step["failed"]:
-                    graph.add_failed_step(
-                        int(step["step_id"]), step["inputs"], references, step["state_reads"]
-                    )
-                else:
-                    graph.add_step(
-                        int(step["step_id"]),
-                        step["inputs"],
-                        step["output"],
-                        references,
-                        step["state_reads"],
-                        step["state_writes"],
-                    )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"malformed dependency graph record: {exc!r}") from exc
-        return graph

@@ -14,16 +14,21 @@ Invariants:
   ``transaction_lock`` for stores shared by several processes).
 - An ended transaction's image leaves the cache (``evict``): its history is read from the
   store.
+- Every durable change carries its audit records (``TxUpdate.audit``), chained here after the
+  image's ``audit_head``, which moves only once the write holding them is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
+from agenttx.audit import EMPTY, AuditRecord, chain_records
+from agenttx.core.audit import step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState
 from agenttx.core.events import EventBus, event_for
@@ -32,9 +37,20 @@ from agenttx.core.requests import Request
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
 from agenttx.core.views import graph_step
-from agenttx.errors import AlreadyExists, NotFound, RevisionConflict
+from agenttx.errors import (
+    AgentTxError,
+    AlreadyExists,
+    InternalError,
+    NotFound,
+    RevisionConflict,
+    StoreFull,
+    clip,
+)
 from agenttx.store.contract import HeldTx, StagedEffect, StepRow, Store, TxRow, TxUpdate
 from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
+
+# One event of the audit chain: its kind (``agenttx.audit.AuditKind``) and data.
+Event = tuple[str, Mapping[str, Any]]
 
 
 class TxImages:
@@ -56,9 +72,19 @@ class TxImages:
 
     # ------------------------------------------------------------------ the cache
 
-    def add(self, row: TxRow, policy: RollbackPolicy, isolation: Isolation) -> None:
-        """The image of a transaction just created (nothing to load)."""
-        self.cache[row.id] = TxRuntime(row, policy, isolation, ControllerState())
+    def add(
+        self,
+        row: TxRow,
+        policy: RollbackPolicy,
+        isolation: Isolation,
+        audit: Sequence[AuditRecord] = (),
+    ) -> None:
+        """The image of a transaction just created (nothing to load), with the records its
+        creation appended."""
+        rt = TxRuntime(row, policy, isolation, ControllerState())
+        if audit:
+            rt.audit_head = audit[-1].head
+        self.cache[row.id] = rt
 
     async def get(self, transaction_id: str) -> TxRuntime:
         """The cached image, loaded from the store on a miss (not locked)."""
@@ -92,7 +118,7 @@ class TxImages:
         """A fresh image from the store: the row, the live steps, the pending undo records."""
         row = await self.store.get_transaction(transaction_id)
         if row is None:
-            raise NotFound(f"transaction `{transaction_id}` not found")
+            raise NotFound(f"transaction `{clip(transaction_id)}` not found")
         rt = TxRuntime(
             row,
             RollbackPolicy.from_dict(row.body.get("policy")),
@@ -106,6 +132,7 @@ class TxImages:
                 _apply_step(rt, st, graph=False)
         _advance_counters(rt)
         rt.undo = [u for u in await self.store.load_undo(transaction_id) if u.status != "done"]
+        rt.audit_head = await self.store.audit_head(transaction_id)
         for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
             rt.add_to_graph(*graph_step(st))
         return rt
@@ -152,6 +179,49 @@ class TxImages:
         if TxStatus(rt.row.status).terminal:
             self.cache.pop(rt.transaction_id, None)
 
+    # ------------------------------------------------------------------ the audit chain
+
+    def chain(
+        self,
+        rt: TxRuntime | None,
+        revision: int,
+        at: float,
+        *events: Event,
+        row: TxRow | None = None,
+    ) -> tuple[AuditRecord, ...]:
+        """``events`` as the next records of the transaction's chain, made by the change that
+        brings it to ``revision`` (nothing is written; the write that carries them does it).
+        ``row`` instead of ``rt``: a transaction being created, whose chain is empty."""
+        if not self.config.audit_chain:
+            return ()
+        tx_row = rt.row if rt is not None else row
+        assert tx_row is not None
+        head = rt.audit_head if rt is not None else EMPTY
+        return chain_records(
+            head, tx_id=tx_row.id, tenant=tx_row.tenant, at=at, revision=revision, events=events
+        )
+
+    def step_audit(
+        self, rt: TxRuntime, revision: int, at: float, row: StepRow
+    ) -> tuple[AuditRecord, ...]:
+        """The record of a step row's write (the hot path: nothing is built when the chain
+        is off)."""
+        if not self.config.audit_chain:
+            return ()
+        return self.chain(rt, revision, at, step_event(row))
+
+    async def record(self, rt: TxRuntime, *events: Event) -> None:
+        """Append events that come with no other write (the caller holds the lock)."""
+        records = self.chain(rt, rt.row.revision, self.clock(), *events)
+        if records:
+            await self.store.append_audit(records)
+            self.appended(rt, records)
+
+    def appended(self, rt: TxRuntime, records: Sequence[AuditRecord]) -> None:
+        """Mirror records a durable write appended to the chain."""
+        if records:
+            rt.audit_head = records[-1].head
+
     # ------------------------------------------------------------------ durable changes
 
     def update(
@@ -163,10 +233,13 @@ class TxImages:
         from_statuses: tuple[str, ...],
         *,
         touch: bool = True,
+        audit: Sequence[Event] = (),
     ) -> TxUpdate:
         """The compare-and-set that moves ``rt`` to ``status`` (checked against the one
-        transition table); nothing is written until a store method runs it."""
+        transition table), carrying ``audit`` as its records; nothing is written until a
+        store method runs it."""
         check_transition(TxStatus(rt.row.status), status)
+        now = self.clock()
         return TxUpdate(
             tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
@@ -174,8 +247,9 @@ class TxImages:
             status=status.value,
             next_step_id=next_step_id,
             body=body,
-            now=self.clock(),
+            now=now,
             touch_activity=touch,
+            audit=self.chain(rt, rt.row.revision + 1, now, *audit) if audit else (),
         )
 
     def applied(self, rt: TxRuntime, update: TxUpdate, revision: int) -> None:
@@ -189,15 +263,13 @@ class TxImages:
             row.last_activity_at = update.now
         if update.body is not None:
             row.body = update.body
-        self.events.publish(
-            event_for(
-                rt.transaction_id,
-                revision,
-                TxStatus(update.status),
-                update.next_step_id,
-                update.now,
+        if update.audit:
+            rt.audit_head = update.audit[-1].head
+        if self.events.listened(row.id):
+            status = TxStatus(update.status)
+            self.events.publish(
+                event_for(row.id, revision, status, update.next_step_id, update.now)
             )
-        )
 
 
 class HeldImage:
@@ -207,9 +279,10 @@ class HeldImage:
     looks its stored reply up once the locks are held — on a shared store in the lock's own
     round trip — and ends there with ``ReplyFound`` if there is one. If the call raises
     ``RevisionConflict`` (someone moved the transaction under a durable update) or
-    ``AlreadyExists`` (its write was rolled back: the request id was taken), the image, which
-    the call may have advanced ahead of that write, is reloaded before the error reaches the
-    caller, so a retry works.
+    ``AlreadyExists`` (its write was rolled back: the request id was taken), or a store failure
+    (``StoreFull``: a full disk; ``InternalError``), the image, which the call may have advanced
+    ahead of that write, is reloaded before the error reaches the caller, so a retry works; if
+    the store cannot even be read, the image leaves the cache and the next call loads it.
 
     A class rather than a generator-based context manager: it is entered on every call, and
     this costs a fraction of one (measured on the step path)."""
@@ -255,11 +328,19 @@ class HeldImage:
                     try:
                         current = held.row if held is not None else None
                         if request is not None:
-                            request.check(held.reply if held is not None else None)
+                            # None: the store holds nothing for now (SQLite alone on its
+                            # file), so its reply is looked up as a one-process store's is.
+                            request.check(
+                                held.reply
+                                if held is not None
+                                else await images.store.get_request(*request.key)
+                            )
                         # A shared store read the row once the lock was held: another replica
                         # may have moved the transaction since this image was cached.
                         if current is not None and current.revision != rt.row.revision:
                             rt = await images.catch_up(rt, current)
+                        if held is not None and held.audit_head is not None:
+                            rt.audit_head = held.audit_head  # read under the lock: current
                     except BaseException as exc:
                         await store_lock.__aexit__(type(exc), exc, exc.__traceback__)
                         raise
@@ -285,14 +366,23 @@ class HeldImage:
         images = self._images
         try:
             try:
-                if exc_type is not None and issubclass(exc_type, RevisionConflict | AlreadyExists):
-                    await images.reload(self._rt)
+                if exc_type is not None and issubclass(exc_type, _IMAGE_MAY_BE_AHEAD):
+                    try:
+                        await images.reload(self._rt)
+                    except AgentTxError:
+                        # Not even a read works: trust nothing cached about this transaction.
+                        images.cache.pop(self._transaction_id, None)
             finally:
                 if self._store_lock is not None:
                     await self._store_lock.__aexit__(exc_type, exc, tb)
         finally:
             self._lock.release()
             images.in_flight -= 1
+
+
+# Errors after which the image may hold what the store refused: a lost compare-and-set, a
+# request id taken, a write that failed (full disk, driver error).
+_IMAGE_MAY_BE_AHEAD = (RevisionConflict, AlreadyExists, StoreFull, InternalError)
 
 
 def _apply_step(rt: TxRuntime, st: StepRow, *, graph: bool) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agenttx import jsonpolicy
-from agenttx.errors import InvalidArgument
+from agenttx.errors import InvalidArgument, clip
 from agenttx.jsontext import compact
 
 MAX_AGENT_ID_BYTES = 256
@@ -40,6 +40,10 @@ def reply_room(constraints: Sequence[str]) -> int:
     return MAX_OUTPUT_BYTES - sum(len(c.encode()) + 4 for c in constraints)
 
 
+# Our ids are "tx_" + 32 hex digits; anything much longer cannot name a transaction.
+MAX_TRANSACTION_ID_BYTES = 128
+
+
 def check_transaction_id(transaction_id: str) -> None:
     if not isinstance(transaction_id, str):
         raise InvalidArgument(
@@ -47,6 +51,13 @@ def check_transaction_id(transaction_id: str) -> None:
         )
     if not transaction_id or not transaction_id.strip():
         raise InvalidArgument("transaction_id is required")
+    if len(transaction_id) > MAX_TRANSACTION_ID_BYTES // 4 and (
+        len(transaction_id.encode("utf-8", "surrogatepass")) > MAX_TRANSACTION_ID_BYTES
+    ):
+        raise InvalidArgument(
+            f"invalid argument: transaction_id {clip(transaction_id, 40)!r} is over "
+            f"{MAX_TRANSACTION_ID_BYTES} bytes; no transaction has such an id"
+        )
 
 
 def check_begin(agent_id: str, metadata: dict[str, str]) -> None:
@@ -114,5 +125,16 @@ def arguments_text(arguments: Any) -> str:
 
 
 def check_state_key(key: str) -> None:
-    if not isinstance(key, str) or not 1 <= len(key.encode()) <= MAX_STATE_KEY_BYTES:
-        raise InvalidArgument(f"invalid argument: state keys must be 1-{MAX_STATE_KEY_BYTES} bytes")
+    if not isinstance(key, str):
+        raise InvalidArgument(f"invalid argument: a state key must be a string, not {key!r:.40}")
+    if not key:
+        raise InvalidArgument(
+            f"invalid argument: a state key is empty; state keys are 1-{MAX_STATE_KEY_BYTES} bytes"
+        )
+    if len(key) > MAX_STATE_KEY_BYTES // 4 and (
+        len(key.encode("utf-8", "surrogatepass")) > MAX_STATE_KEY_BYTES
+    ):
+        raise InvalidArgument(
+            f"invalid argument: state key {clip(key, 40)!r} is too long; state keys are "
+            f"1-{MAX_STATE_KEY_BYTES} bytes"
+        )

@@ -13,7 +13,7 @@ from agenttx.core.images import TxImages
 from agenttx.core.limits import check_transaction_id
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.core.views import rebuild_graph, transaction_info
-from agenttx.errors import InvalidArgument, NotFound
+from agenttx.errors import InvalidArgument, NotFound, clip
 from agenttx.store.contract import StepRow, Store, TxRow
 from agenttx.types import TransactionInfo, TransactionPage, TxStatus
 
@@ -38,7 +38,7 @@ class TransactionReader:
         check_transaction_id(transaction_id)
         row = await self.store.get_transaction(transaction_id)
         if row is None:
-            raise NotFound(f"transaction `{transaction_id}` not found")
+            raise NotFound(f"transaction `{clip(transaction_id)}` not found")
         steps = await self.store.load_steps(transaction_id, live_only=not history)
         rt = self.images.cache.get(transaction_id)
         # A current cached image has the graph already (its edges are read here, on the loop,
@@ -59,7 +59,7 @@ class TransactionReader:
         try:
             row = await self.store.get_transaction(transaction_id)
             if row is None:
-                raise NotFound(f"transaction `{transaction_id}` not found")
+                raise NotFound(f"transaction `{clip(transaction_id)}` not found")
             last = after_revision
             if row.revision > last:
                 last = row.revision

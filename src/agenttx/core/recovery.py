@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agenttx.core.audit import cause, resolved_event, step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.images import TxImages
 from agenttx.core.leases import lease_dead
@@ -93,7 +94,9 @@ class Recovery:
                 last.live = True
                 last.output_json = compact(output)
                 last.detail = dict(last.detail, resolved="happened")
-                update = images.update(rt, TxStatus.ACTIVE, step_id + 1, body, OPEN)
+                update = images.update(
+                    rt, TxStatus.ACTIVE, step_id + 1, body, OPEN, audit=[resolved_event(last, True)]
+                )
                 images.applied(rt, update, await self.store.finish_step(update, last))
                 rt.steps[step_id] = last
                 rt.outputs[step_id] = output
@@ -109,7 +112,9 @@ class Recovery:
                 rt.undo = [u for u in rt.undo if u.step_id != step_id]
                 last.status = StepStatus.FAILED.value
                 last.detail = dict(last.detail, resolved="not_happened")
-                update = images.update(rt, TxStatus.ACTIVE, step_id, body, OPEN)
+                update = images.update(
+                    rt, TxStatus.ACTIVE, step_id, body, OPEN, audit=[resolved_event(last, False)]
+                )
                 images.applied(rt, update, await self.store.finish_step(update, last))
 
     # ------------------------------------------------------------------ after a crash
@@ -155,16 +160,22 @@ class Recovery:
         if status is TxStatus.ROLLING_BACK:
             plan = rt.body.get("rewind") or {"target": 0, "final": TxStatus.FAILED.value}
             body = dict(rt.body)
-            await self.rewinder.rewind(rt, int(plan["target"]), TxStatus(plan["final"]), body, None)
+            why = cause("RECOVERY", "restart")
+            await self.rewinder.rewind(
+                rt, int(plan["target"]), TxStatus(plan["final"]), body, None, why
+            )
             return "rewinds"
         if status is TxStatus.EXECUTING:
             steps = await self.store.load_steps(rt.transaction_id, live_only=False)
             running = next((s for s in reversed(steps) if s.status == "RUNNING"), None)
-            # A shared store's lock (held by the caller) already proves the owner is gone; one
-            # process per store relies on the step's lease and owner pid.
+            # A shared store's lock (held by the caller) already proves the owner is gone; a
+            # file store relies on the step's lease and owner pid — and a step this very engine
+            # owns is dead too: its call held the lock the caller holds now, so it has ended
+            # (its last write failed, e.g. on a full disk).
             if (
                 running is not None
                 and not self.store.shared
+                and running.lease_owner != self.config.owner
                 and not lease_dead(running, self.clock())
             ):
                 return ""
@@ -186,7 +197,12 @@ class Recovery:
             running.finished_at = self.clock()
             body = dict(rt.body, outcome_unknown_step=step_id)
             update = self.images.update(
-                rt, TxStatus.ACTIVE, step_id, body, (TxStatus.EXECUTING.value,)
+                rt,
+                TxStatus.ACTIVE,
+                step_id,
+                body,
+                (TxStatus.EXECUTING.value,),
+                audit=[step_event(running)],
             )
             self.images.applied(rt, update, await self.store.finish_step(update, running))
             return
@@ -198,7 +214,8 @@ class Recovery:
                 "error": INTERRUPTED_TEXT,
             }
             running.finished_at = self.clock()
-        await self.rewinder.rewind(rt, step_id, TxStatus.ACTIVE, dict(rt.body), running)
+        why = cause("RETRY", "restart")
+        await self.rewinder.rewind(rt, step_id, TxStatus.ACTIVE, dict(rt.body), running, why)
 
     # ------------------------------------------------------------------ maintenance
 
@@ -223,7 +240,8 @@ class Recovery:
                     if rt.row.status != TxStatus.ACTIVE.value or rt.row.last_activity_at >= cutoff:
                         continue
                     body = dict(rt.body, abort_reason=f"idle for more than {timeout:g} s")
-                    await self.rewinder.rewind(rt, 0, TxStatus.ROLLED_BACK, body, None)
+                    why = cause("ABORT", "idle_timeout")
+                    await self.rewinder.rewind(rt, 0, TxStatus.ROLLED_BACK, body, None, why)
                     reaped += 1
             except (RevisionConflict, NotFound, NotActive):
                 continue

@@ -43,6 +43,7 @@ from agenttx.errors import (
     InternalError,
     InvalidArgument,
 )
+from agenttx.jsontext import encoder
 from agenttx.store.contract import Store, StoredReply
 from agenttx.types import CommitResult, StepResult, StepStatus, TxStatus
 
@@ -60,9 +61,14 @@ _TRANSIENT = (
 _FINAL_STATUSES = ("COMMITTED", "ROLLED_BACK", "FAILED")
 
 
+# The canonical text a payload is hashed from: exactly json.dumps(…, sort_keys=True,
+# separators=(",", ":"), default=str), as stored hashes were made, with one encoder for all
+# calls (json.dumps builds one per call: most of the hash's cost).
+_canonical = encoder(default=str, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+
+
 def payload_hash(method: str, payload: Any) -> str:
-    canonical = json.dumps([method, payload], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_canonical([method, payload]).encode()).hexdigest()
 
 
 def check_request_id(request_id: str) -> None:
@@ -306,11 +312,17 @@ def _reply_json(result: Any) -> str:
     # for json to read it once, ~3x the cost of the encoding on every stored reply
     # (measured, docs/benchmarks.md). The encoder asks _stored_value for what it cannot
     # encode itself, nested dataclasses included, so the text is the same.
-    return json.dumps({"ok": _field_values(result)}, default=_stored_value)
+    return _reply_text({"ok": _field_values(result)})
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # per result type: dataclasses.fields is slow
 
 
 def _field_values(result: Any) -> dict[str, Any]:
-    return {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    names = _FIELD_NAMES.get(type(result))
+    if names is None:
+        names = _FIELD_NAMES[type(result)] = tuple(f.name for f in dataclasses.fields(result))
+    return {name: getattr(result, name) for name in names}
 
 
 def _stored_value(value: Any) -> Any:
@@ -319,6 +331,10 @@ def _stored_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _field_values(value)
     raise TypeError(f"cannot store {type(value).__name__} in a reply")
+
+
+# json.dumps(value, default=_stored_value) as replies were always written, one encoder reused.
+_reply_text = encoder(default=_stored_value, ensure_ascii=True, separators=(", ", ": "))
 
 
 _HINTS: dict[type, dict[str, Any]] = {}  # per result type: resolving them is slow

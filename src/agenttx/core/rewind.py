@@ -10,14 +10,20 @@ Durability: without compensations the rewind is one store transaction. With them
 phases: ROLLING_BACK with the plan (``body["rewind"]``), then the compensations, then the
 final state; a crash in between is finished by recovery from that plan, and compensations
 already done (their records marked ``done``) are not run again.
+
+Audit: the failed attempt (if any) and the rollback with its ``cause`` (strategy, trigger) go
+in the chain with the phase that makes them durable; each compensation with its own record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from agenttx.audit import AuditKind
+from agenttx.core.audit import compensation_event, rollback_event, step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.eager import leave_eager
 from agenttx.core.images import TxImages
@@ -50,11 +56,13 @@ class Rewinder:
         final: TxStatus,
         body: dict[str, Any],
         failed_row: StepRow | None,
+        cause: Mapping[str, Any] | None = None,
     ) -> tuple[list[str], int]:
         """Undo everything of steps ≥ target and leave the transaction in ``final`` with
         ``next_step_id = target`` (0 if it ended); ``failed_row`` (the attempt that caused
-        it) becomes durable with the first phase. Returns (compensation errors,
-        compensations run). The caller holds the transaction's lock."""
+        it) becomes durable with the first phase. ``cause`` (strategy, trigger) goes in the
+        rollback's audit record. Returns (compensation errors, compensations run). The caller
+        holds the transaction's lock."""
         images = self.images
         target = max(target, 0)
         to_undo = [u for u in rt.undo if u.step_id >= target and u.status == "pending"]
@@ -62,9 +70,22 @@ class Rewinder:
         if final.terminal:
             body = dict(body, ended_at=self.clock())
         errors: list[str] = []
+        why = cause or {}
+        failed = [step_event(failed_row)] if failed_row is not None else []
         if to_undo:
             plan = dict(body, rewind={"target": target, "final": final.value})
-            update = images.update(rt, TxStatus.ROLLING_BACK, rt.row.next_step_id, plan, UNFINISHED)
+            started = rollback_event(
+                AuditKind.ROLLBACK_STARTED, target, final.value, why, compensations=len(to_undo)
+            )
+            update = images.update(
+                rt,
+                TxStatus.ROLLING_BACK,
+                rt.row.next_step_id,
+                plan,
+                UNFINISHED,
+                audit=[*failed, started],
+            )
+            failed = []
             if failed_row is not None:
                 revision = await self.store.finish_step(update, failed_row)
                 failed_row = None
@@ -79,7 +100,16 @@ class Rewinder:
         if target <= 1 or int(body.get("outcome_unknown_step", 0)) >= target:
             body["outcome_unknown_step"] = 0
         body = {k: v for k, v in body.items() if k != "rewind"}  # the plan is done
-        update = images.update(rt, final, next_step, body, UNFINISHED)
+        ended = rollback_event(
+            AuditKind.ROLLBACK,
+            target,
+            final.value,
+            why,
+            compensations=len(to_undo),
+            compensation_errors=len(errors),
+            reason=str(body.get("abort_reason", "")) if final.terminal else "",
+        )
+        update = images.update(rt, final, next_step, body, UNFINISHED, audit=[*failed, ended])
         images.applied(rt, update, await self.store.finish_rewind(update, target, failed_row))
         rt.drop_from(target)
         images.evict(rt)
@@ -117,7 +147,9 @@ class Rewinder:
             status = "done" if ok else "failed"
             row.status = status
             row.last_error = "" if ok else last
-            await self.store.set_undo_status(row.id, status, row.attempts, row.last_error)
+            records = self.images.chain(rt, rt.row.revision, self.clock(), compensation_event(row))
+            await self.store.set_undo_status(row.id, status, row.attempts, row.last_error, records)
+            self.images.appended(rt, records)
             if not ok:
                 errors.append(f"undo {row.handler} of step {row.step_id}: {last}")
         return errors

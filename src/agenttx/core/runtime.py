@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agenttx.audit import EMPTY, ChainHead
 from agenttx.core.controller import ControllerState
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.limits import MAX_STATE_VALUE_BYTES, check_state_key
@@ -66,6 +67,9 @@ class TxRuntime:
     # acted on what it saw, so serializable validation checks them all; never shrinks.
     read_set: dict[str, int] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The newest record of the transaction's audit chain as the store holds it: advanced only
+    # after a write that appended records is durable (``TxImages.applied``/``appended``).
+    audit_head: ChainHead = EMPTY
 
     @property
     def graph(self) -> DependencyGraph:

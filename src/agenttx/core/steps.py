@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttx import jsonpolicy
+from agenttx.core.audit import cause, step_event
 from agenttx.core.cancels import RunningTools, StepCancelled
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import Failure, RollbackController
@@ -67,12 +68,18 @@ _ACTIVE = TxStatus.ACTIVE.value
 _EXECUTING = (TxStatus.EXECUTING.value,)
 _INTERRUPTED = (TxStatus.EXECUTING.value, TxStatus.ROLLING_BACK.value)
 _OUTSIDE_EFFECTS = frozenset(e.value for e in EffectClass if e.outside)
+# Plain values of the members the success path uses: reading an enum member's ``value`` or a
+# property of it runs Python code (~0.5-1 µs each on the step path, measured).
+_SUCCESS = StepStatus.SUCCESS.value
+_STEP_SUCCESS = StepStatus.SUCCESS
+_NO_STRATEGY = Strategy.NONE
+_TX_ACTIVE = TxStatus.ACTIVE
 # Outputs up to this many characters fit any reply whatever their encoding (≤ 4 bytes each):
 # only longer ones pay for measuring their UTF-8 size.
 _SURELY_FITS_CHARS = 64 << 10
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     """What the step pipeline knows about the attempt it is running."""
 
@@ -134,20 +141,21 @@ class StepExecutor:
         async with self.images.locked(transaction_id, request=request) as rt:
             if rt.row.status != _ACTIVE:
                 rt = await self._settle(rt)
-            if rt.body.get("outcome_unknown_step"):
-                raise OutcomeUnknownPending(transaction_id, int(rt.body["outcome_unknown_step"]))
+            body = rt.row.body
+            if body.get("outcome_unknown_step"):
+                raise OutcomeUnknownPending(transaction_id, int(body["outcome_unknown_step"]))
             if step_id != rt.row.next_step_id:
                 raise WrongStep(transaction_id, step_id, rt.row.next_step_id)
 
             now = self.clock()
-            seq = int(rt.body.get("step_seq", 0)) + 1
+            seq = int(body.get("step_seq", 0)) + 1
             tool = self.registry.get(tool_name)
             att = Attempt(
                 step_id=step_id,
                 seq=seq,
-                attempt=int(rt.body.get("attempts", {}).get(str(step_id), 0)) + 1,
+                attempt=int(body.get("attempts", {}).get(str(step_id), 0)) + 1,
                 tool_name=tool_name,
-                effect=tool.effect.value if tool else "",
+                effect=str(tool.effect) if tool else "",  # a StrEnum's str is its value
                 arguments_json=arguments_json,
                 raw_context=raw_context,
                 started_at=now,
@@ -170,12 +178,13 @@ class StepExecutor:
                         )
                 except JsonRefused as exc:
                     if exc.rule == "json_syntax":  # the malformed_json rule reads the decoder
-                        return await self._fail(rt, att, f"invalid arguments JSON: {exc}")
+                        return await self._fail(
+                            rt, att, f"invalid arguments JSON: {exc}", in_arguments=True
+                        )
                     return await self._refused(rt, att, "arguments", exc.message)
             if tool is None:
-                known = ", ".join(self.registry.names())
                 return await self._fail(
-                    rt, att, f"unknown tool '{tool_name}'; registered tools: {known}"
+                    rt, att, self.registry.unknown_tool_message(tool_name), in_arguments=True
                 )
             if "${" in arguments_json or (parsed is not None and _nested(parsed)):
                 limits = ResolveLimits(
@@ -196,7 +205,10 @@ class StepExecutor:
                 except UnresolvedReference as exc:
                     att.references = find_references(args)
                     root = exc.step_id if 0 < exc.step_id < step_id else None
-                    return await self._fail(rt, att, exc.message, key=exc.key, root=root)
+                    # Bad reference syntax (step 0) is the step's own text, no earlier step's.
+                    return await self._fail(
+                        rt, att, exc.message, key=exc.key, root=root, in_arguments=exc.step_id == 0
+                    )
                 except ArgumentsRefused as exc:
                     att.references = []  # none is used: the stored arguments are the sent ones
                     return await self._refused(rt, att, "references", exc.message)
@@ -223,9 +235,13 @@ class StepExecutor:
             elif not arguments_json.strip():
                 att.arguments_json = compact(att.resolved)
             try:
-                call_args = tool.validate(att.resolved) if tool.input_model is not None else None
+                if tool.input_model is not None:
+                    call_args = tool.validate(att.resolved)
+                else:  # the tool validates its raw arguments; its schema names the allowed
+                    tool.refuse_unknown(att.resolved)
+                    call_args = None
             except ArgumentError as exc:
-                return await self._fail(rt, att, str(exc))
+                return await self._fail(rt, att, str(exc), in_arguments=True)
 
             scope = StepRun(
                 rt,
@@ -238,7 +254,8 @@ class StepExecutor:
             )
             scope.progress = progress
             timeout = self._timeout(tool)
-            if tool.effect.outside:
+            outside = att.effect in _OUTSIDE_EFFECTS
+            if outside:
                 # Evidence first: a crash while the tool runs leaves a RUNNING step that
                 # recovery turns into a retry (idempotent tools) or OUTCOME_UNKNOWN.
                 running = self._step_row(rt, att, "RUNNING", live=False, detail={})
@@ -246,7 +263,12 @@ class StepExecutor:
                 running.lease_until = now + timeout + 30.0
                 rt.body["step_seq"] = seq
                 update = self.images.update(
-                    rt, TxStatus.EXECUTING, rt.row.next_step_id, rt.body, OPEN
+                    rt,
+                    TxStatus.EXECUTING,
+                    rt.row.next_step_id,
+                    rt.body,
+                    OPEN,
+                    audit=[step_event(running)],
                 )
                 # The request id is claimed before the outside call, in the same write: once
                 # the call may have happened, no other request can take the id.
@@ -265,7 +287,7 @@ class StepExecutor:
                 )
             except TimeoutError:
                 text = f"tool '{tool_name}' timed out after {int(timeout * 1000)} ms"
-                if tool.effect.outside and not tool.idempotent:
+                if outside and not tool.idempotent:
                     return await self._outcome_unknown(rt, att, scope, text, text)
                 return await self._fail(rt, att, text, scope=scope)
             except StepCancelled:
@@ -273,7 +295,9 @@ class StepExecutor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                return await self._fail(rt, att, error_text(exc), scope=scope)
+                # A tool that checks its own arguments says so with ArgumentError.
+                local = isinstance(exc, ArgumentError)
+                return await self._fail(rt, att, error_text(exc), scope=scope, in_arguments=local)
             try:
                 # The output is stored and sent: it keeps the JSON policy too (a big one is
                 # checked on a worker thread; a small one inline, with no coroutine).
@@ -294,9 +318,10 @@ class StepExecutor:
         ``NotActive`` unless it is ACTIVE after all."""
         # A stale cache may think otherwise; trust the store before refusing.
         rt = await self.images.reload(rt)
-        if self.store.shared and rt.row.status in _INTERRUPTED:
-            # We hold the transaction's lock, so no live call anywhere is working on it: its
-            # owner died mid-call. Finish that now rather than refuse this call.
+        if self.images.store_locks and rt.row.status in _INTERRUPTED:
+            # We hold the transaction's locks, so no live call anywhere is working on it: its
+            # owner died mid-call (or our own call's store write failed, e.g. on a full disk).
+            # Finish that now rather than refuse this call.
             await self.finish_interrupted(rt)
             rt = await self.images.reload(rt)
         if rt.row.status != _ACTIVE:
@@ -454,7 +479,7 @@ class StepExecutor:
         if scope.undo_ids:
             # Tells another replica catching up on this step that it left undo records.
             detail["undo"] = len(scope.undo_ids)
-        row = self._step_row(rt, att, StepStatus.SUCCESS.value, live=True, detail=detail)
+        row = self._step_row(rt, att, _SUCCESS, live=True, detail=detail)
         row.output_json = output_json
         next_step = att.step_id + 1
         cached = rt.row.body
@@ -462,31 +487,35 @@ class StepExecutor:
         body: dict[str, Any] | None = None  # unchanged: the step row carries the news
         outside = att.effect in _OUTSIDE_EFFECTS
         if outside or str(att.step_id) in cached.get("attempts", {}):
+            # A step with a retry streak has failed attempts, so its end is written here.
+            self.controller.on_step_succeeded(rt.ctl, att.step_id)
             body = dict(cached, controller=rt.ctl.to_dict())
             # Only failed attempts are counted, so this map stays O(failing steps).
             body["attempts"] = {
                 k: v for k, v in body.get("attempts", {}).items() if k != str(att.step_id)
             }
         # A plain TxUpdate, not images.update: ACTIVE/EXECUTING → ACTIVE is always legal.
+        tx_id = rt.row.id
         update = TxUpdate(
-            tx_id=rt.transaction_id,
+            tx_id=tx_id,
             expected_revision=rt.row.revision,
             from_statuses=_EXECUTING if outside else OPEN,
             status=_ACTIVE,
             next_step_id=next_step,
             body=body,
             now=att.started_at,
+            audit=self.images.step_audit(rt, rt.row.revision + 1, att.started_at, row),
         )
         result = StepResult(
-            transaction_id=rt.transaction_id,
+            transaction_id=tx_id,
             step_id=att.step_id,
-            status=StepStatus.SUCCESS,
+            status=_STEP_SUCCESS,
             output=output,
             output_json=output_json,
-            strategy=Strategy.NONE,
+            strategy=_NO_STRATEGY,
             next_step_id=next_step,
-            constraints=list(rt.row.body.get("constraints", [])),
-            transaction_status=TxStatus.ACTIVE,
+            constraints=list(cached.get("constraints", [])),
+            transaction_status=_TX_ACTIVE,
             revision=update.expected_revision + 1,
         )
         # The reply goes in with the step (one commit, one statement), unless an outside
@@ -538,6 +567,7 @@ class StepExecutor:
         fatal: bool = False,
         scope: StepRun | None = None,
         hint: Hint | None = None,
+        in_arguments: bool = False,
     ) -> StepResult:
         started = time.perf_counter()
         if hint is None:
@@ -545,19 +575,41 @@ class StepExecutor:
             # loop; the rules are linear, so this bounds the time, the thread the stall.
             hint = await by_size(len(raw_error), INLINE_HINT_CHARS, self.cleaner.clean, raw_error)
         hint_key = key or hint.key
+        inputs = att.resolved if att.resolved is not None else {}
+        state_reads = scope.state_reads if scope is not None else ()
         if root is None and hint_key:
             root = rt.graph.root_cause(
                 att.step_id,
                 hint_key,
-                inputs=att.resolved if att.resolved is not None else {},
+                inputs=inputs,
                 references=att.references,
-                state_reads=scope.state_reads if scope is not None else (),
+                state_reads=state_reads,
             )
         if root is not None and not 0 < root < att.step_id:
             root = None
-        decision = self.controller.decide(
-            Failure(att.step_id, hint.category, hint_key, root, fatal), rt.ctl, rt.policy
+        # Whether the value the failure names is one the agent typed into this very step: the
+        # controller then retries it instead of undoing earlier, unrelated steps.
+        literal = (
+            root is None
+            and self.controller.wants_literal(hint.category)
+            and rt.graph.is_literal(
+                att.step_id,
+                hint_key,
+                inputs=inputs,
+                references=att.references,
+                state_reads=state_reads,
+            )
         )
+        failure = Failure(
+            att.step_id,
+            hint.category,
+            hint_key,
+            root,
+            fatal,
+            in_arguments=in_arguments,
+            literal=literal,
+        )
+        decision = self.controller.decide(failure, rt.ctl, rt.policy)
         constraints = add_constraint(
             list(rt.body.get("constraints", [])), hint.text, self.config.max_constraints
         )
@@ -581,7 +633,8 @@ class StepExecutor:
             body["epoch"] = int(body.get("epoch", 0)) + 1
         final = TxStatus.FAILED if abort else TxStatus.ACTIVE
         target = 0 if abort else max(decision.target, 1)
-        errors, _ = await self.rewinder.rewind(rt, target, final, body, failed_row)
+        why = cause(decision.strategy.value, "step_failure", step=att.step_id)
+        errors, _ = await self.rewinder.rewind(rt, target, final, body, failed_row, why)
         latency = (time.perf_counter() - started) * 1000
         return StepResult(
             transaction_id=rt.transaction_id,
@@ -613,6 +666,7 @@ class StepExecutor:
         detail = {"hint": hint, "category": category, "error": text[:4096]}
         row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
         body = dict(rt.body, step_seq=att.seq, outcome_unknown_step=att.step_id)
+        now = self.clock()
         update = TxUpdate(
             tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
@@ -620,7 +674,8 @@ class StepExecutor:
             status=_ACTIVE,
             next_step_id=att.step_id,
             body=body,
-            now=self.clock(),
+            now=now,
+            audit=self.images.step_audit(rt, rt.row.revision + 1, now, row),
         )
         self.images.applied(rt, update, await self.store.finish_step(update, row))
         return StepResult(
@@ -683,7 +738,19 @@ def error_text(exc: BaseException) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_CORE_DIR):
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+    lines = traceback.format_exception(type(exc), exc, tb)
+    if _internal(type(exc)) and str(exc):
+        # An error of ours (a limit the tool context enforced, a built-in's argument check)
+        # says everything in its message; its class path is no advice for an agent.
+        own = traceback.format_exception_only(type(exc), exc)
+        if lines[-len(own) :] == own:
+            lines[-len(own) :] = [f"{exc}\n"]
+    return "".join(lines).rstrip()
+
+
+def _internal(cls: type[BaseException]) -> bool:
+    module = cls.__module__
+    return module == "agenttx" or module.startswith("agenttx.")
 
 
 def add_constraint(constraints: list[str], hint: str, cap: int) -> list[str]:

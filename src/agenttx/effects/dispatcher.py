@@ -4,18 +4,22 @@ letters.
 Rows are claimed with a lease (``Store.claim_outbox``), so a dispatcher that dies mid-delivery
 loses nothing: the lease expires and another claim delivers the row again, with the same
 idempotency key. Failed attempts back off exponentially (``base · 2^(attempt-1)``, capped);
-after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it.
+after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it —
+except for a full disk (``ENOSPC`` from the channel): that says nothing about the effect, so
+those attempts go on at the capped backoff and never make the row dead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from agenttx.audit import AuditEvent, AuditKind
 from agenttx.effects.channels import Channel, Effect, PermanentDeliveryError
 from agenttx.store.contract import OutboxRow, Store
 
@@ -133,6 +137,7 @@ class OutboxDispatcher:
         channel = self.channel_for(row.channel)
         error = ""
         permanent = False
+        no_room = False  # the channel ran out of disk: not the effect's fault
         if channel is None:
             error = f"no dispatcher for channel {row.channel!r}"
             permanent = True
@@ -144,21 +149,47 @@ class OutboxDispatcher:
                 error, permanent = str(exc) or type(exc).__name__, True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
+                no_room = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
         now = self.clock()
         if not error:
             await self.store.settle_outbox(
-                row.id, status="delivered", attempts=attempt, next_attempt_at=now, error="", now=now
+                row.id,
+                status="delivered",
+                attempts=attempt,
+                next_attempt_at=now,
+                error="",
+                now=now,
+                audit=_delivery_event(row, attempt, "delivered", "", now),
             )
             return None
-        dead = permanent or attempt >= self.max_attempts
+        dead = permanent or (attempt >= self.max_attempts and not no_room)
         delay = min(self.backoff_base_s * (2 ** (attempt - 1)), self.backoff_max_s)
+        status = "dead" if dead else "pending"
         await self.store.settle_outbox(
             row.id,
-            status="dead" if dead else "pending",
+            status=status,
             attempts=attempt,
             next_attempt_at=now + delay,
             error=error,
             now=now,
+            audit=_delivery_event(row, attempt, status, error, now),
         )
         log.warning("effect %s (%s) attempt %d failed: %s", row.id, row.channel, attempt, error)
         return f"{row.channel} effect {row.idempotency_key} (step {row.step_id}): {error}"
+
+
+def _delivery_event(
+    row: OutboxRow, attempt: int, outcome: str, error: str, now: float
+) -> AuditEvent:
+    """One delivery attempt, for the committed transaction's audit chain."""
+    data: dict[str, object] = {
+        "outbox_id": row.id,
+        "step": row.step_id,
+        "channel": row.channel,
+        "idempotency_key": row.idempotency_key,
+        "attempt": attempt,
+        "outcome": outcome,  # delivered, pending (retried later) or dead
+    }
+    if error:
+        data["error"] = error[:500]
+    return AuditEvent(row.tx_id, AuditKind.DELIVERY.value, now, data)

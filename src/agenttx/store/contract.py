@@ -32,6 +32,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttx.audit import Anchor, AuditEvent, AuditRecord, ChainHead
+
 
 @dataclass(slots=True)
 class TxRow:
@@ -59,6 +61,8 @@ class TxUpdate:
     Applies iff the row's revision equals ``expected_revision`` and its status is one of
     ``from_statuses``; then sets the fields below and ``revision = expected_revision + 1``.
     ``body`` None keeps the stored body (the common step: nothing but the counters moved).
+    ``audit``: the records of the event this update is, chained after the transaction's head;
+    every method that applies the update inserts them in the same unit, or nothing.
     """
 
     tx_id: str
@@ -69,6 +73,7 @@ class TxUpdate:
     body: dict[str, Any] | None
     now: float
     touch_activity: bool = True
+    audit: tuple[AuditRecord, ...] = ()
 
 
 @dataclass(slots=True)
@@ -163,10 +168,14 @@ class StoredReply:
 
 @dataclass(frozen=True, slots=True)
 class HeldTx:
-    """What a shared store read once ``transaction_lock`` held the transaction."""
+    """What a store read once ``transaction_lock`` held the transaction."""
 
-    row: TxRow | None  # the transaction's row as it is now (None: no such transaction)
+    # The transaction's row as it is now. None: no such transaction — or, from a store that
+    # can tell (SQLite's data_version), nobody else has written the store since it last
+    # handed this transaction's row out under this lock, so the caller's image is current.
+    row: TxRow | None
     reply: StoredReply | None  # what is stored for the request id asked about (None: nothing)
+    audit_head: ChainHead | None = None  # the transaction's audit chain head, read with the row
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +234,10 @@ class Store(abc.ABC):
     # True iff other processes (replicas) serve the same transactions concurrently, so an
     # in-memory image must be checked against the store before it is trusted.
     shared: bool = False
+    # True iff no other process had this store open when it was opened: outbox claims found
+    # then are a dead predecessor's (``release_claims``). Set by ``open``; a shared store's
+    # value is never used.
+    opened_alone: bool = True
 
     def set_concurrency_hint(self, in_flight: Callable[[], int]) -> None:
         """Told by the engine how many calls it has in flight, for stores that batch writes
@@ -243,7 +256,11 @@ class Store(abc.ABC):
         lock is released when the block ends, however it ends; if releasing fails, the session
         holding it is closed, which releases it too. The default holds nothing and yields None
         (one process per store: the cache is authoritative, and the caller looks the request
-        up with ``get_request``)."""
+        up with ``get_request``). A file store several processes may open (SQLite) yields None
+        while it is alone on its file, and otherwise holds a lock those processes share and
+        yields a ``HeldTx``, whose row is None when it knows nobody else wrote since it last
+        handed the row out; its wait polls (file locks offer no wake-up an event loop can
+        await), which only calls on one transaction in two processes at once ever do."""
         return contextlib.nullcontext()
 
     @abc.abstractmethod
@@ -260,9 +277,12 @@ class Store(abc.ABC):
     # -- transactions -----------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def create_transaction(self, row: TxRow, reply: StoredReply | None = None) -> TxRow:
-        """Insert a new transaction; ``row.snapshot`` is replaced by the current commit
-        sequence inside the same unit, so the snapshot and the insert agree. An existing id
+    async def create_transaction(
+        self, row: TxRow, reply: StoredReply | None = None, audit: Sequence[AuditRecord] = ()
+    ) -> TxRow:
+        """Insert a new transaction, and ``audit`` (its first records) in the same unit;
+        ``row.snapshot`` is replaced by the current commit sequence inside the same unit, so
+        the snapshot and the insert agree. An existing id
         is an ``InternalError`` (ids are random; nothing is written).
 
         ``reply`` (the begin's reply under its request id) is stored in the same unit: one
@@ -346,8 +366,16 @@ class Store(abc.ABC):
         not make it if this raised."""
 
     @abc.abstractmethod
-    async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
-        """Record the result of running a compensation (an unknown id changes nothing)."""
+    async def set_undo_status(
+        self,
+        undo_id: int,
+        status: str,
+        attempts: int,
+        error: str,
+        audit: Sequence[AuditRecord] = (),
+    ) -> None:
+        """Record the result of running a compensation (an unknown id changes nothing), with
+        ``audit`` (the compensation's record) in the same unit."""
 
     @abc.abstractmethod
     async def finish_rewind(
@@ -412,9 +440,13 @@ class Store(abc.ABC):
         next_attempt_at: float,
         error: str,
         now: float,
+        audit: AuditEvent | None = None,
     ) -> None:
         """Record a delivery attempt: ``delivered``, ``pending`` (retry later) or ``dead``.
-        If it fails the row stays claimed, and is claimed again when its lease expires."""
+        If it fails the row stays claimed, and is claimed again when its lease expires.
+        ``audit`` (the attempt's event) is appended to its transaction's chain in the same
+        unit: deliveries run outside the transaction's lock, so the store places it after the
+        chain's head itself, serialised with other appends to that chain."""
 
     @abc.abstractmethod
     async def list_outbox(
@@ -442,6 +474,36 @@ class Store(abc.ABC):
         """Put every claimed row (``delivering``) back to ``pending``, due at ``now``; returns
         how many. For a store one process serves, at start-up: whoever held the claims is
         gone, so their rows need not wait out the lease. Never on a shared store."""
+
+    # -- audit chains -----------------------------------------------------------------------
+
+    # Records are appended with the write of the event they record (``TxUpdate.audit``,
+    # ``create_transaction``, ``set_undo_status``, ``settle_outbox``); nothing AgentTx does
+    # updates or deletes one.
+
+    @abc.abstractmethod
+    async def append_audit(self, records: Sequence[AuditRecord]) -> None:
+        """Append records of an event that has no other write, as one unit. A position
+        already taken is a ``RevisionConflict`` (someone else appended; reload the head)."""
+
+    @abc.abstractmethod
+    async def load_audit(
+        self, tx_id: str, *, after_seq: int = 0, limit: int = 10_000
+    ) -> list[AuditRecord]:
+        """Up to ``limit`` records of the chain with ``seq > after_seq``, in order. A read."""
+
+    @abc.abstractmethod
+    async def audit_head(self, tx_id: str) -> ChainHead:
+        """The chain's newest record (``ChainHead(0, "")`` if it has none). A read."""
+
+    @abc.abstractmethod
+    async def audit_anchor(self, tx_id: str) -> Anchor:
+        """What the transaction row and outbox say the chain must reach (``Anchor``). A read."""
+
+    @abc.abstractmethod
+    async def list_audited(self, *, after_id: str = "", limit: int = 500) -> list[str]:
+        """Ids of transactions that have a chain or a row (either may be gone), in id order,
+        after ``after_id``. A read."""
 
     # -- request idempotency ----------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -39,11 +40,12 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from agenttx.errors import DeadlineExceeded, InternalError
+from agenttx.audit import AuditRecord
+from agenttx.errors import AgentTxError, DeadlineExceeded, InternalError, StoreFull
 from agenttx.store import sql
 from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
 from agenttx.store.postgres_target import Target
-from agenttx.store.sql_store import Connection, Result, SqlStore
+from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
 
 T = TypeVar("T")
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
@@ -71,10 +73,23 @@ def _pg(query: str) -> str:
 _REQUESTS_KEY = "requests_pkey"
 
 
+def _audit_ctes(n: int, source: str) -> str:
+    """``n`` data-modifying CTEs inserting one audit record each, from ``source`` (``cas``:
+    only if the CAS applied; ``""``: unconditionally). A position already taken fails the
+    statement on the primary key, undoing all of it (see ``_step_write``)."""
+    select = f"SELECT ?,?,?,?,?,? FROM {source}" if source else "VALUES (?,?,?,?,?,?)"
+    return "".join(f", aud{i} AS (INSERT INTO audit ({sql.AUDIT_COLS}) {select})" for i in range(n))
+
+
+def _audit_params(records: Sequence[AuditRecord]) -> list[Any]:
+    return [v for r in records for v in sql.audit_values(r)]
+
+
 @functools.lru_cache(maxsize=128)
-def _step_write(cas: str, with_reply: bool) -> str:
+def _step_write(cas: str, with_reply: bool, n_audit: int = 0) -> str:
     """The step write as one statement: the step row (and with ``with_reply`` the stored
-    reply, under the transaction's tenant) is inserted only if the CAS applied.
+    reply, under the transaction's tenant, and the ``n_audit`` records of the update) is
+    inserted only if the CAS applied.
 
     The reply is a plain INSERT, not ``ON CONFLICT DO NOTHING``: data-modifying CTEs all run
     to their end, so the only way for a taken request id to undo the CAS and the step row of
@@ -86,21 +101,35 @@ def _step_write(cas: str, with_reply: bool) -> str:
         else ""
     )
     return _pg(
-        f"WITH cas AS ({cas} RETURNING tenant){reply} INSERT INTO steps ({sql.STEP_COLS}) "
+        f"WITH cas AS ({cas} RETURNING tenant){reply}{_audit_ctes(n_audit, 'cas')} "
+        f"INSERT INTO steps ({sql.STEP_COLS}) "
         f"SELECT {sql.STEP_MARKS} FROM cas {sql.STEP_UPSERT} RETURNING 1"
     )
 
 
-# A begin and its reply in one statement; a taken request id fails it (see ``_step_write``).
-_INSERT_TX_WITH_REPLY = _pg(
-    f"WITH req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?)) "
-    + sql.INSERT_TX
-)
+@functools.lru_cache(maxsize=16)
+def _insert_tx(with_reply: bool, n_audit: int) -> str:
+    """A begin, its reply and its audit records in one statement; a taken request id fails it
+    (see ``_step_write``)."""
+    ctes = []
+    if with_reply:
+        ctes.append(
+            f"req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?))"
+        )
+    audit = _audit_ctes(n_audit, "").removeprefix(", ")
+    if audit:
+        ctes.append(audit)
+    return _pg(f"WITH {', '.join(ctes)} {sql.INSERT_TX}" if ctes else sql.INSERT_TX)
 
 
 def _taken(exc: psycopg.errors.UniqueViolation) -> bool:
     """True iff ``exc`` is a request id that already holds a reply or a claim."""
     return exc.diag.constraint_name == _REQUESTS_KEY
+
+
+def _chain_taken(exc: psycopg.errors.UniqueViolation) -> bool:
+    """True iff ``exc`` is an audit record whose position another append took."""
+    return exc.diag.constraint_name == sql.AUDIT_KEY
 
 
 def _lock_key(tx_id: str) -> int:
@@ -133,6 +162,8 @@ async def _execute_on(c: AsyncConnection[Any], query: str, params: Sequence[Any]
 class PostgresStore(SqlStore):
     shared = True
     CLAIM_ROW_LOCK: ClassVar[str] = " FOR UPDATE SKIP LOCKED"  # replicas claim side by side
+    # Two replicas delivering effects of one transaction append to its chain in turn.
+    CHAIN_ROW_LOCK: ClassVar[str] = " FOR UPDATE"
 
     def __init__(self, url: str, *, pool_size: int = 8, lock_pool_size: int = 16) -> None:
         self.target = Target.parse(url, pool_size=pool_size, lock_pool_size=lock_pool_size)
@@ -187,6 +218,9 @@ class PostgresStore(SqlStore):
                 # Only then: CREATE INDEX takes a table lock even when the index exists.
                 for statement in _SCHEMA:
                     await c.execute(statement)
+                if version < sql.AUDIT_SINCE_VERSION:
+                    # Transactions the store held before the chains existed get one each.
+                    await start_chains_on(_Connection(c), time.time())
                 await c.execute("DELETE FROM agenttx_schema")
                 await c.execute("INSERT INTO agenttx_schema VALUES (%s)", (sql.SCHEMA_VERSION,))
 
@@ -217,7 +251,7 @@ class PostgresStore(SqlStore):
             async with self._pool.connection() as c:
                 yield c
         except psycopg.Error as exc:
-            raise InternalError(f"PostgreSQL error: {exc}") from exc
+            raise _failure(exc) from exc
 
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
         async with self._connection() as c:
@@ -246,18 +280,19 @@ class PostgresStore(SqlStore):
     ) -> AbstractAsyncContextManager[HeldTx | None]:
         return self._advisory(tx_id, timeout_s, request)
 
-    async def create_transaction(self, row: TxRow, reply: StoredReply | None = None) -> TxRow:
-        if reply is None:
-            return await super().create_transaction(row)
+    async def create_transaction(
+        self, row: TxRow, reply: StoredReply | None = None, audit: Sequence[AuditRecord] = ()
+    ) -> TxRow:
         # One statement, one round trip (the shared form would be a four-trip transaction).
+        params = [*sql.request_values(row.tenant, reply)] if reply is not None else []
+        params += _audit_params(audit)
         async with self._connection() as c:
             try:
                 cur = await c.execute(
-                    _INSERT_TX_WITH_REPLY,
-                    [*sql.request_values(row.tenant, reply), *sql.tx_values(row)],
+                    _insert_tx(reply is not None, len(audit)), [*params, *sql.tx_values(row)]
                 )
             except psycopg.errors.UniqueViolation as exc:
-                if not _taken(exc):
+                if reply is None or not _taken(exc):
                     raise
                 raise sql.request_taken(reply) from None
             found = await cur.fetchone()
@@ -280,16 +315,19 @@ class PostgresStore(SqlStore):
                 # what is stored for the request id. In a pipeline each statement still takes
                 # its own snapshot after the one before it ends, so both reads happen after
                 # the lock is held: no call on this transaction can change them meanwhile.
+                # The audit chain's head comes along, for the image to append after it.
                 stored = None
                 async with c.pipeline():
                     if self._lock_timeouts.get(c) != timeout:
                         await c.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                     await c.execute("SELECT pg_advisory_lock(%s)", (key,))
                     cur = await c.execute(_pg(sql.SELECT_TX), (tx_id,))
+                    head = await c.execute(_pg(sql.AUDIT_HEAD), (tx_id,))
                     if request is not None:
                         stored = await c.execute(_pg(sql.GET_REQUEST), request)
                 self._lock_timeouts[c] = timeout
                 found = await cur.fetchone()
+                audit_head = sql.chain_head(await head.fetchall())
                 reply = await stored.fetchone() if stored is not None else None
             except psycopg.errors.LockNotAvailable:
                 self._lock_timeouts[c] = timeout
@@ -299,11 +337,12 @@ class PostgresStore(SqlStore):
                 ) from None
             except psycopg.Error as exc:
                 self._lock_timeouts.pop(c, None)
-                raise InternalError(f"PostgreSQL error: {exc}") from exc
+                raise _failure(exc) from exc
             try:
                 yield HeldTx(
                     sql.tx_row(found) if found else None,
                     StoredReply(*reply) if reply else None,
+                    audit_head,
                 )
             finally:
                 try:
@@ -332,11 +371,16 @@ class PostgresStore(SqlStore):
         values = [*params]
         if reply is not None:
             values.extend(sql.request_values("", reply)[1:])  # the tenant comes from the row
+        audit = update.audit
+        if audit:
+            values.extend(_audit_params(audit))
         values.extend(sql.step_values(step))
         async with self._connection() as c:
             try:
-                cur = await c.execute(_step_write(cas, reply is not None), values)
+                cur = await c.execute(_step_write(cas, reply is not None, len(audit)), values)
             except psycopg.errors.UniqueViolation as exc:
+                if audit and _chain_taken(exc):
+                    raise sql.chain_taken(audit[0]) from None
                 if reply is None or not _taken(exc):
                     raise
                 raise sql.request_taken(reply) from None
@@ -401,6 +445,17 @@ class PostgresStore(SqlStore):
         if listener is not None:
             with contextlib.suppress(psycopg.Error):
                 await listener.close()
+
+
+def _failure(exc: psycopg.Error) -> AgentTxError:
+    """The error a driver failure is raised as: the server's full disk (SQLSTATE 53100) says
+    so (RESOURCE_EXHAUSTED), everything else is INTERNAL."""
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreFull(
+            f"the store is full: PostgreSQL says {exc}; nothing was written — free disk space "
+            "on the database server and send the same call again"
+        )
+    return InternalError(f"PostgreSQL error: {exc}")
 
 
 __all__ = ["PostgresStore"]

@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agenttx.audit import AuditRecord, ChainHead
 from agenttx.errors import AlreadyExists, RevisionConflict
 from agenttx.jsontext import compact
 from agenttx.store.contract import OutboxRow, StepRow, StoredReply, TxRow, TxUpdate, UndoRow
@@ -43,13 +44,17 @@ UNDO_COLS = (
     "id, tx_id, step_id, handler, args, idempotency_key, status, attempts, last_error, created_at"
 )
 REQUEST_COLS = "request_id, method, payload_hash, reply, created_at"
+AUDIT_COLS = "tx_id, seq, kind, at, body, hash"
 OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 
 # The schema's shape, recorded by each store (SQLite ``user_version``, PostgreSQL
 # ``agenttx_schema``); a store newer than this code is refused. 1: the first schema;
 # 2: the ``transactions_by_age`` index (listings oldest first). A SQLite file left at 2 by the
-# withdrawn one-statement step write opens too: its extra view is never used.
-SCHEMA_VERSION = 2
+# withdrawn one-statement step write opens too: its extra view is never used. 3: the
+# ``audit`` table (the hash chains); opening an older store starts a chain for each
+# transaction it holds (``audit.started``).
+SCHEMA_VERSION = 3
+AUDIT_SINCE_VERSION = 3  # stores older than this get their chains started on open
 
 
 def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
@@ -104,6 +109,12 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
         f"""CREATE TABLE IF NOT EXISTS kv (
           tenant TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, value TEXT,
           PRIMARY KEY (tenant, key, version)){clustered}""",
+        # The audit chains: never updated or deleted by AgentTx (they outlive the journal);
+        # the primary key makes a second record at one position impossible.
+        f"""CREATE TABLE IF NOT EXISTS audit (
+          tx_id TEXT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL,
+          at DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, hash TEXT NOT NULL,
+          PRIMARY KEY (tx_id, seq)){clustered}""",
     )
 
 
@@ -275,6 +286,46 @@ INSERT_TX_REQUEST = f"{_FOR_TX} {_FIRST_WINS}"
 CLAIM_TX_REQUEST = f"{_FOR_TX} {_FILLS_CLAIM}"
 GET_REQUEST = f"SELECT {REQUEST_COLS} FROM requests WHERE tenant = ? AND request_id = ?"
 PRUNE_REQUESTS = "DELETE FROM requests WHERE created_at < ?"
+
+# -- audit chains -----------------------------------------------------------------------------
+
+# A position already taken inserts nothing (the caller turns that into RevisionConflict).
+INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLS}) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+AUDIT_KEY = "audit_pkey"  # PostgreSQL's name of the primary key a taken position hits
+LOAD_AUDIT = f"SELECT {AUDIT_COLS} FROM audit WHERE tx_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+AUDIT_HEAD = "SELECT seq, hash FROM audit WHERE tx_id = ? ORDER BY seq DESC LIMIT 1"
+# Every transaction with a chain or a row: a row whose chain was removed whole is listed too.
+LIST_AUDITED = (
+    "SELECT tx_id FROM audit WHERE tx_id > ? UNION SELECT id FROM transactions WHERE id > ? "
+    "ORDER BY 1 LIMIT ?"
+)
+# What opening a store older than the chains starts one for: every transaction it holds.
+UNCHAINED_TX = (
+    "SELECT id, tenant, revision, status, next_step_id FROM transactions t WHERE NOT EXISTS "
+    "(SELECT 1 FROM audit a WHERE a.tx_id = t.id) ORDER BY id"
+)
+TX_REVISION = "SELECT tenant, revision FROM transactions WHERE id = ?"
+OUTBOX_ATTEMPTS = "SELECT id, attempts FROM outbox WHERE tx_id = ?"
+
+
+def chain_taken(r: AuditRecord) -> RevisionConflict:
+    """The error for a record whose position in its chain another append took first."""
+    return RevisionConflict(
+        f"transaction {r.tx_id}: audit record {r.seq} was appended concurrently"
+    )
+
+
+def audit_values(r: AuditRecord) -> tuple[Any, ...]:
+    return (r.tx_id, r.seq, r.kind, r.at, r.body, r.hash)
+
+
+def audit_row(r: Sequence[Any]) -> AuditRecord:
+    return AuditRecord(r[0], int(r[1]), r[2], float(r[3]), r[4], r[5])
+
+
+def chain_head(rows: Sequence[Sequence[Any]]) -> ChainHead:
+    return ChainHead(int(rows[0][0]), str(rows[0][1])) if rows else ChainHead(0, "")
+
 
 # -- rows -------------------------------------------------------------------------------------
 

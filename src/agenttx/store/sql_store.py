@@ -30,7 +30,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from agenttx.errors import InvalidArgument
+from agenttx.audit import (
+    Anchor,
+    AuditEvent,
+    AuditKind,
+    AuditRecord,
+    ChainHead,
+    make_record,
+)
+from agenttx.errors import InvalidArgument, clip
 from agenttx.store import sql
 from agenttx.store.contract import (
     CommitOutcome,
@@ -68,6 +76,9 @@ class SqlStore(Store):
 
     # Appended to the claim query's row selection so two claimers never lease one row.
     CLAIM_ROW_LOCK: ClassVar[str]
+    # Appended to the read of a transaction's row that serialises appends to its chain made
+    # outside its lock (deliveries): PostgreSQL locks the row, SQLite's writer is alone.
+    CHAIN_ROW_LOCK: ClassVar[str]
 
     # -- the dialect's unit of work ---------------------------------------------------------
 
@@ -144,24 +155,30 @@ class SqlStore(Store):
         return await self._atomic(unit)
 
     async def _cas_on(self, conn: Connection, u: TxUpdate) -> int:
-        """CAS the transaction on the caller's connection; the new revision, or
-        ``RevisionConflict`` (which rolls the caller's unit back)."""
+        """CAS the transaction on the caller's connection, with the update's audit records;
+        the new revision, or ``RevisionConflict`` (which rolls the caller's unit back)."""
         query, params = self._cas(u)
         if (await conn.execute(query, params)).rowcount != 1:
             found = (await conn.execute(sql.TX_STATE, (u.tx_id,))).rows
             raise sql.revision_conflict(u, found[0] if found else None)
+        await _append_on(conn, u.audit)
         return u.expected_revision + 1
 
     # -- transactions -------------------------------------------------------------------------
 
-    async def create_transaction(self, row: TxRow, reply: StoredReply | None = None) -> TxRow:
-        if reply is None:
+    async def create_transaction(
+        self, row: TxRow, reply: StoredReply | None = None, audit: Sequence[AuditRecord] = ()
+    ) -> TxRow:
+        if reply is None and not audit:
             got = await self._execute(sql.INSERT_TX, sql.tx_values(row))
         else:
 
             async def unit(conn: Connection) -> Result:
-                await self._insert_reply_on(conn, row.tenant, reply)
-                return await conn.execute(sql.INSERT_TX, sql.tx_values(row))
+                if reply is not None:
+                    await self._insert_reply_on(conn, row.tenant, reply)
+                inserted = await conn.execute(sql.INSERT_TX, sql.tx_values(row))
+                await _append_on(conn, audit)
+                return inserted
 
             got = await self._atomic(unit)
         row.snapshot = int(got.rows[0][0])
@@ -204,11 +221,14 @@ class SqlStore(Store):
         # (which a caller must hear of rather than take for the end).
         if not rows and after_id and not await self._rows(sql.TX_EXISTS, (after_id,)):
             raise InvalidArgument(
-                f"cannot continue the listing after {after_id!r}: no such transaction"
+                f"cannot continue the listing after {clip(after_id)!r}: no such transaction "
+                "(use the next_page_token of the previous page, or none for the first)"
             )
         return rows
 
     async def update_transaction(self, update: TxUpdate) -> int:
+        if update.audit:
+            return await self._atomic(lambda conn: self._cas_on(conn, update))
         query, params = self._cas(update)
         if (await self._execute(query, params)).rowcount != 1:
             found = await self._rows(sql.TX_STATE, (update.tx_id,))
@@ -228,8 +248,23 @@ class SqlStore(Store):
         got = await self._execute(sql.INSERT_UNDO, sql.undo_values(row))
         return int(got.rows[0][0])
 
-    async def set_undo_status(self, undo_id: int, status: str, attempts: int, error: str) -> None:
-        await self._execute(sql.SET_UNDO_STATUS, (status, attempts, error, undo_id))
+    async def set_undo_status(
+        self,
+        undo_id: int,
+        status: str,
+        attempts: int,
+        error: str,
+        audit: Sequence[AuditRecord] = (),
+    ) -> None:
+        if not audit:
+            await self._execute(sql.SET_UNDO_STATUS, (status, attempts, error, undo_id))
+            return
+
+        async def unit(conn: Connection) -> None:
+            await conn.execute(sql.SET_UNDO_STATUS, (status, attempts, error, undo_id))
+            await _append_on(conn, audit)
+
+        await self._atomic(unit)
 
     async def finish_rewind(
         self, update: TxUpdate, target_step: int, failed_step: StepRow | None = None
@@ -332,11 +367,37 @@ class SqlStore(Store):
         next_attempt_at: float,
         error: str,
         now: float,
+        audit: AuditEvent | None = None,
     ) -> None:
         delivered = now if status == "delivered" else 0.0
-        await self._execute(
-            sql.SETTLE_OUTBOX, (status, attempts, next_attempt_at, error, delivered, row_id)
+        params = (status, attempts, next_attempt_at, error, delivered, row_id)
+        if audit is None:
+            await self._execute(sql.SETTLE_OUTBOX, params)
+            return
+
+        async def unit(conn: Connection) -> None:
+            await conn.execute(sql.SETTLE_OUTBOX, params)
+            await self._append_event_on(conn, audit)
+
+        await self._atomic(unit)
+
+    async def _append_event_on(self, conn: Connection, event: AuditEvent) -> None:
+        """Place ``event`` after its chain's head, inside the caller's unit. The transaction's
+        row is read (on PostgreSQL locked) first, so two such appends to one chain run one
+        after the other."""
+        found = (await conn.execute(sql.TX_REVISION + self.CHAIN_ROW_LOCK, (event.tx_id,))).rows
+        tenant, revision = (str(found[0][0]), int(found[0][1])) if found else ("", 0)
+        head = sql.chain_head((await conn.execute(sql.AUDIT_HEAD, (event.tx_id,))).rows)
+        record = make_record(
+            head,
+            tx_id=event.tx_id,
+            tenant=tenant,
+            kind=event.kind,
+            at=event.at,
+            revision=revision,
+            data=event.data,
         )
+        await _append_on(conn, (record,))
 
     async def list_outbox(
         self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
@@ -363,6 +424,30 @@ class SqlStore(Store):
     async def requeue_outbox(self, row_id: int, *, now: float) -> bool:
         return (await self._execute(sql.REQUEUE_OUTBOX, (now, row_id))).rowcount == 1
 
+    # -- audit chains -----------------------------------------------------------------------
+
+    async def append_audit(self, records: Sequence[AuditRecord]) -> None:
+        if records:
+            await self._atomic(lambda conn: _append_on(conn, records))
+
+    async def load_audit(
+        self, tx_id: str, *, after_seq: int = 0, limit: int = 10_000
+    ) -> list[AuditRecord]:
+        rows = await self._rows(sql.LOAD_AUDIT, (tx_id, after_seq, limit))
+        return [sql.audit_row(r) for r in rows]
+
+    async def audit_head(self, tx_id: str) -> ChainHead:
+        return sql.chain_head(await self._rows(sql.AUDIT_HEAD, (tx_id,)))
+
+    async def audit_anchor(self, tx_id: str) -> Anchor:
+        found = await self._rows(sql.TX_REVISION, (tx_id,))
+        attempts = await self._rows(sql.OUTBOX_ATTEMPTS, (tx_id,))
+        return Anchor(int(found[0][1]) if found else 0, {int(i): int(n) for i, n in attempts})
+
+    async def list_audited(self, *, after_id: str = "", limit: int = 500) -> list[str]:
+        rows = await self._rows(sql.LIST_AUDITED, (after_id, after_id, limit))
+        return [str(r[0]) for r in rows]
+
     # -- request idempotency ----------------------------------------------------------------
 
     async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
@@ -380,3 +465,30 @@ class SqlStore(Store):
 
     async def prune_requests(self, older_than: float) -> int:
         return (await self._execute(sql.PRUNE_REQUESTS, (older_than,))).rowcount
+
+
+async def _append_on(conn: Connection, records: Sequence[AuditRecord]) -> None:
+    """Insert audit records in the caller's unit; a position already taken is a
+    ``RevisionConflict``, which rolls the unit back."""
+    for record in records:
+        if (await conn.execute(sql.INSERT_AUDIT, sql.audit_values(record))).rowcount != 1:
+            raise sql.chain_taken(record)
+
+
+async def start_chains_on(conn: Connection, now: float) -> int:
+    """Start a chain (``audit.started``) for every transaction that has none: what opening a
+    store made before the chains existed does, inside its migration. Returns how many."""
+    rows = (await conn.execute(sql.UNCHAINED_TX)).rows
+    for tx_id, tenant, revision, status, next_step_id in rows:
+        record = make_record(
+            ChainHead(0, ""),
+            tx_id=str(tx_id),
+            tenant=str(tenant),
+            kind=AuditKind.AUDIT_STARTED.value,
+            at=now,
+            revision=int(revision),
+            data={"status": status, "next_step_id": int(next_step_id), "note": "events "
+                  "before this record predate the audit chain and are not recorded"},
+        )  # fmt: skip
+        await _append_on(conn, (record,))
+    return len(rows)

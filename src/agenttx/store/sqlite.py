@@ -1,12 +1,20 @@
 """SQLite dialect of the SQL store: the embedded default. One file, WAL, no set-up.
 
 - **Unit of work**: one connection writes through ``GroupCommitWriter`` (a lone write commits
-  at once on the loop thread; concurrent ones share a transaction); reads use a second
-  connection, which WAL lets run beside the writer.
+  at once on the loop thread; concurrent ones share a transaction). Reads run on the writer's
+  connection while it is free (its page cache survives its own commits; another connection's
+  does not) and on a second connection, which WAL lets run beside it, while it is busy.
 - **Durability**: ``synchronous=NORMAL`` (default) survives a process crash;
   ``sync_writes=True`` switches to ``FULL`` so a commit also survives power loss.
-- **Several processes** may open one file: ``BEGIN IMMEDIATE`` plus ``busy_timeout``
-  serialise their writers, so a unit needs no row locks and sees no concurrent writer.
+- **Several processes** may open one file (several ``agenttx mcp``, a second server):
+  ``BEGIN IMMEDIATE`` plus ``busy_timeout`` serialise their writers, so a unit needs no row
+  locks and sees no concurrent writer; ``transaction_lock`` holds a transaction against the
+  other processes for a call (``sqlite_locks``), and tells the engine whether its image may be
+  stale: ``PRAGMA data_version`` on the writer's connection changes only when another
+  connection commits, so while it stays put no row is read; when it moved, the row is.
+- **A full disk** (``SQLITE_FULL``) is ``StoreFull`` (RESOURCE_EXHAUSTED), not INTERNAL: the
+  unit rolled back, the reader connection still reads, and writes work again once there is
+  room (SQLite needs no repair after it).
 - A multi-statement unit (``SqlStore._atomic``) is a coroutine over ``_Connection``, whose
   ``execute`` never suspends: the writer drives it to its end on whichever thread flushes.
 """
@@ -15,14 +23,18 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
 
-from agenttx.errors import InternalError
+from agenttx.audit import ChainHead
+from agenttx.errors import AgentTxError, InternalError, StoreFull
 from agenttx.store import sql
-from agenttx.store.contract import StepRow, StoredReply, TxUpdate
-from agenttx.store.sql_store import Connection, Result, SqlStore
+from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
+from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
+from agenttx.store.sqlite_locks import LockFile
 from agenttx.store.sqlite_writer import GroupCommitWriter
 
 T = TypeVar("T")
@@ -31,6 +43,9 @@ T = TypeVar("T")
 # pages) checkpoints every few hundred steps. 16k pages (64 MiB of WAL) makes that rare.
 WAL_AUTOCHECKPOINT_PAGES = 16384
 _IN_CHUNK = 500  # keys per IN (…) query: far below SQLite's variable limit
+# Transactions whose row this store remembers handing out (a few bytes each); past this many
+# it forgets them all, which costs each one a row read at its next call.
+_MAX_VERIFIED = 50_000
 _SCHEMA = sql.schema(serial_key="INTEGER PRIMARY KEY", clustered=" WITHOUT ROWID")
 
 
@@ -74,13 +89,17 @@ def _write_step_on(
     step: StepRow,
     request: tuple[str, StoredReply] | None,
 ) -> int:
-    """The step write on the writer's connection: CAS the transaction, upsert the attempt
-    and, with ``request`` (statement, reply), store the reply or claim in the same commit.
+    """The step write on the writer's connection: CAS the transaction, upsert the attempt,
+    append the update's audit records and, with ``request`` (statement, reply), store the
+    reply or claim in the same commit.
     Plain statements (no coroutine): this runs on every step. Raising rolls the whole unit
     back (the writer's savepoint or transaction)."""
     if c.execute(cas, params).rowcount != 1:
         raise sql.revision_conflict(update, c.execute(sql.TX_STATE, (update.tx_id,)).fetchone())
     c.execute(sql.UPSERT_STEP, sql.step_values(step))
+    for record in update.audit:
+        if c.execute(sql.INSERT_AUDIT, sql.audit_values(record)).rowcount != 1:
+            raise sql.chain_taken(record)
     if request is not None:
         statement, reply = request
         if c.execute(statement, sql.tx_request_values(update.tx_id, reply)).fetchone() is None:
@@ -90,6 +109,7 @@ def _write_step_on(
 
 class SqliteStore(SqlStore):
     CLAIM_ROW_LOCK: ClassVar[str] = ""  # the writer is alone in its transaction
+    CHAIN_ROW_LOCK: ClassVar[str] = ""  # the same: no other append can run meanwhile
 
     def __init__(self, path: str | Path, *, sync_writes: bool = False) -> None:
         self.path = Path(path)
@@ -99,6 +119,10 @@ class SqliteStore(SqlStore):
         self._rconn: sqlite3.Connection | None = None
         self._writer: GroupCommitWriter | None = None
         self._concurrency: Callable[[], int] = lambda: 1
+        self._locks: LockFile | None = None  # open iff the store is
+        # Transaction id -> the writer connection's data_version when its row was last handed
+        # out under the lock: while the version is the same, nobody else wrote since.
+        self._verified: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -120,12 +144,15 @@ class SqliteStore(SqlStore):
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self._locks = LockFile(self.path.with_name(self.path.name + "-locks"))
+            await self._locks.join()
+            self.opened_alone = self._locks.alone_at_open
             self._wconn = self._connect()
             self._rconn = self._connect()
             self._writer = GroupCommitWriter(self._wconn, threaded=self.sync_writes)
             self._writer.concurrency = self._concurrency
             self._writer.run_sync(self._migrate_on)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise InternalError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         except InternalError:
@@ -144,6 +171,9 @@ class SqliteStore(SqlStore):
             )
         for statement in _SCHEMA:
             c.execute(statement)
+        if version < sql.AUDIT_SINCE_VERSION:
+            # Transactions this file held before the chains existed get one each.
+            _run_unit_on(c, lambda conn: start_chains_on(conn, time.time()))
         c.execute(f"PRAGMA user_version={sql.SCHEMA_VERSION}")
 
     @property
@@ -166,6 +196,35 @@ class SqliteStore(SqlStore):
                 conn.close()
         self._wconn = self._rconn = None
         self._writer = None
+        if self._locks is not None:
+            self._locks.close()
+            self._locks = None
+        self._verified.clear()
+
+    # -- other processes ----------------------------------------------------------------------
+
+    def transaction_lock(
+        self, tx_id: str, timeout_s: float, *, request: tuple[str, str] | None = None
+    ) -> _HeldSqliteTx:
+        return _HeldSqliteTx(self, tx_id, timeout_s, request)
+
+    def _data_version(self) -> int | None:
+        """The writer connection's ``PRAGMA data_version`` (changes iff another connection
+        committed), or None when it cannot be asked from here: in threaded mode the flush
+        thread may be using the connection, and a call that must not wait reads the row."""
+        if self._wconn is None or self.sync_writes:
+            return None
+        try:
+            return int(self._wconn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise self._failure("read", exc) from exc
+
+    def _remember(self, tx_id: str, version: int | None) -> None:
+        if version is None:
+            return
+        if len(self._verified) >= _MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[tx_id] = version
 
     # -- unit of work -------------------------------------------------------------------------
 
@@ -175,15 +234,28 @@ class SqliteStore(SqlStore):
         try:
             return await self._writer.run(unit)
         except sqlite3.Error as exc:
-            raise InternalError(f"SQLite write failed: {exc}") from exc
+            raise self._failure("write", exc) from exc
 
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
-        if self._rconn is None:
+        if self._rconn is None or self._writer is None:
             raise InternalError("store is closed")
         try:
-            return self._rconn.execute(query, params).fetchall()
+            # On the writer's connection when it is free: its page cache is current (see
+            # GroupCommitWriter.read_if_idle); else on the reader, beside the flush thread.
+            rows = self._writer.read_if_idle(query, params)
+            return self._rconn.execute(query, params).fetchall() if rows is None else rows
         except sqlite3.Error as exc:
-            raise InternalError(f"SQLite read failed: {exc}") from exc
+            raise self._failure("read", exc) from exc
+
+    def _failure(self, what: str, exc: sqlite3.Error) -> AgentTxError:
+        """The error a driver failure is raised as: a full disk says so, the rest INTERNAL."""
+        # The primary result code is the low byte of the extended one.
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL:
+            return StoreFull(
+                f"the store is full: SQLite {what} failed ({exc}) at {self.path}; nothing was "
+                "written — free disk space and send the same call again"
+            )
+        return InternalError(f"SQLite {what} failed: {exc}")
 
     async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
         return await self._write(lambda c: _result(c.execute(query, params)))
@@ -248,6 +320,73 @@ class SqliteStore(SqlStore):
 
     async def _effects_queued_on(self, conn: Connection) -> None:
         return  # dispatchers of other processes on this file find the rows when they poll
+
+
+class _HeldSqliteTx:
+    """``SqliteStore.transaction_lock``: the transaction's byte lock against other processes,
+    then the row only if another connection wrote since it was last handed out, and the
+    request's stored reply. A class, not a generator: it is entered on every call."""
+
+    __slots__ = ("_request", "_store", "_timeout_s", "_tx_id", "_unlocked")
+
+    def __init__(
+        self, store: SqliteStore, tx_id: str, timeout_s: float, request: tuple[str, str] | None
+    ) -> None:
+        self._store = store
+        self._tx_id = tx_id
+        self._timeout_s = timeout_s
+        self._request = request
+        self._unlocked = False  # true iff entered while the store was alone (holds nothing)
+
+    async def __aenter__(self) -> HeldTx | None:
+        store = self._store
+        locks = store._locks
+        if locks is None:
+            raise InternalError("store is closed")
+        if locks.alone:
+            # No other store has the file open: the image is authoritative and nothing is
+            # held — the contract's one-process answer (the caller looks its request up).
+            locks.begin_unlocked_call(self._tx_id)
+            self._unlocked = True
+            return None
+        self._unlocked = False
+        await locks.acquire(self._tx_id, self._timeout_s)
+        try:
+            # Read after the lock is held: whatever another process did to this transaction
+            # under its lock is committed by now.
+            version = store._data_version()
+            row: TxRow | None = None
+            head: ChainHead | None = None
+            if version is None or store._verified.get(self._tx_id) != version:
+                row = await store.get_transaction(self._tx_id)
+                # Another process may have appended to the audit chain with the row: the
+                # image's head must be the stored one before this call appends after it.
+                head = await store.audit_head(self._tx_id)
+                store._remember(self._tx_id, version)
+            reply = await store.get_request(*self._request) if self._request else None
+        except BaseException:
+            store._verified.pop(self._tx_id, None)
+            locks.release(self._tx_id)
+            raise
+        return HeldTx(row, reply, head)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        store = self._store
+        locks = store._locks
+        if self._unlocked:
+            if locks is not None:
+                locks.end_unlocked_call(self._tx_id)
+            return
+        if exc_type is not None:
+            # The caller may not have caught its image up: read the row next time.
+            store._verified.pop(self._tx_id, None)
+        if locks is not None:
+            locks.release(self._tx_id)
 
 
 __all__ = ["SqliteStore"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -100,6 +100,25 @@ class GroupCommitWriter:
         self._scheduled = False
         for (_, fut), (value, exc) in zip(batch, self._execute(batch), strict=True):
             _settle(fut, value, exc)
+
+    def read_if_idle(self, query: str, params: Sequence[Any]) -> list[Any] | None:
+        """The rows of a read run on this writer's connection, or None if the connection is in
+        use (the flush thread holds it): then the caller reads on its own connection.
+
+        Why read here at all: every commit of this connection makes every *other* connection
+        drop its page cache on its next read (WAL), so a read on a second connection right
+        after a write re-reads the B-tree pages it walks from the file (~20 µs for a request
+        lookup after a step), while this connection's cache is current. Between units the
+        connection is outside any transaction, so the read sees exactly the last commit, as
+        the reader connection would."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._conn.in_transaction:
+                return None  # not reachable between units; a read must not see a unit's work
+            return self._conn.execute(query, params).fetchall()
+        finally:
+            self._lock.release()
 
     def run_sync(self, unit: Callable[[sqlite3.Connection], T]) -> T:
         """Run one unit now, outside the batcher (start-up and shutdown only)."""

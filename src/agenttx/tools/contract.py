@@ -40,6 +40,7 @@ from pydantic import (
 from agenttx.errors import ArgumentError as ArgumentError
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
+from agenttx.tools.argument_errors import describe_validation_errors, unexpected_argument
 from agenttx.types import EffectClass
 
 Compensation = Literal["not_required", "supported", "best_effort", "rollback_not_supported"]
@@ -86,6 +87,13 @@ class Tool:
             )
         if self.effect is EffectClass.COMPENSATABLE and self.compensation == "not_required":
             self.compensation = "supported"
+        # The argument names a schema tool declares, when its schema refuses others
+        # (``additionalProperties: false``; None: it takes any object). The built-ins say so,
+        # and refuse unknown arguments as user tools do: a misspelled optional argument
+        # (`kv.put` with `ttl`) is a mistake the agent should hear about.
+        self.declared_arguments: frozenset[str] | None = _declared(
+            self.schema, self.extra_arguments
+        )
 
     @property
     def undo_name(self) -> str:
@@ -118,12 +126,32 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validated arguments (coerced as the schema says); raises ``ArgumentError``."""
         if self.input_model is None:
+            self.refuse_unknown(arguments)
             return dict(arguments)
         try:
             model = self.input_model.model_validate(arguments)
         except ValidationError as exc:
-            raise ArgumentError(f"invalid arguments for tool {self.name}: {exc}") from None
+            raise ArgumentError(self._explain(exc)) from None
         return {k: getattr(model, k) for k in type(model).model_fields}
+
+    def refuse_unknown(self, arguments: Any) -> None:
+        """For a tool given ``schema``: raise ``ArgumentError`` naming the first argument the
+        schema does not declare (a non-object is left to the tool, which reports it)."""
+        declared = self.declared_arguments
+        if declared is None or not isinstance(arguments, dict):
+            return
+        for name in arguments:
+            if name not in declared:
+                accepted = list(self.input_schema.get("properties", {}))
+                raise ArgumentError(unexpected_argument(self.name, str(name), accepted))
+
+    def _explain(self, exc: ValidationError) -> str:
+        schema = self.input_schema
+        properties: dict[str, Any] = schema.get("properties", {})
+        types = {name: _json_type_name(prop) for name, prop in properties.items()}
+        return describe_validation_errors(
+            self.name, exc.errors(include_url=False), list(properties), types
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -144,6 +172,26 @@ class Tool:
         if inspect.isawaitable(result):
             return await result
         return result
+
+
+def _declared(schema: dict[str, Any] | None, extra: str) -> frozenset[str] | None:
+    # JSON Schema's rule: only ``additionalProperties: false`` forbids other names (a schema
+    # that says nothing allows them, as a tool wrapping another server's schema expects).
+    if schema is None or extra != "forbid" or schema.get("additionalProperties") is not False:
+        return None
+    properties = schema.get("properties")
+    return frozenset(properties) if isinstance(properties, dict) else None
+
+
+def _json_type_name(prop: Any) -> str:
+    # "integer", "string or null", "array" — what a missing argument should have been.
+    if not isinstance(prop, dict):
+        return ""
+    if isinstance(prop.get("type"), str):
+        return str(prop["type"])
+    options = prop.get("anyOf") or prop.get("oneOf") or ()
+    names = [str(o["type"]) for o in options if isinstance(o, dict) and "type" in o]
+    return " or ".join(names)
 
 
 def check_tool_name(name: str) -> None:
@@ -198,7 +246,7 @@ def tool(
 def _input_model(name: str, fn: Callable[..., Any], extra: str) -> tuple[type[BaseModel], bool]:
     sig = inspect.signature(fn)
     try:
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)  # keeps Annotated[int, Field(gt=0)]
     except Exception as exc:  # a forward reference that does not resolve
         raise InvalidArgument(f"tool {name}: cannot read type hints: {exc}") from exc
     params = list(sig.parameters.values())

@@ -43,14 +43,16 @@ ROLLBACK_STRATEGY_ABORT: RollbackStrategy
 ROLLBACK_STRATEGY_RETRY: RollbackStrategy
 
 class RollbackPolicy(_message.Message):
-    __slots__ = ("max_local_depth", "max_global_resets", "replay_budget_factor")
+    __slots__ = ("max_local_depth", "max_global_resets", "replay_budget_factor", "max_step_retries")
     MAX_LOCAL_DEPTH_FIELD_NUMBER: _ClassVar[int]
     MAX_GLOBAL_RESETS_FIELD_NUMBER: _ClassVar[int]
     REPLAY_BUDGET_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEP_RETRIES_FIELD_NUMBER: _ClassVar[int]
     max_local_depth: int
     max_global_resets: int
     replay_budget_factor: float
-    def __init__(self, max_local_depth: _Optional[int] = ..., max_global_resets: _Optional[int] = ..., replay_budget_factor: _Optional[float] = ...) -> None: ...
+    max_step_retries: int
+    def __init__(self, max_local_depth: _Optional[int] = ..., max_global_resets: _Optional[int] = ..., replay_budget_factor: _Optional[float] = ..., max_step_retries: _Optional[int] = ...) -> None: ...
 
 class BeginTransactionRequest(_message.Message):
     __slots__ = ("agent_id", "metadata", "policy", "request_id", "isolation", "labels")
@@ -433,3 +435,71 @@ class TransactionEvent(_message.Message):
     kind: str
     at: float
     def __init__(self, transaction_id: _Optional[str] = ..., revision: _Optional[int] = ..., status: _Optional[str] = ..., next_step_id: _Optional[int] = ..., kind: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...
+
+class VerifyAuditRequest(_message.Message):
+    __slots__ = ("transaction_id", "all", "page_size", "page_token")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    all: bool
+    page_size: int
+    page_token: str
+    def __init__(self, transaction_id: _Optional[str] = ..., all: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class AuditVerification(_message.Message):
+    __slots__ = ("transaction_id", "ok", "records", "first_bad", "reason", "head_hash")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_BAD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    HEAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    ok: bool
+    records: int
+    first_bad: int
+    reason: str
+    head_hash: str
+    def __init__(self, transaction_id: _Optional[str] = ..., ok: _Optional[bool] = ..., records: _Optional[int] = ..., first_bad: _Optional[int] = ..., reason: _Optional[str] = ..., head_hash: _Optional[str] = ...) -> None: ...
+
+class VerifyAuditResponse(_message.Message):
+    __slots__ = ("results", "next_page_token")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AuditVerification]
+    next_page_token: str
+    def __init__(self, results: _Optional[_Iterable[_Union[AuditVerification, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecordsRequest(_message.Message):
+    __slots__ = ("transaction_id", "after_seq", "page_size")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    after_seq: int
+    page_size: int
+    def __init__(self, transaction_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("seq", "kind", "at", "body", "hash")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    kind: str
+    at: float
+    body: str
+    hash: str
+    def __init__(self, seq: _Optional[int] = ..., kind: _Optional[str] = ..., at: _Optional[float] = ..., body: _Optional[str] = ..., hash: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecordsResponse(_message.Message):
+    __slots__ = ("records", "next_after_seq")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    next_after_seq: int
+    def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_after_seq: _Optional[int] = ...) -> None: ...

@@ -83,6 +83,16 @@ class AgentTxServiceStub:
                 request_serializer=agenttx__pb2.ListStepsRequest.SerializeToString,
                 response_deserializer=agenttx__pb2.ListStepsResponse.FromString,
                 _registered_method=True)
+        self.VerifyAudit = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/VerifyAudit',
+                request_serializer=agenttx__pb2.VerifyAuditRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.VerifyAuditResponse.FromString,
+                _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ListAuditRecords',
+                request_serializer=agenttx__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class AgentTxServiceServicer:
@@ -150,6 +160,21 @@ class AgentTxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifyAudit(self, request, context):
+        """The audit hash chain of one transaction (or, with `all`, of every transaction, a page
+        at a time) checked: an edited, removed or reordered record is named (docs/audit.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditRecords(self, request, context):
+        """The records of one transaction's audit chain, oldest first, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentTxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -197,6 +222,16 @@ def add_AgentTxServiceServicer_to_server(servicer, server):
                     servicer.ListSteps,
                     request_deserializer=agenttx__pb2.ListStepsRequest.FromString,
                     response_serializer=agenttx__pb2.ListStepsResponse.SerializeToString,
+            ),
+            'VerifyAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyAudit,
+                    request_deserializer=agenttx__pb2.VerifyAuditRequest.FromString,
+                    response_serializer=agenttx__pb2.VerifyAuditResponse.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=agenttx__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=agenttx__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -443,6 +478,60 @@ class AgentTxService:
             '/agenttx.v1.AgentTxService/ListSteps',
             agenttx__pb2.ListStepsRequest.SerializeToString,
             agenttx__pb2.ListStepsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/VerifyAudit',
+            agenttx__pb2.VerifyAuditRequest.SerializeToString,
+            agenttx__pb2.VerifyAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ListAuditRecords',
+            agenttx__pb2.ListAuditRecordsRequest.SerializeToString,
+            agenttx__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

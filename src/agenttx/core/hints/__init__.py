@@ -29,6 +29,8 @@ The package, one module per idea:
 
 from agenttx.core.hints.categories import (
     ARGUMENT_CATEGORIES,
+    LITERAL_CATEGORIES,
+    PERMANENT_CATEGORIES,
     REFERENCE_CATEGORIES,
     REFERENCE_CATEGORY,
     TRANSIENT_CATEGORIES,
@@ -48,7 +50,9 @@ from agenttx.core.hints.rules import Rule, RulePattern
 __all__ = [
     "ARGUMENT_CATEGORIES",
     "DEFAULT_MAX_LEN",
+    "LITERAL_CATEGORIES",
     "MAX_INPUT_CHARS",
+    "PERMANENT_CATEGORIES",
     "REFERENCE_CATEGORIES",
     "REFERENCE_CATEGORY",
     "TRANSIENT_CATEGORIES",

@@ -17,6 +17,8 @@ from types import MappingProxyType
 
 __all__ = [
     "ARGUMENT_CATEGORIES",
+    "LITERAL_CATEGORIES",
+    "PERMANENT_CATEGORIES",
     "REFERENCE_CATEGORIES",
     "REFERENCE_CATEGORY",
     "TRANSIENT_CATEGORIES",
@@ -40,6 +42,8 @@ class Category(enum.StrEnum):
     MISSING_FIELD = "missing_field"  # input validation: a required field is absent
     KEY_ERROR = "key_error"  # code read a key the data does not have
     MISSING_ARGUMENT = "missing_argument"  # a function was called without a required argument
+    UNEXPECTED_ARGUMENT = "unexpected_argument"  # an argument the tool does not declare
+    OUT_OF_RANGE = "out_of_range"  # a value outside its declared bounds, length, pattern or choices
     NULL_ATTRIBUTE = "null_attribute"  # an attribute read on None / undefined / null
     NULL_POINTER = "null_pointer"  # Java NPE, Go nil dereference, .NET null reference
     INVALID_INTEGER = "invalid_integer"  # text that should have been a number
@@ -48,7 +52,8 @@ class Category(enum.StrEnum):
     FILE_NOT_FOUND = "file_not_found"  # no such file or directory
     PERMISSION_DENIED = "permission_denied"  # the OS or the database refused access
     RATE_LIMITED = "rate_limited"  # HTTP 429, throttling, quota
-    HTTP_AUTH = "http_auth"  # HTTP 401/403, bad credentials
+    HTTP_AUTH = "http_auth"  # HTTP 401/403, bad or missing credentials (API keys)
+    QUOTA_EXHAUSTED = "quota_exhausted"  # the account's quota or credit is used up (billing)
     HTTP_NOT_FOUND = "http_not_found"  # HTTP 404, gRPC NOT_FOUND
     HTTP_CLIENT = "http_client"  # any other 4xx: the request itself was rejected
     SERVER_ERROR = "server_error"  # HTTP 5xx
@@ -74,10 +79,38 @@ ARGUMENT_CATEGORIES: frozenset[str] = frozenset(
     for c in (
         Category.UNKNOWN_TOOL,
         Category.MISSING_ARGUMENT,
+        Category.UNEXPECTED_ARGUMENT,
+        Category.OUT_OF_RANGE,
         Category.MISSING_FIELD,
         Category.INVALID_INTEGER,
         Category.TYPE_MISMATCH,
         Category.MALFORMED_JSON,
+    )
+)
+
+# Retrying cannot help and no earlier step is at fault: a credential is wrong or missing, or the
+# account behind it has no quota left. Someone outside the transaction must fix it, so the
+# controller should neither retry in a loop nor undo earlier steps for these.
+PERMANENT_CATEGORIES: frozenset[str] = frozenset(
+    c.value for c in (Category.HTTP_AUTH, Category.QUOTA_EXHAUSTED)
+)
+
+# The controller retries the same step for these only when the value the hint names is a
+# literal of the step's own arguments (no reference, implicit edge or state read supplied it):
+# a lookup or constraint failure on a value the agent typed itself is fixed by resending the
+# step, while the same failure on a value an earlier step produced is that step's fault.
+LITERAL_CATEGORIES: frozenset[str] = frozenset(
+    c.value
+    for c in (
+        Category.NOT_FOUND,
+        Category.FOREIGN_KEY,
+        Category.UNIQUE_VIOLATION,
+        Category.NOT_NULL,
+        Category.KEY_ERROR,
+        Category.FILE_NOT_FOUND,
+        Category.HTTP_NOT_FOUND,
+        Category.MISSING_COLUMN,
+        Category.MISSING_TABLE,
     )
 )
 
@@ -123,6 +156,8 @@ REFERENCE_CATEGORY: Mapping[str, str] = MappingProxyType(
         Category.MISSING_FIELD: "missing_argument",
         Category.KEY_ERROR: "missing_key",
         Category.MISSING_ARGUMENT: "missing_argument",
+        Category.UNEXPECTED_ARGUMENT: "invalid_value",
+        Category.OUT_OF_RANGE: "invalid_value",
         Category.NULL_ATTRIBUTE: "null_reference",
         Category.NULL_POINTER: "null_reference",
         Category.INVALID_INTEGER: "invalid_value",
@@ -132,6 +167,7 @@ REFERENCE_CATEGORY: Mapping[str, str] = MappingProxyType(
         Category.PERMISSION_DENIED: "permission_denied",
         Category.RATE_LIMITED: "rate_limited",
         Category.HTTP_AUTH: "authentication",
+        Category.QUOTA_EXHAUSTED: "rate_limited",
         Category.HTTP_NOT_FOUND: "http_client_error",
         Category.HTTP_CLIENT: "http_client_error",
         Category.SERVER_ERROR: "http_server_error",

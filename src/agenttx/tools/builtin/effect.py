@@ -31,6 +31,7 @@ class EffectStaged(TypedDict):
             "idempotency_key": {"type": "string"},
         },
         "required": ["channel"],
+        "additionalProperties": False,
     },
     examples=[{"channel": "email", "payload": {"to": "a@example.com"}, "idempotency_key": "wf-5"}],
 )

@@ -27,6 +27,7 @@ _KEY_ONLY = {
     "type": "object",
     "properties": {"key": SCHEMA_KEY},
     "required": ["key"],
+    "additionalProperties": False,
 }
 
 
@@ -40,6 +41,7 @@ _KEY_ONLY = {
         "type": "object",
         "properties": {"key": SCHEMA_KEY, "value": {"description": "any JSON value"}},
         "required": ["key"],
+        "additionalProperties": False,
     },
     examples=[{"key": "session/customer", "value": "c-1"}],
 )

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agenttx.errors import clip
 from agenttx.tools.builtin.args import (
+    MAX_KEY_BYTES,
     ToolArgumentError,
     as_object,
     compact,
@@ -36,6 +38,20 @@ def _key_part(row_id: str | int | float) -> str:
     return row_id if isinstance(row_id, str) else compact(row_id)
 
 
+def _record_key(table: str, row_id: str | int | float) -> str:
+    """The state key of a row, refused with the id named when it is over the key limit."""
+    part = _key_part(row_id)
+    key = f"records/{table}/{part}"
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > MAX_KEY_BYTES:
+        room = MAX_KEY_BYTES - (size - len(part.encode("utf-8", "surrogatepass")))
+        raise ToolArgumentError(
+            f"invalid value for field `id`: record id {clip(part, 40)!r} is too long; ids in "
+            f"table `{table}` are at most {room} bytes"
+        )
+    return key
+
+
 _ID_SCHEMA = {"type": ["string", "number"]}
 
 
@@ -57,6 +73,7 @@ _ID_SCHEMA = {"type": ["string", "number"]}
             },
         },
         "required": ["table", "id"],
+        "additionalProperties": False,
     },
     examples=[
         {"table": "customers", "id": "c-1", "fields": {"name": "Acme GmbH"}},
@@ -79,14 +96,19 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         raise ToolArgumentError(
             f"invalid type: {json_type(fields)} for field `fields`, expected an object"
         )
-    key = f"records/{table}/{_key_part(row_id)}"
+    references = args.get("references")
+    if references is not None and not isinstance(references, dict):
+        raise ToolArgumentError(
+            f"invalid type: {json_type(references)} for field `references`, expected an object "
+            "(field name -> referenced table)"
+        )
+    key = _record_key(table, row_id)
     if await ctx.state.exists(key):
         raise IntegrityError(
             f'ERROR: duplicate key value violates unique constraint "{table}_pkey"\n'
             f"DETAIL: Key (id)=({_key_part(row_id)}) already exists."
         )
-    references = args.get("references")
-    if isinstance(references, dict):
+    if references:
         for field, ref_table in references.items():
             if not isinstance(ref_table, str):
                 raise ToolArgumentError(
@@ -122,14 +144,16 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
         "type": "object",
         "properties": {"table": {"type": "string"}, "id": _ID_SCHEMA},
         "required": ["table", "id"],
+        "additionalProperties": False,
     },
     examples=[{"table": "customers", "id": "c-1"}],
 )
 async def record_get(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     args = as_object(arguments)
     table = identifier(required_str(args, "table"), "table")
-    row_id = _key_part(_row_id(args))
-    key = f"records/{table}/{row_id}"
+    raw_id = _row_id(args)
+    row_id = _key_part(raw_id)
+    key = _record_key(table, raw_id)
     if not await ctx.state.exists(key):
         raise LookupError(f'no row with id={row_id} in table "{table}"')
     row: dict[str, Any] = await ctx.state.get(key)

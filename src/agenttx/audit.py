@@ -1,0 +1,287 @@
+"""The audit chain: one hash-chained record per event of a transaction, and its verification.
+
+Every event of a transaction (its vocabulary is ``AuditKind``) becomes an ``AuditRecord``
+whose ``body`` is canonical JSON (sorted keys, compact, UTF-8) of the transaction id, the
+record's position ``seq`` (1, 2, 3 … with no gap), its kind, time, the transaction's revision
+after the event, the tenant, the event's data and ``prev``: the previous record's hash
+(``GENESIS`` for the first). ``hash`` is the SHA-256 of ``body``. So editing a record breaks its
+own hash, and removing, inserting or reordering records breaks the next record's ``prev`` or
+the run of ``seq`` — which ``verify_chain`` reports, naming the first bad record.
+
+A chain alone cannot tell that its newest records were cut off; ``verify_chain`` takes an
+``Anchor`` (what the transaction's row and outbox say happened) to catch that too. Someone able
+to rewrite the whole chain and its anchors can forge it: export the head hash to keep it
+elsewhere (``docs/audit.md``).
+
+This module imports nothing of AgentTx but ``jsontext``: the stores, the engine, the CLI and
+the client all use it.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from json import encoder as _encoder
+from typing import Any, NamedTuple
+
+GENESIS = ""  # the ``prev`` of a chain's first record
+
+_CANONICAL = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
+)
+# One C encoder made once, as ``agenttx.jsontext`` does (a record is made on every step, and
+# ``JSONEncoder.encode`` costs a new encoder per call); no ``markers``, so it is thread-safe,
+# and a value that contains itself hits the recursion limit instead.
+_make_c_encoder: Any = getattr(_encoder, "c_make_encoder", None)
+_C_CANONICAL = (
+    _make_c_encoder(
+        None, _CANONICAL.default, _encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+    if _make_c_encoder is not None
+    else None
+)
+_str = _encoder.encode_basestring  # a JSON string, non-ASCII kept (as the encoder writes it)
+
+
+class AuditKind(enum.StrEnum):
+    """The event vocabulary. A new kind of event is one member here and one call where it
+    happens (``docs/audit.md`` lists each kind's data)."""
+
+    BEGIN = "begin"  # the transaction was created (the first record of a chain)
+    AUDIT_STARTED = "audit.started"  # first record of a transaction older than the chain
+    STEP_STARTED = "step.started"  # an outside step is durable as RUNNING, before its call
+    STEP_SUCCEEDED = "step.succeeded"  # a step's result is durable
+    STEP_FAILED = "step.failed"  # an attempt failed (its rollback is the next record)
+    STEP_OUTCOME_UNKNOWN = "step.outcome_unknown"  # an outside call may or may not have happened
+    STEP_RESOLVED = "step.resolved"  # an unknown outcome was settled (happened / not)
+    ROLLBACK_STARTED = "rollback.started"  # a rewind with compensations to run is durable
+    COMPENSATION = "compensation"  # one undo handler ran (done or failed)
+    ROLLBACK = "rollback"  # a rewind ended: strategy, target, final status
+    COMMIT = "commit"  # writes published, effects queued, transaction COMMITTED
+    COMMIT_CONFLICT = "commit.conflict"  # validation failed; the abort follows
+    DELIVERY = "delivery"  # one delivery attempt of a committed effect
+    # Reserved for the rest of issue 13, each added where its event happens:
+    PREVIEW = "preview"
+    APPROVAL = "approval"
+    RECONCILE = "reconcile"
+
+
+FIRST_KINDS = frozenset({AuditKind.BEGIN.value, AuditKind.AUDIT_STARTED.value})
+
+
+class ChainHead(NamedTuple):
+    """The newest record of a chain: where the next one attaches."""
+
+    seq: int  # 0: the chain is empty
+    hash: str  # GENESIS when empty
+
+
+EMPTY = ChainHead(0, GENESIS)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """An event not yet placed in its chain: a store appends it after the chain's head inside
+    the write it records (deliveries, which run outside the transaction's lock)."""
+
+    tx_id: str
+    kind: str
+    at: float
+    data: Mapping[str, Any]
+
+
+class AuditRecord(NamedTuple):
+    """One record as stored; ``body`` is the text ``hash`` covers, the rest is read from it.
+    (A named tuple, not a dataclass: one is made on every step, and it builds 10x faster.)"""
+
+    tx_id: str
+    seq: int
+    kind: str
+    at: float
+    body: str
+    hash: str
+
+    @property
+    def head(self) -> ChainHead:
+        return ChainHead(self.seq, self.hash)
+
+    def content(self) -> dict[str, Any]:
+        """The body's fields (``prev``, ``revision``, ``tenant``, ``data`` …) as a dict."""
+        value: dict[str, Any] = json.loads(self.body)
+        return value
+
+    def line(self) -> str:
+        """One JSON line of an export: the body's fields plus ``hash`` (recomputable from the
+        rest, so an exported file can be checked with no store)."""
+        return canonical({**self.content(), "hash": self.hash})
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON text: sorted keys, compact, non-ASCII kept, no NaN."""
+    if _C_CANONICAL is None or type(value) is not dict:
+        return _CANONICAL.encode(value)
+    try:
+        return "".join(_C_CANONICAL(value, 0))
+    except RecursionError:
+        raise ValueError("Circular reference detected (or nesting too deep for JSON)") from None
+
+
+def digest(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """The SHA-256 of a stored text (arguments, output) a record binds without copying."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() if text else ""
+
+
+def make_record(
+    head: ChainHead,
+    *,
+    tx_id: str,
+    tenant: str,
+    kind: str,
+    at: float,
+    revision: int,
+    data: Mapping[str, Any],
+) -> AuditRecord:
+    """The record that follows ``head``. Its body is ``canonical`` of its fields, written out
+    here field by field (keys in sorted order) because this runs on every step."""
+    seq = head.seq + 1
+    at = float(at)
+    if not math.isfinite(at):
+        raise ValueError(f"an audit record's time must be finite, not {at!r}")
+    data_text = canonical(data if type(data) is dict else dict(data))
+    body = (
+        f'{{"at":{at!r},"data":{data_text},"kind":{_str(kind)},'
+        f'"prev":{_str(head.hash)},"revision":{int(revision)},"seq":{seq},'
+        f'"tenant":{_str(tenant)},"tx":{_str(tx_id)}}}'
+    )
+    return AuditRecord(tx_id, seq, kind, at, body, digest(body))
+
+
+def chain_records(
+    head: ChainHead,
+    *,
+    tx_id: str,
+    tenant: str,
+    at: float,
+    revision: int,
+    events: Iterable[tuple[str, Mapping[str, Any]]],
+) -> tuple[AuditRecord, ...]:
+    """``events`` (kind, data) as records following ``head`` and each other."""
+    out: list[AuditRecord] = []
+    for kind, data in events:
+        rec = make_record(
+            head, tx_id=tx_id, tenant=tenant, kind=kind, at=at, revision=revision, data=data
+        )
+        out.append(rec)
+        head = rec.head
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """What outlives a truncation of the chain, to compare its end with: the transaction's
+    revision (every durable change of the transaction writes at least one record carrying the
+    revision it made) and each outbox row's attempts (each attempt writes one record)."""
+
+    revision: int  # 0: the transaction row is gone; nothing to compare
+    deliveries: Mapping[int, int]  # outbox row id → attempts the row counts
+
+
+@dataclass(frozen=True, slots=True)
+class AuditVerification:
+    """The result of checking one chain. ``ok`` iff every record is intact and in place."""
+
+    transaction_id: str
+    ok: bool
+    records: int  # how many records the chain holds
+    first_bad: int  # seq of the first bad (or first missing) record; 0 iff ok
+    reason: str  # what is wrong with it, "" iff ok
+    head_hash: str  # the newest record's hash (keep it elsewhere to detect a rewrite)
+
+
+def verify_chain(
+    tx_id: str, records: Sequence[AuditRecord], anchor: Anchor | None = None
+) -> AuditVerification:
+    """Check ``records`` (as loaded, in ``seq`` order) as the chain of ``tx_id``."""
+    head = records[-1].hash if records else GENESIS
+
+    def bad(seq: int, reason: str) -> AuditVerification:
+        return AuditVerification(tx_id, False, len(records), seq, reason, head)
+
+    if not records:
+        return bad(1, "the transaction has no audit records")
+    prev, revision = GENESIS, 0
+    delivered: dict[int, int] = {}
+    for i, rec in enumerate(records):
+        expected = i + 1
+        if rec.seq != expected:
+            return bad(
+                expected,
+                f"record {expected} is missing (found record {rec.seq} in its place): "
+                "removed or reordered",
+            )
+        if digest(rec.body) != rec.hash:
+            return bad(expected, f"record {expected} was edited: its hash does not match it")
+        try:
+            content = json.loads(rec.body)
+            fields = (content["tx"], content["seq"], content["kind"], content["prev"])
+            rec_revision = int(content["revision"])
+        except (ValueError, KeyError, TypeError):
+            return bad(expected, f"record {expected} is not an audit record")
+        if fields[:3] != (tx_id, rec.seq, rec.kind):
+            return bad(expected, f"record {expected} was moved: its columns disagree with it")
+        if fields[3] != prev:
+            return bad(
+                expected,
+                f"record {expected} does not follow record {i}: a record was removed, "
+                "inserted or reordered",
+            )
+        if i == 0 and rec.kind not in FIRST_KINDS:
+            return bad(1, f"the chain starts with {rec.kind!r}, not with the transaction's begin")
+        if rec_revision < revision:
+            return bad(expected, f"record {expected} goes back to revision {rec_revision}")
+        if rec.kind == AuditKind.DELIVERY.value:
+            data = content.get("data", {})
+            delivered[int(data.get("outbox_id", 0))] = int(data.get("attempt", 0))
+        prev, revision = rec.hash, rec_revision
+    if anchor is not None:
+        after = len(records) + 1
+        if anchor.revision and revision != anchor.revision:
+            return bad(
+                after,
+                f"the chain ends at revision {revision} but the transaction is at revision "
+                f"{anchor.revision}: its newest records were removed",
+            )
+        for outbox_id, attempts in sorted(anchor.deliveries.items()):
+            if attempts and delivered.get(outbox_id, 0) < attempts:
+                return bad(
+                    after,
+                    f"effect {outbox_id} was attempted {attempts} time(s) but the chain "
+                    f"records {delivered.get(outbox_id, 0)}: delivery records were removed",
+                )
+    return AuditVerification(tx_id, True, len(records), 0, "", head)
+
+
+__all__ = [
+    "EMPTY",
+    "GENESIS",
+    "Anchor",
+    "AuditEvent",
+    "AuditKind",
+    "AuditRecord",
+    "AuditVerification",
+    "ChainHead",
+    "canonical",
+    "chain_records",
+    "digest",
+    "make_record",
+    "text_digest",
+    "verify_chain",
+]
