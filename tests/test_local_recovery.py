@@ -321,5 +321,6 @@ def test_a_permanent_failure_keeps_earlier_steps_then_aborts() -> None:
     assert got[-1].abort_reason == "step 5 keeps failing with http_auth; fix it outside"
     assert (s.failures, s.replay_used) == ({}, 0)  # nothing earlier was undone or charged
     # without the set, the same category is the reference's local backtrack
-    d = RollbackController().decide(Failure(5, "http_auth"), ControllerState(), policy)
+    no_set = RollbackController(permanent_categories=frozenset())
+    d = no_set.decide(Failure(5, "http_auth"), ControllerState(), policy)
     assert d.strategy is LB
