@@ -20,15 +20,6 @@ import pytest
 AGENTTX = os.path.abspath(Path(sys.executable).parent / "agenttx")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _needs_agenttx_mcp() -> None:
-    done = subprocess.run(
-        [AGENTTX, "mcp", "--help"], capture_output=True, text=True, timeout=60, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip("`agenttx mcp` is not in this build yet")
-
-
 def written_entry(home: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTX_", "CLAUDE_"))}
     done = subprocess.run(
@@ -46,7 +37,6 @@ def written_entry(home: Path) -> dict[str, Any]:
 
 
 async def test_the_written_claude_code_entry_launches_agenttx_mcp(tmp_path: Path) -> None:
-    pytest.importorskip("mcp")
     import anyio
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
