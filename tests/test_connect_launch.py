@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 AGENTTX = os.path.abspath(Path(sys.executable).parent / "agenttx")
 
 
