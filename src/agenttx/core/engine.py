@@ -51,6 +51,7 @@ from agenttx.core.limits import (
     arguments_text,
     check_begin,
     check_labels,
+    check_transaction_id,
 )
 from agenttx.core.reads import TransactionReader
 from agenttx.core.recovery import Recovery
@@ -406,12 +407,14 @@ class Engine:
     async def verify_audit(self, transaction_id: str) -> AuditVerification:
         """Check the transaction's audit chain: ``v.ok``, ``v.records``, ``v.first_bad`` (the
         seq of the first edited, missing or misplaced record; 0 iff ok), ``v.reason``."""
+        check_transaction_id(transaction_id)  # the id's byte limit, as every other call has
         return await self.audit.verify(transaction_id)
 
     async def audit_records(
         self, transaction_id: str, *, after_seq: int = 0, limit: int = 10_000
     ) -> list[AuditRecord]:
         """The transaction's audit records with ``seq > after_seq``, oldest first."""
+        check_transaction_id(transaction_id)
         return await self.audit.records(transaction_id, after_seq=after_seq, limit=limit)
 
     def verify_all_audit(self) -> AsyncIterator[AuditVerification]:
