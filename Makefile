@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test: lint typecheck pytest
 

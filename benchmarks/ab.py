@@ -76,7 +76,7 @@ from benchmarks.harness import (
 )
 
 # Leaf keys that are a measured figure. Lower is better for all but the rates.
-FIGURE_KEYS = {"p50", "steps_per_s", "heap_bytes_per_tx", "rss_bytes_per_tx"}
+FIGURE_KEYS = {"p50", "worst", "steps_per_s", "heap_bytes_per_tx", "rss_bytes_per_tx"}
 HIGHER_IS_BETTER = {"steps_per_s"}
 # A difference is beyond noise below this p-value of the rank test (module docstring).
 ALPHA = 0.01
@@ -98,6 +98,9 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
     "engine": {
         "step/store (default)": ("step.default.p50", "store.default.p50"),
         "step/store (sync_writes)": ("step.sync_writes.p50", "store.sync_writes.p50"),
+        # the store write with the step's audit record: what the default step writes
+        "step/store+audit (default)": ("step.default.p50", "store.default_audited.p50"),
+        "step/store+audit (sync_writes)": ("step.sync_writes.p50", "store.sync_writes_audited.p50"),
         "step/floor (default)": ("step.default.p50", "floor.default.p50"),
     },
     "grpc_loopback": {

@@ -26,7 +26,8 @@ separate event loops:
 - ``served``: exactly what ``agenttx serve`` runs with its defaults — ``agenttx.server.start``:
   the engine on SQLite (``sync_writes`` off), the ``CallObserver`` interceptor feeding the
   Prometheus metrics, one INFO log line per call (written to a file in the data directory),
-  the metrics endpoint, health and reflection.
+  the metrics endpoint, health and reflection, and (from `fb85812` on) the 1 ms interpreter
+  switch interval `agenttx serve` sets first (`core.offload.share_interpreter_promptly`).
 - ``served-warning`` (only with ``--stack served-warning``): the same with
   ``--log-level warning``, so no line per call: ``served`` minus this is the call log's cost.
 - ``bare``: ``build_server(engine)`` without interceptors and without call logging: the floor
@@ -280,6 +281,12 @@ class BenchServer:
 
 
 def run_child(stack: str, data_dir: Path, sync_writes: bool, use_uvloop: bool) -> None:
+    if stack.startswith("served"):
+        # As `agenttx serve` does first (a revision from before it did runs without it).
+        with contextlib.suppress(ImportError):
+            from agenttx.core.offload import share_interpreter_promptly
+
+            share_interpreter_promptly()
     if use_uvloop:
         import importlib
 

@@ -106,11 +106,12 @@ async def engine_commits(data: Path) -> None:
 
 async def postgres_needs_the_extra() -> None:
     import agenttx
+    from agenttx.errors import StartupError
 
     started = time.monotonic()
     try:
         engine = await agenttx.Engine.open("postgresql://agenttx@127.0.0.1:5432/agenttx")
-    except agenttx.InvalidArgument as exc:
+    except StartupError as exc:
         check("pip install 'agenttx[postgres]'" in str(exc), f"message names no extra: {exc}")
         check(time.monotonic() - started < 5, "the missing driver was not reported at once")
         print(f"postgresql:// without the extra: {exc}")

@@ -99,8 +99,9 @@ class ServerProcess:
     def stub(self, channel: grpc.Channel) -> Any:
         return pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
 
-    def terminate(self, timeout: float = 15.0) -> int:
-        """SIGTERM, then wait; returns the exit status."""
+    def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then wait (60 s at most: the drain and close took over 15 s on a busy
+        machine); returns the exit status."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
@@ -125,11 +126,13 @@ def start_server(
     *args: str,
     env: dict[str, str] | None = None,
     log_format: str = "json",
-    timeout: float = 20.0,
+    timeout: float = 60.0,
 ) -> ServerProcess:
     """Start ``agenttx serve`` on free ports with the test tools loaded and wait until it
-    says it is serving. Its working directory is ``tests/``, so ``--tools user_tools`` is
-    found the way a user's module in the current directory is."""
+    says it is serving (or has exited: a start that fails returns as soon as it does, so the
+    generous bound costs nothing; on a busy 2-core machine the imports alone took 10-17 s).
+    Its working directory is ``tests/``, so ``--tools user_tools`` is found the way a user's
+    module in the current directory is."""
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{data_dir.name}.log"
     command = agenttx_command(
@@ -216,8 +219,9 @@ class ServerThread:
         self.thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the server's loop and wait for its result (10 s at most)."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
+        """Run ``coro`` on the server's loop and wait for its result (60 s at most: opening
+        an engine on PostgreSQL on a loaded machine takes seconds)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
 
     async def _start(self) -> None:
         self.engine = await agenttx.Engine.open(self.url, **self.engine_kwargs)
@@ -258,7 +262,7 @@ class Replica:
     data_dir: Path
     fs_root: Path  # shared by all replicas: any of them may undo another's fs.write
     tools: str = "cluster_tools"
-    start_timeout: float = 30.0
+    start_timeout: float = 60.0  # three replicas import and migrate at once: slow when busy
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0

@@ -985,3 +985,70 @@ class StoreContract:
         again = await store.claim_outbox(now=T0 + 1, lease_secs=30, limit=10)
         assert [r.id for r in again] == outcome.outbox_ids
         assert await store.release_claims(now=T0 + 2) == 1  # the new claim, released again
+
+    # ------------------------------------------------------------- retention
+
+    async def test_prune_ended_deletes_ended_transactions_whole(self, store: Store) -> None:
+        for tx_id, status in (("tx_done", "COMMITTED"), ("tx_open", "ACTIVE")):
+            await new_tx(store, tx_id)
+            await store.finish_step(cas(tx_id, 1, next_step_id=2), step_row(tx_id, 1, 1))
+            await store.append_undo(undo_row(tx_id, 1, status="done"))
+            if status != "ACTIVE":
+                await store.update_transaction(cas(tx_id, 2, status=status, now=T0 + 5))
+        assert await store.prune_ended(T0 + 5) == 0  # changed at T0 + 5: not before it
+        assert await store.prune_ended(T0 + 6) == 1
+        assert await store.get_transaction("tx_done") is None
+        assert await store.load_steps("tx_done", live_only=False) == []
+        assert await store.load_undo("tx_done") == []
+        # The open one keeps everything, however old.
+        assert await store.get_transaction("tx_open") is not None
+        assert len(await store.load_steps("tx_open", live_only=False)) == 1
+        assert await store.prune_ended(T0 + 10**9) == 0
+
+    async def test_prune_ended_keeps_a_transaction_with_an_effect_to_deliver(
+        self, store: Store
+    ) -> None:
+        [fx] = await queue_effects(store, "tx_fx", 1)  # committed at T0 + 10
+        assert await store.prune_ended(T0 + 100) == 0
+        await store.settle_outbox(
+            fx, status="delivered", attempts=1, next_attempt_at=0, error="", now=T0 + 20
+        )
+        assert await store.prune_delivered(T0 + 20) == 0  # delivered at T0 + 20: kept
+        assert await store.prune_ended(T0 + 100) == 1  # nothing left to deliver: it goes
+        assert await store.prune_delivered(T0 + 21) == 1
+        assert await store.list_outbox(tx_id="tx_fx") == []
+
+    async def test_prune_delivered_keeps_pending_and_dead_rows(self, store: Store) -> None:
+        ids = await queue_effects(store, "tx_three", 3)
+        for row_id, status in zip(ids, ("delivered", "dead", "pending"), strict=True):
+            await store.settle_outbox(
+                row_id, status=status, attempts=1, next_attempt_at=T0, error="x", now=T0 + 1
+            )
+        assert await store.prune_delivered(T0 + 10**9) == 1
+        assert [r.status for r in await store.list_outbox(tx_id="tx_three")] == ["dead", "pending"]
+
+    async def test_prune_audit_deletes_whole_chains_of_gone_transactions(
+        self, store: Store
+    ) -> None:
+        from agenttx.audit import ChainHead, chain_records
+
+        for tx_id in ("tx_a", "tx_b"):
+            await new_tx(store, tx_id)
+            await store.append_audit(
+                chain_records(
+                    ChainHead(0, ""),
+                    tx_id=tx_id,
+                    tenant=TENANT,
+                    at=T0,
+                    revision=1,
+                    events=[("begin", {}), ("note", {"n": 1}), ("note", {"n": 2})],
+                )
+            )
+        await store.update_transaction(cas("tx_a", 1, status="COMMITTED", now=T0 + 1))
+        assert await store.prune_audit(T0 + 10) == 0  # both rows still there
+        assert await store.prune_ended(T0 + 2) == 1  # tx_a's row goes, its chain stays
+        assert len(await store.load_audit("tx_a")) == 3
+        assert await store.prune_audit(T0) == 0  # its newest record is not older than T0
+        assert await store.prune_audit(T0 + 10) == 1
+        assert await store.load_audit("tx_a") == []  # every record, not a prefix
+        assert len(await store.load_audit("tx_b")) == 3  # an existing transaction's chain stays

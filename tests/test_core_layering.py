@@ -19,6 +19,7 @@ ALLOWED = (
     "agenttx.core",
     "agenttx.errors",
     "agenttx.types",
+    "agenttx.receipts",
     "agenttx.jsontext",
     "agenttx.jsonpolicy",
     "agenttx.audit",

@@ -72,8 +72,9 @@ Invariants checked after every checked kill (once recovery ran and the dispatche
        attempted (every ``deliver`` call is recorded, since the file alone hides repeats);
        no outbox row is left pending, in delivery or dead. Repeated attempts of a committed
        effect after a crash are legal (at least once) and counted.
-    7. Undo records of ended transactions are gone; pending ones of an open transaction belong
-       to its live steps or its unknown step.
+    7. Undo records of ended transactions are gone, except those a commit kept for a later
+       compensation (``undo_kept``): pending, of a step the committed transaction had live;
+       pending ones of an open transaction belong to its live steps or its unknown step.
 
     Open transactions are then continued as a user would: with a seeded choice the checker
     leaves one open (a later worker resumes it), or resolves its unknown step, takes a further
@@ -422,10 +423,16 @@ class Checker:
     def check_undo_rows(self) -> None:
         """Invariant 7."""
         with sqlite3.connect(f"file:{self.d / cw.DB}?mode=ro", uri=True) as conn:
-            rows = conn.execute("SELECT tx_id, step_id, status FROM undo").fetchall()
-        for tx, step, status in rows:
+            rows = conn.execute(
+                "SELECT u.tx_id, u.step_id, u.status, k.undo_id IS NOT NULL FROM undo u "
+                "LEFT JOIN undo_kept k ON k.undo_id = u.id"
+            ).fetchall()
+        for tx, step, status, kept in rows:
             m = self.st.models.get(tx)
-            if m is None or m.status != cw.ACTIVE:
+            if kept and m is not None and m.status == cw.COMMITTED:
+                if status != "pending" or step not in m.live:
+                    self.bad(f"kept undo ({status}) of step {step} of committed {tx} not live")
+            elif m is None or m.status != cw.ACTIVE:
                 who = m.status if m else "unknown"
                 self.bad(f"undo record ({status}) of step {step} left for {who} transaction {tx}")
             elif status == "pending" and not (step < m.next or step == m.unknown):

@@ -144,6 +144,14 @@ REFUSALS: list[errors.AgentTxError] = [
     errors.WrongStep("t", 5, 2),
     errors.NotActive("t", "EXECUTING", "commit"),
     errors.OutcomeUnknownPending("t", 3),
+    errors.UndoRefused("t", 2, "step 2 (t.send) is irreversible: its effect cannot be undone"),
+    errors.RedoRefused("t", 0, "no undone step to redo; send step 3 with execute_step"),
+    errors.StepLimitReached("t", 10_000),
+    errors.ReconcileNotDue("t", 3, 1500),
+    errors.ReconcileInProgress("t", 3),
+    errors.NoReconcileHandler("t", 3, "pay.legacy"),
+    errors.CompensationRefused("t", 2, "pay.launch"),
+    errors.CompensationApprovalRefused("t", "bob does not hold the 'approver' role"),
     errors.AlreadyExists("request_id 'r' was already used", request_id="r"),
     errors.Aborted("already compensated"),
     errors.CommitConflict("t", ["kv/a", "kv/ключ"], "read", ["undo of step 2 failed"]),
@@ -151,6 +159,14 @@ REFUSALS: list[errors.AgentTxError] = [
     errors.DeadlineExceeded("transaction t is busy; gave up waiting"),
     errors.InternalError("store unavailable: connection refused"),
     errors.StoreFull("the store is full: SQLite write failed (database or disk is full)"),
+    # preview receipts and approvals (docs/safety.md)
+    errors.SnapshotMismatch("t", 3, 5, "a later change voided it"),
+    errors.ApprovalRequired("t", "rcpt_1", "mode approval_required"),
+    errors.ReceiptRefused("t", "rcpt_1", "expired", "it expired 3 s ago"),
+    errors.ApprovalRefused("t", "rcpt_1", "same_principal", "bob began the transaction"),
+    errors.PolicyViolation("step 51 is past the cap", rule="max_steps"),
+    errors.Unauthenticated("unknown API key (revoked, mistyped, or for another server)"),
+    errors.PermissionDenied("transaction t belongs to another principal"),
 ]
 
 

@@ -438,10 +438,10 @@ async def test_watch_streams_events_until_commit(s: Served) -> None:
             first.set()
 
     watching = asyncio.create_task(collect())
-    await asyncio.wait_for(first.wait(), 5)
+    await asyncio.wait_for(first.wait(), 30)
     await s.step(tx, 1, "kv.put", {"key": "a", "value": 1})
     await s.stub.CommitTransaction(pb.CommitTransactionRequest(transaction_id=tx))
-    await asyncio.wait_for(watching, 5)
+    await asyncio.wait_for(watching, 30)
     assert events[0].status == "ACTIVE"
     assert events[0].revision == 1
     assert (events[-1].status, events[-1].kind, events[-1].next_step_id) == (

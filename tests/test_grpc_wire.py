@@ -186,7 +186,8 @@ async def test_the_old_client_skips_the_fields_it_does_not_know(
 ) -> None:
     seen = await reference_client.run(DRIVER, target)
     # Our additions arrive at their new numbers and the old client parses around them.
-    assert seen["begin"]["unknown"] == [3, 4]  # transaction_status, revision
+    # transaction_status, revision, and issue 13's snapshot and mode
+    assert seen["begin"]["unknown"] == [3, 4, 5, 6]
     assert {13, 14} <= set(seen["steps"][0]["unknown"])  # transaction_status, revision
     assert 15 in seen["steps"][3]["unknown"]  # hint_key, set when the hint names a key
     assert {5, 6} <= set(seen["commit"]["unknown"])

@@ -843,6 +843,16 @@ CASES = [
         "",
         ("'plain.txt' is a file",),
     ),
+    Case(
+        "a reference into a staged gateway call's output",
+        "staged output ${steps.1.content}: step 1 is a staged call (files.write_file) that runs "
+        "only after commit, so its output exists only after commit; read what you need with a "
+        "read tool, or use the result after committing",
+        "staged_output_reference",
+        "unresolved_reference",
+        "",
+        ("exists only after commit", "files.write_file"),
+    ),
 ]
 
 
@@ -920,6 +930,7 @@ RULE_ORDER = [
     "malformed_json",
     "disk_full",
     "not_a_directory",
+    "staged_output_reference",
 ]
 
 

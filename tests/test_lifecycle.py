@@ -10,6 +10,7 @@ import pytest
 import agenttx
 from agenttx import StepStatus, Strategy, TxStatus
 from agenttx.core.states import TRANSITIONS, check_transition
+from waiting import eventually
 
 
 async def test_begin_step_commit_publishes_writes(engine: agenttx.Engine) -> None:
@@ -116,11 +117,9 @@ async def test_steps_of_one_transaction_run_one_at_a_time(open_engine: Any) -> N
     tx = (await engine.begin()).transaction_id
     first = asyncio.create_task(engine.execute_step(tx, 1, "slow.mark", {"label": "a"}))
     # Wait until step 1's tool runs (on a loaded machine PostgreSQL may take longer than a
-    # fixed sleep to get it there), so the second call surely arrives while it holds the lock.
-    for _ in range(500):
-        if order:
-            break
-        await asyncio.sleep(0.01)
+    # fixed sleep, or 500 tries, to get it there), so the second call surely arrives while it
+    # holds the lock.
+    await eventually(lambda: order, "step 1's tool runs", interval=0.01)
     # The second call for the same transaction waits for the first, then sees step 2 expected.
     second = asyncio.create_task(engine.execute_step(tx, 2, "slow.mark", {"label": "b"}))
     await asyncio.sleep(0.01)

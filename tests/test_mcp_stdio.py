@@ -24,6 +24,15 @@ TOOLS = {
     "get_transaction",
     "list_tools",
     "list_transactions",
+    "preview_commit",
+    "approve_commit",
+    "refuse_commit",
+    # issue 13.6 (tests/test_undo_surfaces.py)
+    "undo_step",
+    "redo_step",
+    "reconcile_step",
+    "compensate_transaction",
+    "approve_compensation",
 }
 
 
@@ -81,6 +90,7 @@ async def test_tools_are_listed_with_schemas_annotations_and_instructions(
         "tool",
         "arguments",
         "reasoning",
+        "dry_run",  # issue 13.3
     }
 
 
@@ -249,10 +259,10 @@ async def test_a_cancelled_run_step_fails_its_step_and_runs_its_undo(
                 )
 
             tg.start_soon(call)
-            with anyio.fail_after(20):
+            with anyio.fail_after(60):
                 await started.wait()
             tg.cancel_scope.cancel()  # the client sends notifications/cancelled
-        with anyio.fail_after(20):
+        with anyio.fail_after(60):
             while True:
                 info = structured(await c.call_tool("get_transaction", {"transaction_id": tx}))
                 if info["steps"] and info["steps"][-1]["status"] == "FAILED":

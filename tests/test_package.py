@@ -162,6 +162,7 @@ def test_the_wheel_holds_the_generated_code_and_data_files(wheel: Path) -> None:
         *(f"agenttx/wire/{name}" for name in GENERATED),
         "agenttx/py.typed",
         "agenttx/core/hints/hint_rules.toml",
+        *(f"agenttx/api/dashboard/static/{n}" for n in ("index.html", "app.js", "style.css")),
     ):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "scripts/"))]

@@ -26,15 +26,23 @@ pytestmark = pytest.mark.postgres
 
 
 class Gate:
-    """A fresh asyncio.Event per test (an Event belongs to the loop it first waited on)."""
+    """Fresh asyncio.Events per test (an Event belongs to the loop it first waited on):
+    ``entered`` is set once ``slow.state`` runs (its replica holds the transaction), ``event``
+    lets it finish."""
 
     event: asyncio.Event
+    entered: asyncio.Event
 
     def reset(self) -> None:
         self.event = asyncio.Event()
+        self.entered = asyncio.Event()
 
     def set(self) -> None:
         self.event.set()
+
+    async def wait_entered(self) -> None:
+        # A fixed sleep was too short on a busy machine: the other call then came first.
+        await asyncio.wait_for(self.entered.wait(), 60)
 
 
 gate = Gate()
@@ -42,6 +50,7 @@ gate = Gate()
 
 @agenttx.tool(name="slow.state", effect="state")
 async def slow_state(ctx: agenttx.ToolContext, key: str) -> str:
+    gate.entered.set()
     await gate.event.wait()
     await ctx.state.put(key, "done")
     return key
@@ -133,9 +142,11 @@ async def test_a_stale_replica_catches_up_on_appended_steps_only(
     loads: list[int] = []
     original = a.store.load_steps
 
-    async def spy(tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[object]:
+    async def spy(
+        tx_id: str, *, live_only: bool, after_seq: int = 0, large: bool = False
+    ) -> list[object]:
         loads.append(after_seq)
-        return await original(tx_id, live_only=live_only, after_seq=after_seq)  # type: ignore[return-value]
+        return await original(tx_id, live_only=live_only, after_seq=after_seq, large=large)  # type: ignore[return-value]
 
     monkeypatch.setattr(a.store, "load_steps", spy)
     # b appends steps that reference, read and stage: a reads only those rows.
@@ -171,7 +182,7 @@ async def test_a_call_busy_on_another_replica_waits_then_proceeds(
     a, b, _ = replicas
     tx = (await a.begin()).transaction_id
     first = asyncio.create_task(a.execute_step(tx, 1, "slow.state", {"key": "k"}))
-    await asyncio.sleep(0.3)  # a holds the transaction inside its step
+    await gate.wait_entered()  # a holds the transaction inside its step
     second = asyncio.create_task(b.execute_step(tx, 2, "kv.put", {"key": "z"}))
     await asyncio.sleep(0.3)
     assert not second.done()  # waiting inside PostgreSQL for a's call to end
@@ -191,7 +202,7 @@ async def test_waiting_too_long_is_a_clear_error(
     try:
         tx = (await a.begin()).transaction_id
         task = asyncio.create_task(a.execute_step(tx, 1, "slow.state", {"key": "k"}))
-        await asyncio.sleep(0.3)
+        await gate.wait_entered()  # a holds the transaction inside its step
         started = time.monotonic()
         with pytest.raises(agenttx.DeadlineExceeded, match="busy with another call"):
             await impatient.execute_step(tx, 1, "kv.put", {"key": "k"})
@@ -300,10 +311,12 @@ async def test_a_dead_replicas_outside_step_becomes_outcome_unknown(
         assert (await survivor.recover())["interrupted_steps"] == 0
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        # Its session died with it, and with the session its lock: recovery takes over at once.
-        for _ in range(50):
-            if (await survivor.recover())["interrupted_steps"]:
-                break
+        # Its session died with it, and with the session its lock: recovery takes over as
+        # soon as PostgreSQL has ended that backend (a deadline, not 50 tries: on a busy
+        # machine the server notices the closed socket later).
+        deadline = time.monotonic() + 60
+        while not (await survivor.recover())["interrupted_steps"]:
+            assert time.monotonic() < deadline, "recovery never took over the dead step"
             await asyncio.sleep(0.1)
         info = await survivor.get_transaction(tx)
         assert info.status is TxStatus.ACTIVE

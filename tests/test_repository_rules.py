@@ -21,12 +21,15 @@ RESULTS = REPO / "benchmarks" / "results"
 # The benchmarks that write results, each to its one file (docs/benchmarks.md).
 RESULT_FILES = {
     "audit.json",
+    "auth_tls.json",
     "engine.json",
     "engine_whatif.json",
+    "gateway.json",
     "grpc.json",
     "grpc-inprocess.json",
     "hints.json",
     "mcp.json",
+    "preview.json",
     "recovery.json",
     "replicas.json",
 }

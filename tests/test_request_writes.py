@@ -106,6 +106,17 @@ def _fsyncs(trace: str) -> int:
     return len(re.findall(r"\b(?:fsync|fdatasync)\(", trace))
 
 
+def _traced_by(pid: int, tracer: int) -> bool:
+    """Every thread of process ``pid`` is traced by ``tracer`` (its TracerPid)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return bool(tasks) and all(
+            f"TracerPid:\t{tracer}\n" in (task / "status").read_text() for task in tasks
+        )
+    except FileNotFoundError:  # a thread ended while we looked: look again
+        return False
+
+
 @pytest.mark.stores("sqlite")
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
 def test_agenttx_serve_sync_writes_fsyncs_twelve_times_for_a_ten_step_run(
@@ -123,11 +134,16 @@ def test_agenttx_serve_sync_writes_fsyncs_twelve_times_for_a_ten_step_run(
                 stderr=subprocess.PIPE,
             )  # fmt: skip
             try:
-                time.sleep(1.0)  # strace attaches to every thread of the server
+                # strace attaches to every thread of the server: wait until it has (a fixed
+                # 1 s could end first on a busy machine, and the first fsyncs went unseen).
+                deadline = time.monotonic() + 60
+                while tracer.poll() is None and not _traced_by(server.proc.pid, tracer.pid):
+                    assert time.monotonic() < deadline, "strace never attached"
+                    time.sleep(0.02)
                 if tracer.poll() is not None:
                     err = tracer.stderr.read().decode() if tracer.stderr else ""
                     pytest.skip(f"strace cannot attach here: {err.strip()}")
-                # An fsync nobody asked for while we wait would show here.
+                time.sleep(1.0)  # an fsync nobody asked for while we wait would show here
                 idle = _fsyncs(trace_path.read_text())
                 with client.transaction(agent_id="traced") as tx:
                     for i in range(STEPS):

@@ -88,7 +88,7 @@ def test_without_the_flag_the_built_in_rules_answer(tmp_path: Path) -> None:
 def test_a_missing_rules_file_stops_the_start_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "no_such_rules.toml"
     with pytest.raises(AssertionError, match=r"exited with 1:[\s\S]*--hint-rules") as failed:
-        start_server(tmp_path / "data", "--hint-rules", str(missing), timeout=15)
+        start_server(tmp_path / "data", "--hint-rules", str(missing))
     assert f"{missing}: cannot read the file" in str(failed.value)
 
 
@@ -106,7 +106,7 @@ def test_a_rules_file_that_does_not_parse_stops_the_start_naming_it(
     bad = tmp_path / "bad_rules.toml"
     bad.write_text(text)
     with pytest.raises(AssertionError, match=r"exited with 1:") as failed:
-        start_server(tmp_path / "data", env={"AGENTTX_HINT_RULES": str(bad)}, timeout=15)
+        start_server(tmp_path / "data", env={"AGENTTX_HINT_RULES": str(bad)})
     message = str(failed.value)
     assert str(bad) in message
     assert problem in message

@@ -93,7 +93,7 @@ def test_json_log_lines_carry_transaction_and_step_ids(server: ServerProcess) ->
         )  # fmt: skip
         with pytest.raises(grpc.RpcError):
             stub.ExecuteStep(pb.ExecuteStepRequest(transaction_id=tx, step_id=9, tool_name="x"))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # the server writes its log lines as it gets to them
     while time.monotonic() < deadline:
         mine = [r for r in server.log_records() if r.get("transaction_id") == tx]
         if len(mine) >= 3:
@@ -119,10 +119,12 @@ def test_json_log_lines_carry_transaction_and_step_ids(server: ServerProcess) ->
 
 
 def _slow_step(server: ServerProcess, seconds: float, result: dict[str, Any]) -> threading.Thread:
-    """Start ``test.sleep`` in a thread; ``result`` gets the reply or the error."""
+    """Start ``test.sleep`` in a thread and return once the server runs it; ``result`` gets
+    the reply or the error."""
     channel = server.channel()
     stub = server.stub(channel)
     tx = stub.BeginTransaction(pb.BeginTransactionRequest()).transaction_id
+    started = server.log_path.with_suffix(".step-started")
 
     def run() -> None:
         try:
@@ -131,7 +133,7 @@ def _slow_step(server: ServerProcess, seconds: float, result: dict[str, Any]) ->
                     transaction_id=tx,
                     step_id=1,
                     tool_name="test.sleep",
-                    arguments_json=json.dumps({"seconds": seconds}),
+                    arguments_json=json.dumps({"seconds": seconds, "started": str(started)}),
                 ),
                 timeout=30,
             )
@@ -142,6 +144,13 @@ def _slow_step(server: ServerProcess, seconds: float, result: dict[str, Any]) ->
 
     thread = threading.Thread(target=run)
     thread.start()
+    # Wait for the tool to run (a fixed 0.3 s sleep was too short on a busy machine: SIGTERM
+    # then came before the call, which was refused instead of drained).
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert thread.is_alive(), result
+        assert time.monotonic() < deadline, "the step never started in the server"
+        time.sleep(0.02)
     return thread
 
 
@@ -149,8 +158,7 @@ def test_sigterm_lets_an_in_flight_step_finish_then_exits_zero(tmp_path: Path) -
     server = start_server(tmp_path / "data", "--grace-secs", "10")
     try:
         result: dict[str, Any] = {}
-        thread = _slow_step(server, 1.0, result)
-        time.sleep(0.3)  # the step is running in the server now
+        thread = _slow_step(server, 1.0, result)  # the step is running in the server now
         started = time.monotonic()
         status = server.terminate(timeout=10)
         elapsed = time.monotonic() - started
@@ -170,8 +178,7 @@ def test_sigterm_cancels_calls_that_outlast_the_grace_period(tmp_path: Path) -> 
     server = start_server(tmp_path / "data", "--grace-secs", "0.3", log_format="text")
     try:
         result: dict[str, Any] = {}
-        thread = _slow_step(server, 30.0, result)
-        time.sleep(0.3)  # the step is running in the server now
+        thread = _slow_step(server, 30.0, result)  # the step is running in the server now
         started = time.monotonic()
         status = server.terminate(timeout=10)
         elapsed = time.monotonic() - started
@@ -189,7 +196,7 @@ def test_sigterm_cancels_calls_that_outlast_the_grace_period(tmp_path: Path) -> 
 
 def test_out_of_range_policy_in_a_real_process_refuses_to_start(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match=r"exited with 2:[\s\S]*'--max-local-depth'"):
-        start_server(tmp_path / "data", "--max-local-depth", "17", timeout=10)
+        start_server(tmp_path / "data", "--max-local-depth", "17")
 
 
 # -- in-process start: errors a caller of agenttx.server sees ---------------------------------

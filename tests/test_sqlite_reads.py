@@ -91,9 +91,18 @@ async def test_reads_beside_concurrent_writes_see_only_committed_rows(
             revision = await store.finish_step(update, step, reply)
 
     seen: list[str] = []
+    writers_done = asyncio.Event()
 
     async def reader() -> None:
-        for _ in range(60):
+        # Read until the writers are done (at least 60 passes): with sync_writes the
+        # commits land on the flush thread, so a fixed number of passes can finish before
+        # the first of them does on a busy machine.
+        passes = 0
+        last_pass = False
+        while not last_pass:
+            passes += 1
+            # A pass that starts after the writers finished is the last one.
+            last_pass = passes >= 60 and writers_done.is_set()
             for tx_id in tx_ids:
                 row = await store.get_transaction(tx_id)
                 assert row is not None
@@ -106,7 +115,11 @@ async def test_reads_beside_concurrent_writes_see_only_committed_rows(
                     seen.append(got.request_id)
             await asyncio.sleep(0)
 
-    await asyncio.gather(reader(), *(writer(t) for t in tx_ids))
+    async def writers() -> None:
+        await asyncio.gather(*(writer(t) for t in tx_ids))
+        writers_done.set()
+
+    await asyncio.gather(reader(), writers())
     assert seen
     for tx_id in tx_ids:
         row = await store.get_transaction(tx_id)

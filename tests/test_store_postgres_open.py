@@ -69,7 +69,8 @@ async def test_an_unknown_role_fails_at_once_naming_it() -> None:
 
 async def test_an_engine_on_a_bad_url_raises_the_reason(tmp_path: Path) -> None:
     started = time.monotonic()
-    with pytest.raises(InternalError, match="Connection refused"):
+    # A start-up error (docs/stores.md), the store's InternalError as its cause.
+    with pytest.raises(StartupError, match="Connection refused"):
         await Engine.open(
             f"postgresql://agenttx@127.0.0.1:{free_port()}/agenttx", fs_root=tmp_path / "f"
         )

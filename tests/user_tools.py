@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import agenttx
 
 
 @agenttx.tool(name="test.sleep", timeout=60)
-async def sleep(ctx: agenttx.ToolContext, seconds: float) -> dict[str, float]:
-    """Sleep, then say so: a step that is still running when the server is told to stop."""
+async def sleep(ctx: agenttx.ToolContext, seconds: float, started: str = "") -> dict[str, float]:
+    """Sleep, then say so: a step that is still running when the server is told to stop.
+    ``started``: a file made once the sleep begins, so a test acts while the step runs."""
+    if started:
+        await asyncio.to_thread(Path(started).touch)
     await asyncio.sleep(seconds)
     return {"slept": seconds}
 

@@ -10,7 +10,8 @@ Layers (imports only point down this list):
 
 1. ``errors``, ``error_details``,       the error tree and its details on the wire, plain values,
    ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
-   ``jsonpolicy``, ``audit``             audit chain; import nothing else
+   ``jsonpolicy``, ``audit``,            audit chain, preview and approval values, the
+   ``receipts``, ``outbound``            outbound guard (webhook targets); import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -18,9 +19,11 @@ Layers (imports only point down this list):
 5. ``core`` (``Engine``)                 the engine, composed of parts (map in ``core``); never
                                          a concrete store, driver or adapter: ``Engine.open``
                                          reaches backends only through ``store.factory``
-6. ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``
+6. ``auth``                             API keys, TLS files, the loopback rule: for adapters
+   ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``;
+   ``gateway``                           downstream MCP servers' tools as AgentTx tools
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
-                                         ``errors``, ``audit``
+                                         ``errors``, ``audit``, ``receipts``
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
 ``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
@@ -35,6 +38,8 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
     agenttx.audit     imports only   agenttx.audit
+    agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
+    agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
@@ -45,6 +50,11 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
                                      agenttx.store.postgres_target agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg
                                      psycopg_pool sqlite3
+    agenttx.auth      never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
+                                     agenttx.api agenttx.server agenttx.cli agenttx.client
+    agenttx.gateway   never imports  agenttx.core agenttx.store.sql agenttx.store.sql_store
+                                     agenttx.store.sqlite agenttx.store.postgres agenttx.api
+                                     agenttx.server agenttx.cli agenttx.client psycopg sqlite3
     agenttx.client    never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli
                                      psycopg psycopg_pool sqlite3
@@ -62,35 +72,64 @@ from agenttx.errors import (
     Aborted,
     AgentTxError,
     AlreadyExists,
+    ApprovalRefused,
+    ApprovalRequired,
     CommitConflict,
+    CompensationApprovalRefused,
+    CompensationRefused,
     DeadlineExceeded,
     FailedPrecondition,
     FatalToolError,
     InternalError,
     InvalidArgument,
+    NoReconcileHandler,
     NotActive,
     NotFound,
+    OperationIdConflict,
+    OutboundRefused,
     OutcomeUnknownPending,
+    PermissionDenied,
+    PolicyViolation,
+    ReceiptRefused,
+    ReconcileInProgress,
+    ReconcileNotDue,
+    RedoRefused,
     RevisionConflict,
+    SnapshotMismatch,
     StepFailure,
+    StepLimitReached,
     StoreFull,
+    Unauthenticated,
     UncertainOutcome,
+    UndoRefused,
     WrongStep,
 )
 from agenttx.types import (
     BeginResult,
+    Caller,
     CommitResult,
+    CompensationAction,
+    CompensationPlan,
+    CompensationResult,
     ContextEntry,
+    DryRunReport,
     EffectClass,
+    EffectInfo,
+    EffectPage,
+    Fidelity,
     Isolation,
+    ReconcileResult,
+    Role,
     RollbackPolicy,
     RollbackResult,
+    Snapshot,
     StepResult,
     StepStatus,
     StepView,
     Strategy,
     TransactionInfo,
     TxStatus,
+    UndoResult,
 )
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
@@ -111,9 +150,13 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
     from agenttx.core.controller import RollbackController
     from agenttx.core.engine import Engine
     from agenttx.core.hints import Hint, HintCleaner, clean_hint
+    from agenttx.core.safety import SafetyPolicy
     from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
+    from agenttx.effects.smtp import SmtpSettings
+    from agenttx.receipts import Approval, ChangeSet, Mode, Preview, Refusal
     from agenttx.tools.context import SyncToolContext, ToolContext
     from agenttx.tools.contract import Tool, tool
+    from agenttx.tools.reconcile import ReconcileContext, Reconciled
 
 __version__ = "0.1.0"
 
@@ -142,11 +185,20 @@ _LAZY: dict[str, str] = {
     "Effect": "agenttx.effects.channels",
     "JsonlChannel": "agenttx.effects.channels",
     "PermanentDeliveryError": "agenttx.effects.channels",
+    "SmtpSettings": "agenttx.effects.smtp",
     "Engine": "agenttx.core.engine",
+    "SafetyPolicy": "agenttx.core.safety",
+    "Approval": "agenttx.receipts",
+    "ChangeSet": "agenttx.receipts",
+    "Mode": "agenttx.receipts",
+    "Preview": "agenttx.receipts",
+    "Refusal": "agenttx.receipts",
     "SyncToolContext": "agenttx.tools.context",
     "ToolContext": "agenttx.tools.context",
     "Tool": "agenttx.tools.contract",
     "tool": "agenttx.tools.contract",
+    "ReconcileContext": "agenttx.tools.reconcile",
+    "Reconciled": "agenttx.tools.reconcile",
 }
 
 __all__ = [
@@ -155,42 +207,77 @@ __all__ = [
     "AgentTxClient",
     "AgentTxError",
     "AlreadyExists",
+    "Approval",
+    "ApprovalRefused",
+    "ApprovalRequired",
     "AsyncAgentTxClient",
     "AuditKind",
     "AuditRecord",
     "AuditVerification",
     "BeginResult",
+    "Caller",
+    "ChangeSet",
     "Channel",
     "CommitConflict",
     "CommitResult",
+    "CompensationAction",
+    "CompensationApprovalRefused",
+    "CompensationPlan",
+    "CompensationRefused",
+    "CompensationResult",
     "ContextEntry",
     "DeadlineExceeded",
+    "DryRunReport",
     "Effect",
     "EffectClass",
+    "EffectInfo",
+    "EffectPage",
     "Engine",
     "FailedPrecondition",
     "FatalToolError",
+    "Fidelity",
     "Hint",
     "HintCleaner",
     "InternalError",
     "InvalidArgument",
     "Isolation",
     "JsonlChannel",
+    "Mode",
+    "NoReconcileHandler",
     "NotActive",
     "NotFound",
+    "OperationIdConflict",
+    "OutboundRefused",
     "OutcomeUnknown",
     "OutcomeUnknownPending",
     "PermanentDeliveryError",
+    "PermissionDenied",
+    "PolicyViolation",
+    "Preview",
+    "ReceiptRefused",
+    "ReconcileContext",
+    "ReconcileInProgress",
+    "ReconcileNotDue",
+    "ReconcileResult",
+    "Reconciled",
+    "RedoRefused",
+    "Refusal",
     "RetryPolicy",
     "RevisionConflict",
+    "Role",
     "RollbackController",
     "RollbackPolicy",
     "RollbackResult",
     "RollbackTriggered",
+    "SafetyPolicy",
     "ServerUnavailable",
+    "SmtpSettings",
+    "Snapshot",
+    "SnapshotMismatch",
     "StepCall",
     "StepError",
     "StepFailure",
+    "StepLimitReached",
     "StepResult",
     "StepStatus",
     "StepView",
@@ -203,7 +290,10 @@ __all__ = [
     "TransactionAborted",
     "TransactionInfo",
     "TxStatus",
+    "Unauthenticated",
     "UncertainOutcome",
+    "UndoRefused",
+    "UndoResult",
     "WrongStep",
     "__version__",
     "clean_hint",

@@ -58,8 +58,13 @@ class AuditKind(enum.StrEnum):
     STEP_FAILED = "step.failed"  # an attempt failed (its rollback is the next record)
     STEP_OUTCOME_UNKNOWN = "step.outcome_unknown"  # an outside call may or may not have happened
     STEP_RESOLVED = "step.resolved"  # an unknown outcome was settled (happened / not)
+    STEP_UNDONE = "step.undone"  # undo_step undid the last live step (its rollback precedes)
+    STEP_REDONE = "step.redone"  # redo_step re-applied an undone step's recorded writes
+    STEP_CHECKPOINT = "step.checkpoint"  # a running step recorded its provider operation
     ROLLBACK_STARTED = "rollback.started"  # a rewind with compensations to run is durable
-    COMPENSATION = "compensation"  # one undo handler ran (done or failed)
+    COMPENSATION = "compensation"  # one undo handler ran (done or failed) or was skipped
+    # A compensating transaction settled: compensated, or failed with what was not undone.
+    COMPENSATION_SETTLED = "compensation.settled"
     ROLLBACK = "rollback"  # a rewind ended: strategy, target, final status
     COMMIT = "commit"  # writes published, effects queued, transaction COMMITTED
     COMMIT_CONFLICT = "commit.conflict"  # validation failed; the abort follows
@@ -67,7 +72,8 @@ class AuditKind(enum.StrEnum):
     # Reserved for the rest of issue 13, each added where its event happens:
     PREVIEW = "preview"
     APPROVAL = "approval"
-    RECONCILE = "reconcile"
+    APPROVAL_REFUSED = "approval.refused"  # an approver refused a receipt, with a reason
+    RECONCILE = "reconcile"  # a reconcile handler was asked (started) or answered
 
 
 FIRST_KINDS = frozenset({AuditKind.BEGIN.value, AuditKind.AUDIT_STARTED.value})
@@ -149,19 +155,40 @@ def make_record(
     revision: int,
     data: Mapping[str, Any],
 ) -> AuditRecord:
-    """The record that follows ``head``. Its body is ``canonical`` of its fields, written out
-    here field by field (keys in sorted order) because this runs on every step."""
+    """The record that follows ``head``. Its body is ``canonical`` of its fields."""
+    data_text = canonical(data if type(data) is dict else dict(data))
+    return record_from_text(
+        head, tx_id=tx_id, tenant=tenant, kind=kind, at=at, revision=revision, data_text=data_text
+    )
+
+
+def record_from_text(
+    head: ChainHead,
+    *,
+    tx_id: str,
+    tenant: str,
+    kind: str,
+    at: float,
+    revision: int,
+    data_text: str,
+) -> AuditRecord:
+    """``make_record`` with the data already canonical text (``data_text``): the body is
+    written out here field by field, keys in sorted order, because this runs on every step."""
     seq = head.seq + 1
     at = float(at)
     if not math.isfinite(at):
         raise ValueError(f"an audit record's time must be finite, not {at!r}")
-    data_text = canonical(data if type(data) is dict else dict(data))
     body = (
         f'{{"at":{at!r},"data":{data_text},"kind":{_str(kind)},'
         f'"prev":{_str(head.hash)},"revision":{int(revision)},"seq":{seq},'
         f'"tenant":{_str(tenant)},"tx":{_str(tx_id)}}}'
     )
     return AuditRecord(tx_id, seq, kind, at, body, digest(body))
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, the way ``canonical`` writes it (non-ASCII kept)."""
+    return _str(text)
 
 
 def chain_records(
@@ -192,6 +219,10 @@ class Anchor:
 
     revision: int  # 0: the transaction row is gone; nothing to compare
     deliveries: Mapping[int, int]  # outbox row id → attempts the row counts
+    # Step records not chained yet (``docs/audit.md``, "Batched step records"): successful
+    # steps after the row's ``audit_seq``, each of which moved the revision by one; the
+    # chain's end plus these must reach the row's revision.
+    pending: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +235,9 @@ class AuditVerification:
     first_bad: int  # seq of the first bad (or first missing) record; 0 iff ok
     reason: str  # what is wrong with it, "" iff ok
     head_hash: str  # the newest record's hash (keep it elsewhere to detect a rewrite)
+    # Successful steps of an active transaction whose records are not chained yet: they are
+    # in the journal and the next write of the transaction chains them (0 once it has).
+    pending: int = 0
 
 
 def verify_chain(
@@ -251,13 +285,16 @@ def verify_chain(
             data = content.get("data", {})
             delivered[int(data.get("outbox_id", 0))] = int(data.get("attempt", 0))
         prev, revision = rec.hash, rec_revision
+    pending = 0
     if anchor is not None:
         after = len(records) + 1
-        if anchor.revision and revision != anchor.revision:
+        pending = anchor.pending
+        if anchor.revision and revision + pending != anchor.revision:
+            waiting = f" and {pending} step record(s) wait to be chained" if pending else ""
             return bad(
                 after,
-                f"the chain ends at revision {revision} but the transaction is at revision "
-                f"{anchor.revision}: its newest records were removed",
+                f"the chain ends at revision {revision}{waiting} but the transaction is at "
+                f"revision {anchor.revision}: its newest records were removed",
             )
         for outbox_id, attempts in sorted(anchor.deliveries.items()):
             if attempts and delivered.get(outbox_id, 0) < attempts:
@@ -266,7 +303,7 @@ def verify_chain(
                     f"effect {outbox_id} was attempted {attempts} time(s) but the chain "
                     f"records {delivered.get(outbox_id, 0)}: delivery records were removed",
                 )
-    return AuditVerification(tx_id, True, len(records), 0, "", head)
+    return AuditVerification(tx_id, True, len(records), 0, "", head, pending)
 
 
 __all__ = [
@@ -281,7 +318,9 @@ __all__ = [
     "canonical",
     "chain_records",
     "digest",
+    "json_string",
     "make_record",
+    "record_from_text",
     "text_digest",
     "verify_chain",
 ]

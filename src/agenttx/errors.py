@@ -17,22 +17,40 @@ them, never from the message.
     │   │   ├── WrongStep             WRONG_STEP         the step id is not the one expected
     │   │   ├── NotActive             NOT_ACTIVE         the status does not allow the call
     │   │   ├── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
+    │   │   ├── ApprovalRequired      APPROVAL_REQUIRED  commit needs an approved receipt first
+    │   │   ├── ReceiptRefused        RECEIPT_REFUSED    unknown, foreign, expired, refused receipt
+    │   │   ├── ApprovalRefused       APPROVAL_REFUSED   same principal, no approver role, decided
+    │   │   ├── PolicyViolation       POLICY_VIOLATION   the safety policy file forbids the call
+    │   │   ├── UndoRefused           UNDO_REFUSED       the last step cannot be undone (a hint)
+    │   │   ├── RedoRefused           REDO_REFUSED       no undone step can be redone now
+    │   │   ├── StepLimitReached      STEP_LIMIT_REACHED the transaction holds --max-steps steps
+    │   │   ├── ReconcileNotDue       RECONCILE_NOT_DUE  reconciled too early: wait retry_after_ms
+    │   │   ├── ReconcileInProgress   RECONCILE_IN_PROGRESS  another reconcile of it is running
+    │   │   ├── NoReconcileHandler    NO_RECONCILE_HANDLER  the tool cannot reconcile: resolve it
+    │   │   ├── OperationIdConflict   OPERATION_ID_CONFLICT  a step's operation id is immutable
+    │   │   ├── CompensationRefused   COMPENSATION_REFUSED  an undo its contract does not allow
+    │   │   ├── CompensationApprovalRefused COMPENSATION_APPROVAL_REFUSED  not an approver
     │   │   └── StepsNotRedone        STEPS_NOT_REDONE   (client) a block ended owing rewound steps
     │   ├── AlreadyExists             ALREADY_EXISTS     request_id reused with another payload
     │   ├── Aborted                   ABORTED
     │   │   ├── CommitConflict        COMMIT_CONFLICT    first committer won; the keys are named
     │   │   ├── RevisionConflict      REVISION_CONFLICT  another writer moved the transaction
+    │   │   ├── SnapshotMismatch      SNAPSHOT_MISMATCH  the transaction moved since the snapshot
+    │   │   │                                            the caller echoed: preview again
     │   │   └── TransactionAborted    TRANSACTION_ABORTED  (client) a step ended the transaction
     │   ├── DeadlineExceeded          DEADLINE_EXCEEDED  waited too long for a busy transaction
     │   ├── InternalError             INTERNAL           a bug or a store failure
     │   ├── StoreFull                 STORE_FULL         no room in the store (RESOURCE_EXHAUSTED)
-    │   └── ServerUnavailable         UNAVAILABLE        the client found no server on any try
+    │   ├── ServerUnavailable         UNAVAILABLE        the client found no server on any try
+    │   ├── Unauthenticated           UNAUTHENTICATED    no API key, or one the server does not know
+    │   └── PermissionDenied          PERMISSION_DENIED  the key's roles do not allow the call
     ├── StepFailure                   STEP_FAILED        raised while a step runs
     │   ├── ArgumentError             INVALID_TOOL_ARGUMENTS  arguments fail the tool's schema
     │   ├── UnresolvedReference       UNRESOLVED_REFERENCE    a ${steps.N.path} cannot resolve
     │   ├── ArgumentsRefused          ARGUMENTS_REFUSED  JSON outside the policy, or references
     │   │                                                expanding past a limit
     │   ├── SandboxError              SANDBOX_ESCAPE     a path leaves the fs root (PermissionError)
+    │   ├── OutboundRefused           OUTBOUND_REFUSED   a webhook target the outbound guard refuses
     │   └── ToolSignal                TOOL_SIGNAL        raised by a tool to steer the engine
     │       ├── FatalToolError        FATAL_TOOL_ERROR   abort at once, no retry, no rewind
     │       └── UncertainOutcome      UNCERTAIN_OUTCOME  the outside call may have happened
@@ -40,7 +58,7 @@ them, never from the message.
     │   ├── RollbackTriggered         ROLLBACK_TRIGGERED rewound; the transaction is still open
     │   ├── TransactionAborted        (above: it is also an Aborted)
     │   └── OutcomeUnknown            OUTCOME_UNKNOWN    an outside call may or may not have run
-    ├── StartupError                  STARTUP_FAILED     ``agenttx serve`` cannot start so
+    ├── StartupError                  STARTUP_FAILED     cannot start so (a setting, a store)
     └── PermanentDeliveryError        DELIVERY_REJECTED  a channel says retrying cannot help
 
 A step failure is not a protocol error: the engine turns it (and any other exception a tool
@@ -170,10 +188,202 @@ class OutcomeUnknownPending(FailedPrecondition):
     def __init__(self, transaction_id: str, step_id: int) -> None:
         super().__init__(
             f"transaction {transaction_id}: step {step_id} has an unknown outcome; "
-            "reconcile it (happened / not happened) or roll back before the next step"
+            f"call reconcile_step({transaction_id}, {step_id}) (a tool without a reconcile "
+            f"handler: `agenttx tx resolve {transaction_id} {step_id} happened|not-happened`) "
+            "or roll back before the next step or the commit"
         )
         self.transaction_id = transaction_id
         self.step_id = step_id
+
+
+class ReconcileNotDue(FailedPrecondition):
+    """A step was reconciled before its earliest reconcile time; ``retry_after_ms`` is the
+    time left."""
+
+    reason = "RECONCILE_NOT_DUE"
+    fields = _fields(transaction_id=str, step_id=int, retry_after_ms=int)
+
+    def __init__(self, transaction_id: str, step_id: int, retry_after_ms: int) -> None:
+        super().__init__(
+            f"transaction {transaction_id}: step {step_id} may be reconciled in "
+            f"{retry_after_ms} ms; call reconcile_step again then"
+        )
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+        self.retry_after_ms = retry_after_ms
+
+
+class ReconcileInProgress(FailedPrecondition):
+    """Another reconcile (or operator resolution) of the step is running."""
+
+    reason = "RECONCILE_IN_PROGRESS"
+    fields = _fields(transaction_id=str, step_id=int)
+
+    def __init__(self, transaction_id: str, step_id: int) -> None:
+        super().__init__(
+            f"transaction {transaction_id}: step {step_id} is being reconciled by another "
+            "call; read the transaction when it ends (get_transaction) instead of reconciling "
+            "again"
+        )
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+
+
+class NoReconcileHandler(FailedPrecondition):
+    """The step's tool has no ``@tool.reconcile`` handler: an operator settles it."""
+
+    reason = "NO_RECONCILE_HANDLER"
+    fields = _fields(transaction_id=str, step_id=int, tool=str)
+
+    def __init__(self, transaction_id: str, step_id: int, tool: str) -> None:
+        super().__init__(
+            f"transaction {transaction_id}: tool '{clip(tool)}' of step {step_id} has no "
+            "reconcile handler; an operator checks the outside system and runs `agenttx tx "
+            f"resolve {transaction_id} {step_id} happened|not-happened` (resolve_step), or "
+            "the transaction is rolled back"
+        )
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+        self.tool = tool
+
+
+class OperationIdConflict(FailedPrecondition):
+    """``checkpoint_operation`` with another id than the one the step already holds. Raised
+    inside the tool (its step fails), never as a call's refusal: not in ``ERROR_CODES``."""
+
+    reason = "OPERATION_ID_CONFLICT"
+    fields = _fields(transaction_id=str, step_id=int)
+
+    def __init__(self, transaction_id: str, step_id: int, held: str, got: str) -> None:
+        super().__init__(
+            f"transaction {transaction_id}: step {step_id} already checkpointed provider "
+            f"operation {clip(held)!r}; it is immutable, {clip(got)!r} is refused (checkpoint "
+            "the same id again, or only update its cursor)"
+        )
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+
+
+class ApprovalRequired(FailedPrecondition):
+    """The commit needs a receipt approved by another principal holding ``approver`` (the
+    transaction's mode, or the safety policy, says so); ``receipt_id`` is the one the call
+    named ("" if none). Preview, have it approved, then commit with it."""
+
+    reason = "APPROVAL_REQUIRED"
+    fields = _fields(transaction_id=str, receipt_id=str, why=str)
+
+    def __init__(self, transaction_id: str, receipt_id: str, why: str) -> None:
+        super().__init__(f"transaction {transaction_id} needs approval before commit: {why}")
+        self.transaction_id = transaction_id
+        self.receipt_id = receipt_id
+        self.why = why
+
+
+class ReceiptRefused(FailedPrecondition):
+    """The receipt cannot be used: ``why`` is ``unknown`` (no such receipt), ``foreign`` (it
+    belongs to another transaction), ``expired``, or ``refused`` (an approver refused it: the
+    message names who and why). Preview again for a fresh one — after a refusal, once the
+    transaction has changed as the refusal asks (or roll it back)."""
+
+    reason = "RECEIPT_REFUSED"
+    fields = _fields(transaction_id=str, receipt_id=str, why=str)
+
+    def __init__(self, transaction_id: str, receipt_id: str, why: str, detail: str = "") -> None:
+        then = (
+            "change the transaction as the refusal asks (steps, undo_step) and call "
+            "preview_commit again for a new receipt, or roll the transaction back"
+            if why == "refused"
+            else "call preview_commit for a current receipt"
+        )
+        super().__init__(
+            f"receipt {clip(receipt_id)} cannot be used for transaction {transaction_id}: "
+            f"{detail or why}; {then}"
+        )
+        self.transaction_id = transaction_id
+        self.receipt_id = receipt_id
+        self.why = why
+
+
+class ApprovalRefused(FailedPrecondition):
+    """An approval — or a refusal (``refuse_commit``) — that does not count: ``why`` is
+    ``same_principal`` (the transaction's own principal), ``not_approver`` (no ``approver``
+    role), ``no_principal``, ``already_approved`` (a receipt is decided once; a second
+    approval, a replay, or a refusal after the approval is refused) or ``already_refused`` (an
+    approval or a second refusal of a refused receipt). ``decision`` in the constructor only
+    words the message ("approval", "refusal")."""
+
+    reason = "APPROVAL_REFUSED"
+    fields = _fields(transaction_id=str, receipt_id=str, why=str)
+
+    def __init__(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        why: str,
+        detail: str,
+        *,
+        decision: str = "approval",
+    ) -> None:
+        super().__init__(f"{decision} of receipt {clip(receipt_id)} refused: {detail}")
+        self.transaction_id = transaction_id
+        self.receipt_id = receipt_id
+        self.why = why
+
+
+class PolicyViolation(FailedPrecondition):
+    """The safety policy file (``--policy``) forbids the call; ``rule`` names the rule
+    (``forbid_irreversible``, ``max_steps``, ``modes``), the message what is allowed."""
+
+    reason = "POLICY_VIOLATION"
+    fields = _fields(rule=str)
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+class UndoRefused(FailedPrecondition):
+    """``undo_step`` cannot undo the last live step (none, irreversible, outcome unknown …);
+    ``hint`` says what to do instead. ``step_id`` is the step concerned, 0 if none."""
+
+    reason = "UNDO_REFUSED"
+    fields = _fields(transaction_id=str, step_id=int, hint=str)
+
+    def __init__(self, transaction_id: str, step_id: int, hint: str) -> None:
+        super().__init__(f"transaction {transaction_id}: cannot undo: {hint}")
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+        self.hint = hint
+
+
+class RedoRefused(FailedPrecondition):
+    """``redo_step`` has nothing it may re-apply exactly (nothing undone, or something ran
+    since the undo); ``hint`` says what to do instead. ``step_id``: the step, 0 if none."""
+
+    reason = "REDO_REFUSED"
+    fields = _fields(transaction_id=str, step_id=int, hint=str)
+
+    def __init__(self, transaction_id: str, step_id: int, hint: str) -> None:
+        super().__init__(f"transaction {transaction_id}: cannot redo: {hint}")
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+        self.hint = hint
+
+
+class StepLimitReached(FailedPrecondition):
+    """The transaction already holds ``limit`` live steps (the engine's ``max_steps``)."""
+
+    reason = "STEP_LIMIT_REACHED"
+    fields = _fields(transaction_id=str, limit=int)
+
+    def __init__(self, transaction_id: str, limit: int) -> None:
+        super().__init__(
+            f"transaction {transaction_id} holds {limit} steps, the most one transaction may "
+            "(--max-steps); commit it and continue in a new transaction, or undo or roll back "
+            "steps first"
+        )
+        self.transaction_id = transaction_id
+        self.limit = limit
 
 
 class AlreadyExists(AgentTxError):
@@ -218,10 +428,62 @@ class CommitConflict(Aborted):
         self.compensation_errors = list(compensation_errors)
 
 
+class CompensationRefused(FailedPrecondition):
+    """A partial rollback would have to undo a step whose tool declares
+    ``rollback_not_supported``; nothing was changed (``docs/compensation.md``)."""
+
+    reason = "COMPENSATION_REFUSED"
+    fields = _fields(transaction_id=str, step_id=int)
+
+    def __init__(self, transaction_id: str, step_id: int, tool: str = "") -> None:
+        super().__init__(
+            f"transaction {transaction_id}: step {step_id} ({tool}) cannot be rolled back: its "
+            f"tool declares rollback_not_supported; roll back to step {step_id + 1} or later, "
+            "or abort the transaction (which marks it as needing a human)"
+        )
+        self.transaction_id = transaction_id
+        self.step_id = step_id
+
+
+class CompensationApprovalRefused(FailedPrecondition):
+    """``approve_compensation`` by someone who may not approve it: no ``approver`` role, the
+    transaction's own principal, or nothing waits for an approval."""
+
+    reason = "COMPENSATION_APPROVAL_REFUSED"
+    fields = _fields(transaction_id=str)
+
+    def __init__(self, transaction_id: str, why: str) -> None:
+        super().__init__(f"transaction {transaction_id}: compensation approval refused: {why}")
+        self.transaction_id = transaction_id
+
+
 class RevisionConflict(Aborted):
     """A compare-and-set on the transaction's revision lost: someone else changed it."""
 
     reason = "REVISION_CONFLICT"
+
+
+class SnapshotMismatch(Aborted):
+    """The transaction is no longer at the snapshot the caller echoed (``expected_revision``,
+    or the receipt's revision and change hash): a step, rewind or outside change moved it.
+    Nothing was done and the transaction stays open: preview again and decide on the current
+    change. ABORTED, as gRPC prescribes for a failed test-and-set the caller redoes from its
+    read (``docs/safety.md``)."""
+
+    reason = "SNAPSHOT_MISMATCH"
+    fields = _fields(transaction_id=str, expected_revision=int, revision=int)
+
+    def __init__(
+        self, transaction_id: str, expected_revision: int, revision: int, what: str = ""
+    ) -> None:
+        super().__init__(
+            f"transaction {transaction_id} moved since the snapshot (expected revision "
+            f"{expected_revision}, now {revision}{'; ' + what if what else ''}); call "
+            "preview_commit and review the current change before committing"
+        )
+        self.transaction_id = transaction_id
+        self.expected_revision = expected_revision
+        self.revision = revision
 
 
 class DeadlineExceeded(AgentTxError):
@@ -252,6 +514,21 @@ class ServerUnavailable(AgentTxError, ConnectionError):
     def __init__(self, message: str, attempts: int) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+
+class Unauthenticated(AgentTxError):
+    """The call carried no API key, or one the server does not know (``docs/security.md``).
+    The message never repeats the key."""
+
+    code = reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(AgentTxError):
+    """The caller's key is valid but its roles do not allow the call (another principal's
+    transaction without ``admin``, an approval without ``approver``). A transaction of another
+    tenant is ``NotFound`` instead: its existence is not revealed."""
+
+    code = reason = "PERMISSION_DENIED"
 
 
 # ---------------------------------------------------------------------------- step failures
@@ -291,7 +568,7 @@ def _unpickle_refused(message: str, limit: str) -> ArgumentsRefused:
     return ArgumentsRefused(message, limit=limit)
 
 
-UnresolvedKind = Literal["unavailable_step", "missing_key", "bad_syntax"]
+UnresolvedKind = Literal["unavailable_step", "missing_key", "bad_syntax", "staged_output"]
 
 
 class UnresolvedReference(StepFailure):
@@ -340,6 +617,14 @@ class SandboxError(StepFailure, PermissionError):
     reason = "SANDBOX_ESCAPE"
 
 
+class OutboundRefused(StepFailure, PermissionError):
+    """A webhook target the outbound guard refuses (a loopback, private, link-local,
+    multicast or metadata address not allow-listed; ``agenttx.outbound``). At the step it
+    fails the step; at delivery it dead-letters the effect."""
+
+    reason = "OUTBOUND_REFUSED"
+
+
 class ToolSignal(StepFailure):
     """Base of the exceptions a tool raises to tell the engine something specific."""
 
@@ -355,21 +640,35 @@ class FatalToolError(ToolSignal):
 class UncertainOutcome(ToolSignal):
     """The outside call may or may not have taken effect (e.g. a timeout after sending).
 
-    ``operation_id`` is the provider's id for the call, if known, kept for reconciliation.
+    ``operation_id`` is the provider's id for the call, if known (``provider`` names the
+    outside system), kept on the step for reconciliation unless the step already checkpointed
+    one (``ToolContext.checkpoint_operation``, which wins: it is immutable).
+    ``retry_after_ms`` is the earliest reconcile time (default 5 s). Any tool runtime may
+    raise it (a gateway's downstream call that timed out): the step becomes OUTCOME_UNKNOWN.
     """
 
     reason = "UNCERTAIN_OUTCOME"
 
-    def __init__(self, message: str, operation_id: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        operation_id: str | None = None,
+        *,
+        provider: str = "",
+        retry_after_ms: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.operation_id = operation_id
+        self.provider = provider
+        self.retry_after_ms = retry_after_ms
 
 
 # ---------------------------------------------------------------------------- outside a call
 
 
 class StartupError(AgentTxError):
-    """A setting the server cannot start with; the message names it and says why."""
+    """A setting the server cannot start with, or a store ``Engine.open`` cannot open; the
+    message names it, says why and what to do."""
 
     code = reason = "STARTUP_FAILED"
 
@@ -421,14 +720,29 @@ ERROR_CODES: Mapping[str, ErrorCode] = MappingProxyType(
             _row(WrongStep, 409),
             _row(NotActive, 409),
             _row(OutcomeUnknownPending, 409),
+            _row(ApprovalRequired, 409),
+            _row(ReceiptRefused, 409),
+            _row(ApprovalRefused, 409),
+            _row(PolicyViolation, 409),
+            _row(UndoRefused, 409),
+            _row(RedoRefused, 409),
+            _row(StepLimitReached, 409),
+            _row(ReconcileNotDue, 409),
+            _row(ReconcileInProgress, 409),
+            _row(NoReconcileHandler, 409),
+            _row(CompensationRefused, 409),
+            _row(CompensationApprovalRefused, 409),
             _row(AlreadyExists, 409),
             _row(Aborted, 409),
             _row(CommitConflict, 409),
             _row(RevisionConflict, 409),
+            _row(SnapshotMismatch, 409),
             _row(DeadlineExceeded, 504),
             _row(InternalError, 500),
             _row(StoreFull, 507),
             _row(ServerUnavailable, 503),
+            _row(Unauthenticated, 401),
+            _row(PermissionDenied, 403),
         )
     }
 )

@@ -38,6 +38,7 @@ __all__ = [
     "JsonRefused",
     "check",
     "parse",
+    "refusal",
 ]
 
 MAX_DEPTH = 64  # containers inside containers; the top-level object is depth 1
@@ -58,8 +59,17 @@ class JsonRefused(ValueError):
 # Anything in a JSON text that could break a rule other than depth or finiteness (those are
 # caught by the decoder's hooks and the encoder): a surrogate escape, or a run of digits
 # longer than an integer may be (inside strings too: that only costs a walk finding nothing).
-_SUSPECT = re.compile(r"\\u[dD][89a-fA-F]|[0-9]{" + str(MAX_INT_DIGITS + 1) + "}")
+# Found without a regex over the digits: ``[0-9]{101}`` restarts at every digit of a run and
+# reads it again (1 MiB of 99 digits and a letter, repeated: 154 ms of CPU, holding the
+# interpreter). Digits become "0" and all else " " (one ``bytes.translate``), then one
+# substring search finds a run; the escape regex starts with a literal, and runs only where
+# ``\u`` occurs. Long texts go in slices so no single C call holds the interpreter long.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_DIGIT_RUN = b"0" * (MAX_INT_DIGITS + 1)
+_SCAN_SLICE = 256 << 10
+_SCAN_OVERLAP = MAX_INT_DIGITS + 8  # a run or an escape cut by a slice's end is whole in the next
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A text this short can neither nest deeper than MAX_DEPTH nor hold a too-long integer.
 _SHORT = min(2 * MAX_DEPTH, MAX_INT_DIGITS)
@@ -116,7 +126,7 @@ def check(value: Any, text: str, *, parsed: bool = False) -> int:
         except UnicodeEncodeError:
             raise JsonRefused("json_utf8", _utf8_message()) from None
     if size > _SHORT:
-        if text.count("[") + text.count("{") > MAX_DEPTH or _SUSPECT.search(text) is not None:
+        if text.count("[") + text.count("{") > MAX_DEPTH or _suspect(text):
             _walk(value)
             return size
     elif "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
@@ -135,6 +145,30 @@ def check(value: Any, text: str, *, parsed: bool = False) -> int:
         elif isinstance(value, list):
             _walk(value)
     return size
+
+
+def refusal(value: Any) -> JsonRefused | None:
+    """The policy rule a Python value breaks, found by walking it (``None`` if it breaks
+    none), for a value its encoder already refused: the refusal then names the rule (a NaN is
+    ``json_finite_numbers``, a set ``json_type``, a value containing itself ``json_depth``)
+    rather than the encoder's words. The walk stops at the depth limit, so a cycle ends."""
+    try:
+        _walk(value)
+    except JsonRefused as exc:
+        return exc
+    return None
+
+
+def _suspect(text: str) -> bool:
+    """Whether ``text`` (valid UTF-8) holds a surrogate escape or a run of more than
+    ``MAX_INT_DIGITS`` digits; linear in its length, slice by slice."""
+    for start in range(0, len(text), _SCAN_SLICE):
+        data = text[max(start - _SCAN_OVERLAP, 0) : start + _SCAN_SLICE].encode()
+        if _DIGIT_RUN in data.translate(_DIGITS_AS_ZERO):
+            return True
+        if b"\\u" in data and _SURROGATE_ESCAPE_BYTES.search(data) is not None:
+            return True
+    return False
 
 
 def _walk(value: Any) -> None:

@@ -3,7 +3,9 @@
 Every module logs under ``agenttx.*`` with the standard library. Fields passed as ``extra``
 (``transaction_id``, ``step_id``, ``rpc``, ``code``, ``duration_ms`` …) become JSON keys in
 ``json`` mode and ``key=value`` pairs after the message in ``text`` mode, so one call site
-serves both formats.
+serves both formats. Every line goes through the hint redactor before it is written
+(``RedactingFormatter``), so a secret in a message, a field or a traceback (an exception text
+quoting a password, a URL with credentials) is masked in the log too (``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+class RedactingFormatter(logging.Formatter):
+    """``inner``'s line with secrets masked (``agenttx.core.hints.redaction.redact``)."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        from agenttx.core.hints.redaction import redact
+
+        self.inner = inner
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(self.inner.format(record))
+
+
 def configure(fmt: str = "text", level: str = "info", stream: TextIO | None = None) -> None:
     """Send ``agenttx.*`` records at ``level`` and above to ``stream`` (stderr) in ``fmt``.
 
@@ -96,7 +112,7 @@ def configure(fmt: str = "text", level: str = "info", stream: TextIO | None = No
     if level.lower() not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(RedactingFormatter(JsonFormatter() if fmt == "json" else TextFormatter()))
     root = logging.getLogger("agenttx")
     for old in [h for h in root.handlers if getattr(h, "_agenttx", False)]:
         root.removeHandler(old)

@@ -23,18 +23,26 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import disable_created_metrics
 
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
+from agenttx.auth.exposure import exposure_error
+from agenttx.auth.keys import KeyRing
+from agenttx.auth.tls import TlsFiles, grpc_server_credentials
 from agenttx.core.engine import Engine
+from agenttx.core.hints.rules import MAX_RULE_FILE_BYTES
+from agenttx.core.offload import share_interpreter_promptly
 from agenttx.errors import AgentTxError
 from agenttx.errors import StartupError as StartupError  # re-exported: its old home
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import load_tools
 from agenttx.types import RollbackPolicy
+
+if TYPE_CHECKING:
+    from agenttx.effects.smtp import SmtpSettings
 
 log = logging.getLogger("agenttx.server")
 
@@ -52,9 +60,14 @@ class ServeConfig:
     store: str | None = None  # default: sqlite:///<data_dir>/agenttx.db
     fs_root: Path | None = None  # default: <data_dir>/files
     outbox_path: Path | None = None  # default: <data_dir>/outbox.jsonl
+    smtp_url: str | None = None  # None: email.send mails go to the outbox file
+    smtp_from: str | None = None  # required with smtp_url
+    smtp_starttls: str = "auto"  # auto, require, off
+    webhook_allow: tuple[str, ...] = ()  # HOST[:PORT] the outbound guard lets through
     sync_writes: bool = False
     tools: tuple[str, ...] = ()  # module[:attr] specs of user tools
     hint_rules: tuple[Path, ...] = ()  # TOML files of user hint rules, in the order given
+    gateway: Path | None = None  # the MCP gateway file (TOML): downstream servers' tools
     policy: RollbackPolicy = field(default_factory=RollbackPolicy)
     step_timeout_ms: int = 30_000
     tx_idle_timeout_secs: int = 900  # 0 turns the idle reaper off
@@ -62,6 +75,11 @@ class ServeConfig:
     max_constraints: int = 32
     max_resolved_arguments_bytes: int = 1 << 20  # a step's arguments after its references
     max_references: int = 1024  # ${steps.N…} references in one step's arguments
+    max_steps: int = 100_000  # live steps one transaction may hold (--max-steps)
+    retention_days: int = 30  # ended transactions, delivered effects, stored replies; 0: forever
+    audit_retention_days: int = 365  # audit chains, after their newest record; 0: forever
+    dead_letter_retention_days: int = 90  # dead letters, after their last attempt; 0: forever
+    redact_fields: tuple[str, ...] = ()  # field-name regexes masked beside the built-in ones
     metrics_addr: str | None = DEFAULT_METRICS_ADDR  # None: no metrics endpoint
     http_addr: str | None = None  # None: no HTTP listener (MCP streamable HTTP at /mcp)
     # Host and Origin headers the HTTP listener accepts ("host:*": any port; "*": any).
@@ -71,8 +89,15 @@ class ServeConfig:
         "http://localhost:*",
         "http://[::1]:*",
     )
+    mcp_effect_tools: bool = False  # MCP over HTTP also offers list_effects, retry_effect
     grace_secs: float = 10.0
+    otlp_endpoint: str | None = None  # None: no trace export (spans are no-ops)
     log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
+    safety_policy: Path | None = None  # --policy: the safety policy file (docs/safety.md)
+    receipt_ttl_secs: int = 900  # how long a preview's receipt can be approved and used
+    # The API key file (``agenttx.auth.keys``); None: no keys, so loopback binds only.
+    api_keys: Path | None = None
+    tls: TlsFiles | None = None  # TLS for gRPC and HTTP iff set (mutual iff it has a client CA)
 
     @property
     def store_url(self) -> str:
@@ -112,11 +137,17 @@ def check_hint_rules(paths: Sequence[Path]) -> None:
     the rule."""
     for path in paths:
         try:
-            with path.open("rb"):
-                pass
+            with path.open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise StartupError(f"--hint-rules {path}: cannot read the file: {reason}") from exc
+        if size > MAX_RULE_FILE_BYTES:
+            raise StartupError(
+                f"--hint-rules {path}: the file is {size} bytes, over the "
+                f"{MAX_RULE_FILE_BYTES}-byte limit; a rule file holds a few dozen rules — "
+                "check the path"
+            )
 
 
 def _load(specs: Sequence[str]) -> list[Tool]:
@@ -130,17 +161,29 @@ def _load(specs: Sequence[str]) -> list[Tool]:
 
 
 async def listen(
-    engine: Engine, listen_addr: str, *, metrics: Metrics | None = None
+    engine: Engine,
+    listen_addr: str,
+    *,
+    metrics: Metrics | None = None,
+    keys: KeyRing | None = None,
+    tls: TlsFiles | None = None,
 ) -> tuple[Any, str]:
     """Build, bind and start the gRPC server (AgentTx, health, reflection) and mark it
     SERVING; returns the server and the address it is bound to (port 0 resolved)."""
     host, port = parse_addr(listen_addr, "--listen-addr")
+    credentials = _grpc_credentials(tls)
     # No SO_REUSEPORT: a second server on a taken port must fail, not silently share it.
     server = build_server(
-        engine, options=[("grpc.so_reuseport", 0)], interceptors=[CallObserver(metrics)]
+        engine,
+        options=[("grpc.so_reuseport", 0)],
+        interceptors=[CallObserver(metrics)],
+        keys=keys,
     )
     try:
-        bound = server.add_insecure_port(_join(host, port))
+        if credentials is not None:
+            bound = server.add_secure_port(_join(host, port), credentials)
+        else:
+            bound = server.add_insecure_port(_join(host, port))
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
         raise StartupError(f"cannot listen on {listen_addr}: {exc}") from exc
     if not bound:
@@ -148,6 +191,35 @@ async def listen(
     await server.start()
     await mark_serving(server, True)
     return server, _join(host, bound)
+
+
+def _grpc_credentials(tls: TlsFiles | None) -> Any:
+    if tls is None:
+        return None
+    try:
+        return grpc_server_credentials(tls)
+    except AgentTxError as exc:
+        raise StartupError(exc.message) from exc
+
+
+def load_keys(config: ServeConfig) -> KeyRing | None:
+    """The key ring of ``--api-keys``, and the rule that without one only loopback is bound
+    (``agenttx.auth.exposure``); refusals are ``StartupError`` s saying what to do."""
+    keys: KeyRing | None = None
+    if config.api_keys is not None:
+        try:
+            keys = KeyRing.from_file(config.api_keys)
+        except AgentTxError as exc:
+            raise StartupError(exc.message) from exc
+        if not len(keys):
+            log.warning("--api-keys %s holds no key: every call will be refused", config.api_keys)
+        return keys
+    for flag, addr in (("--listen-addr", config.listen_addr), ("--http-addr", config.http_addr)):
+        if addr:
+            why = exposure_error(flag, parse_addr(addr, flag)[0])
+            if why is not None:
+                raise StartupError(why)
+    return None
 
 
 @dataclass
@@ -161,6 +233,7 @@ class RunningServer:
     metrics: Metrics | None = None
     endpoint: MetricsEndpoint | None = None
     http: Any = None  # the HttpListener, iff --http-addr
+    keys: KeyRing | None = None  # the API keys in force, iff --api-keys (SIGHUP reloads them)
     _stop_watch: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -182,21 +255,81 @@ class RunningServer:
         await self.engine.close()
 
 
+def outbound_settings(config: ServeConfig) -> tuple[SmtpSettings | None, bytes | None]:
+    """The SMTP settings (``--smtp-*``, credentials from the environment) and the webhook
+    signing secret (``AGENTTX_WEBHOOK_SECRET``); a bad setting raises ``StartupError``."""
+    from agenttx.effects.smtp import SmtpSettings
+    from agenttx.effects.webhook import SECRET_ENV
+
+    smtp = None
+    if config.smtp_url:
+        if not config.smtp_from:
+            raise StartupError("--smtp-url needs --smtp-from, the From address of every mail")
+        try:
+            smtp = SmtpSettings.from_url(
+                config.smtp_url, config.smtp_from, starttls=config.smtp_starttls
+            )
+        except ValueError as exc:
+            raise StartupError(str(exc)) from None
+    secret = os.environ.get(SECRET_ENV, "")
+    return smtp, secret.encode() if secret else None
+
+
 async def open_engine(config: ServeConfig) -> Engine:
     """Check the settings and open the engine ``config`` describes (``agenttx serve`` and
     ``agenttx mcp`` alike); a setting it cannot open with raises ``StartupError``."""
     tools = _load(config.tools)
     check_hint_rules(config.hint_rules)
+    smtp, webhook_secret = outbound_settings(config)
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StartupError(f"cannot create --data-dir {config.data_dir}: {exc}") from exc
+    gateway = await _start_gateway(config)
+    try:
+        engine = await _open(config, tools, gateway, smtp, webhook_secret)
+    except BaseException:
+        if gateway is not None:
+            await gateway.stop()
+        raise
+    if gateway is not None:
+        gateway.attach(engine.registry)
+        engine.on_close.append(gateway.stop)
+    return engine
+
+
+async def _start_gateway(config: ServeConfig) -> Any:
+    """The started MCP gateway of ``--gateway`` (None without one): the file is checked
+    first, so a bad one stops the start with its line and reason."""
+    if config.gateway is None:
+        return None
+    from agenttx.gateway import Gateway, journal_path, load_gateway
+
+    gateway = Gateway(load_gateway(config.gateway), journal_path(config.data_dir))
+    await gateway.start()
+    return gateway
+
+
+async def _open(
+    config: ServeConfig,
+    tools: list[Tool],
+    gateway: Any,
+    smtp: SmtpSettings | None,
+    webhook_secret: bytes | None,
+) -> Engine:
+    if gateway is not None:
+        tools = [*tools, *gateway.tools()]
     try:
         return await Engine.open(
             config.store_url,
             fs_root=config.files_dir,
             outbox_path=config.outbox_file,
+            smtp=smtp,
+            webhook_allow=config.webhook_allow,
+            webhook_secret=webhook_secret,
             tools=tools,
+            channels=gateway.channels() if gateway is not None else None,
+            undo_handlers=gateway.undo_handlers() if gateway is not None else None,
             policy=config.policy,
             sync_writes=config.sync_writes,
             step_timeout_s=config.step_timeout_ms / 1000,
@@ -205,15 +338,26 @@ async def open_engine(config: ServeConfig) -> Engine:
             max_constraints=config.max_constraints,
             max_resolved_arguments_bytes=config.max_resolved_arguments_bytes,
             max_references=config.max_references,
+            max_steps=config.max_steps,
             hint_rule_files=config.hint_rules,
+            safety_policy=config.safety_policy,
+            receipt_ttl_s=config.receipt_ttl_secs,
+            retention_days=config.retention_days,
+            audit_retention_days=config.audit_retention_days,
+            dead_letter_retention_days=config.dead_letter_retention_days,
+            redact_fields=config.redact_fields,
         )
-    except AgentTxError as exc:  # its message says what is wrong (store URL, tool clash, rules)
+    except StartupError:  # the store could not be opened, or a bad policy file
+        raise
+    except AgentTxError as exc:  # its message says what is wrong (tool clash, rules)
         raise StartupError(exc.message) from exc
     except (OSError, ImportError) as exc:
         raise StartupError(f"cannot open store {redact(config.store_url)}: {exc}") from exc
 
 
-async def listen_http(engine: Engine, config: ServeConfig, version: str) -> Any:
+async def listen_http(
+    engine: Engine, config: ServeConfig, version: str, keys: KeyRing | None = None
+) -> Any:
     """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``."""
     from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
     from agenttx.api.mcp import AgentTxMCP, EngineBackend
@@ -224,11 +368,25 @@ async def listen_http(engine: Engine, config: ServeConfig, version: str) -> Any:
         sock = bind(host, port)
     except OSError as exc:
         raise StartupError(f"cannot listen on --http-addr {config.http_addr}: {exc}") from exc
+    from agenttx.api.v1 import ApiSettings
+    from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
+    from agenttx.api.web import web_exception_handlers, web_routes
+
+    api = ApiSettings(extra_operations=SAFETY_OPERATIONS)
     settings = HttpSettings(
-        allowed_hosts=config.http_allowed_hosts, allowed_origins=config.http_allowed_origins
+        allowed_hosts=config.http_allowed_hosts,
+        allowed_origins=config.http_allowed_origins,
+        keys=keys,
+        routes=web_routes(engine, version, api),  # /v1, /openapi.json, the dashboard
+        exception_handlers=web_exception_handlers(),
     )
-    app = build_http_app(AgentTxMCP(EngineBackend(engine), version=version), settings)
-    listener = HttpListener(app, sock)
+    adapter = AgentTxMCP(EngineBackend(engine), version=version)
+    if config.mcp_effect_tools:
+        from agenttx.api.mcp.effect_tools import EngineEffects, add_effect_tools
+
+        add_effect_tools(adapter, EngineEffects(engine))
+    app = build_http_app(adapter, settings)
+    listener = HttpListener(app, sock, tls=config.tls, on_stop=api.streams.close)
     try:
         await listener.start()
     except BaseException:
@@ -247,6 +405,9 @@ async def start(config: ServeConfig) -> RunningServer:
     parse_addr(config.listen_addr, "--listen-addr")
     if config.http_addr:
         parse_addr(config.http_addr, "--http-addr")
+    keys = load_keys(config)
+    if config.tls is not None:
+        _grpc_credentials(config.tls)  # bad TLS files stop the start before the store opens
     engine = await open_engine(config)
     # Metrics and HTTP first: once gRPC is SERVING, nothing else may fail the start.
     endpoint: MetricsEndpoint | None = None
@@ -260,9 +421,17 @@ async def start(config: ServeConfig) -> RunningServer:
                 endpoint = serve_metrics(metrics, *metrics_host_port)
             except OSError as exc:
                 raise StartupError(f"cannot serve metrics on {config.metrics_addr}: {exc}") from exc
+        # The adapters call the engine through the span wrapper iff traces are exported.
+        served: Any = engine
+        if config.otlp_endpoint:
+            from agenttx.api.tracing import TracedEngine, configure_otlp
+
+            served = TracedEngine(engine, configure_otlp(config.otlp_endpoint))
         if config.http_addr:
-            http = await listen_http(engine, config, __version__)
-        server, address = await listen(engine, config.listen_addr, metrics=metrics)
+            http = await listen_http(served, config, __version__, keys)
+        server, address = await listen(
+            served, config.listen_addr, metrics=metrics, keys=keys, tls=config.tls
+        )
     except BaseException:
         if http is not None:
             await http.stop()
@@ -270,7 +439,7 @@ async def start(config: ServeConfig) -> RunningServer:
             endpoint.close()
         await engine.close()
         raise
-    running = RunningServer(config, engine, server, address, metrics, endpoint, http)
+    running = RunningServer(config, engine, server, address, metrics, endpoint, http, keys)
     if metrics is not None:
         running._tasks.append(
             asyncio.create_task(metrics.watch_outbox(engine.store, running._stop_watch))
@@ -282,7 +451,12 @@ async def start(config: ServeConfig) -> RunningServer:
 def _announce(running: RunningServer, version: str) -> None:
     config = running.config
     metrics = running.endpoint.url if running.endpoint is not None else "off"
-    mcp_http = f"http://{running.http.address}/mcp" if running.http is not None else "off"
+    scheme = "https" if config.tls is not None else "http"
+    mcp_http = f"{scheme}://{running.http.address}/mcp" if running.http is not None else "off"
+    # How callers are told apart: never a key, only how many there are.
+    auth = f"{len(running.keys)} API keys" if running.keys is not None else "none (loopback)"
+    tls = "off" if config.tls is None else ("mutual" if config.tls.client_ca else "on")
+    dashboard = f"{scheme}://{running.http.address}/" if running.http is not None else "off"
     if config.log_format == "json":
         log.info(
             "serving",
@@ -293,24 +467,37 @@ def _announce(running: RunningServer, version: str) -> None:
                 "store": redact(config.store_url),
                 "metrics": metrics,
                 "mcp_http": mcp_http,
+                "auth": auth,
+                "tls": tls,
+                "dashboard": dashboard,
                 "data_dir": str(config.data_dir),
                 "pid": os.getpid(),
             },
         )
     else:
         log.info(
-            "AgentTx %s serving gRPC on %s · store %s · metrics %s · MCP HTTP %s",
+            "AgentTx %s serving gRPC on %s · store %s · metrics %s · MCP HTTP %s · auth %s"
+            " · TLS %s · dashboard %s",
             version,
             running.address,
             redact(config.store_url),
             metrics,
             mcp_http,
+            auth,
+            tls,
+            dashboard,
         )
 
 
-async def serve(config: ServeConfig, stop: asyncio.Event) -> None:
-    """Serve until ``stop`` is set, then drain and close."""
+async def serve(
+    config: ServeConfig, stop: asyncio.Event, loop: asyncio.AbstractEventLoop | None = None
+) -> None:
+    """Serve until ``stop`` is set, then drain and close; with ``loop``, SIGHUP reloads the
+    API keys."""
     running = await start(config)
+    if loop is not None and running.keys is not None:
+        with contextlib.suppress(NotImplementedError, AttributeError):  # no SIGHUP on Windows
+            loop.add_signal_handler(signal.SIGHUP, running.keys.reload)
     await stop.wait()
     log.info(
         "draining: refusing new calls, waiting up to %gs for in-flight ones", config.grace_secs
@@ -325,6 +512,7 @@ def run(config: ServeConfig) -> None:
     # The process is ours: drop the `*_created` timestamp series prometheus_client adds
     # to every counter and histogram (a global switch, so only here, never on import).
     disable_created_metrics()  # type: ignore[no-untyped-call]
+    share_interpreter_promptly()  # the loop gets the interpreter back soon from busy threads
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -332,7 +520,7 @@ def run(config: ServeConfig) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
                 loop.add_signal_handler(sig, _on_signal, sig, stop)
-        await serve(config, stop)
+        await serve(config, stop, loop)
 
     asyncio.run(main())
 

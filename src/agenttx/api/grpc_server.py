@@ -12,6 +12,7 @@ reason and fields as trailing metadata (``agenttx.errors``, docs/api.md). Health
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
@@ -21,16 +22,30 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agenttx.api import audit_wire, history
+from agenttx.api import (
+    audit_wire,
+    compensation_wire,
+    effects_wire,
+    history,
+    receipts_wire,
+    reconcile_wire,
+    undo_wire,
+)
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
+from agenttx.api.revocable import watch_as
+from agenttx.api.tracing import incoming
+from agenttx.auth.grpc_auth import grant_of_metadata
+from agenttx.auth.keys import KeyGrant, KeyRing
 from agenttx.core.eager import run_detached
 from agenttx.core.engine import Engine
 from agenttx.core.hints import reference_category
+from agenttx.core.offload import INLINE_JSON_CHARS, bulk_allocation, by_size
 from agenttx.error_details import to_metadata
 from agenttx.errors import AgentTxError, StepFailure, error_code
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,
+    Caller,
     CommitResult,
     RollbackResult,
     StepResult,
@@ -38,6 +53,7 @@ from agenttx.types import (
     StepView,
     Strategy,
     TransactionInfo,
+    TransactionPage,
 )
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
@@ -73,7 +89,9 @@ async def _guard(
     # A client that gives up (deadline, disconnect) must not cancel a step half-way: it
     # finishes, and its reply is stored for a retry with the same request_id.
     try:
-        return await run_detached(call())
+        # The caller's W3C trace context (traceparent metadata) is the parent of the spans.
+        with incoming(_trace_carrier(context)):
+            return await run_detached(call())
     except AgentTxError as exc:
         await _refuse(context, exc)
     except grpc.aio.AbortError:
@@ -82,6 +100,14 @@ async def _guard(
         log.exception("internal error")
         await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
     raise AssertionError("unreachable: context.abort raises")
+
+
+def _trace_carrier(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in context.invocation_metadata() or ()
+        if k in ("traceparent", "tracestate") and isinstance(v, str)
+    }
 
 
 def accepted_strategies(context: grpc.aio.ServicerContext) -> frozenset[Strategy]:
@@ -115,6 +141,7 @@ def step_reply(
         constraints=r.constraints,
         transaction_status=r.transaction_status.value,
         revision=r.revision,
+        snapshot=pb.Snapshot(transaction_id=r.transaction_id, revision=r.revision),
     )
     if r.status is not StepStatus.SUCCESS:  # the fields only a failed step fills
         reply.clean_hint = r.clean_hint
@@ -127,6 +154,8 @@ def step_reply(
         reply.abort_reason = r.abort_reason
         reply.compensation_errors.extend(r.compensation_errors)
         reply.hint_key = r.hint_key
+        reconcile_wire.fill_step(reply, r)
+    undo_wire.add_dry_run(reply, r)
     return reply
 
 
@@ -139,6 +168,7 @@ def commit_reply(c: CommitResult) -> pb.CommitTransactionResponse:
         transaction_status=c.transaction_status.value,
         revision=c.revision,
         effects_queued=c.effects_queued,
+        snapshot=receipts_wire.snapshot(c.snapshot),
     )
 
 
@@ -150,11 +180,28 @@ def rollback_reply(b: RollbackResult) -> pb.RollbackTransactionResponse:
         compensation_errors=b.compensation_errors,
         transaction_status=b.transaction_status.value,
         revision=b.revision,
+        compensation_approval_pending=b.compensation_approval_pending,
+        snapshot=receipts_wire.snapshot(b.snapshot),
     )
 
 
+def fitted_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
+    with bulk_allocation():  # a long history's texts and records: no cycles to collect
+        return history.fit_transaction(transaction_reply(t), MAX_MESSAGE_BYTES)
+
+
+def steps_page(t: TransactionInfo, start: int, count: int) -> pb.ListStepsResponse:
+    """The ListSteps page of ``count`` records from ``start``, within the message limit."""
+    page = pb.ListStepsResponse(total_steps=len(t.steps))
+    with bulk_allocation():
+        taken = history.fill_page(page, history_records(t, start), count, MAX_MESSAGE_BYTES)
+    if start + taken < len(t.steps):
+        page.next_page_token = history.page_token(start + taken)
+    return page
+
+
 def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
-    return pb.GetTransactionResponse(
+    reply = pb.GetTransactionResponse(
         transaction_id=t.transaction_id,
         status=t.status.value,
         next_step_id=t.next_step_id,
@@ -183,18 +230,98 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
             replay_budget_factor=t.policy.replay_budget_factor,
             max_step_retries=t.policy.max_step_retries,
         ),
+        snapshot=receipts_wire.snapshot(t.snapshot),
+        mode=t.mode,
+        principal=t.principal,
+        compensation_for=t.compensation_for,
+        compensation_approval_pending=t.compensation_approval_pending,
+        tenant=t.tenant,
+        edge_kinds=t.edge_kinds,
+        decisions=[
+            pb.StepDecision(
+                step_id=s.step_id,
+                attempt=s.attempt,
+                strategy=s.strategy,
+                rollback_to_step=s.rollback_to_step,
+                root_cause_step=s.root_cause_step,
+                hint_key=s.hint_key,
+                history_index=t.earlier_steps_omitted + i,  # in the whole history
+            )
+            for i, s in enumerate(t.steps)
+            if s.strategy
+        ],
+    )
+    reconcile_wire.fill_transaction(reply, t)
+    undo_wire.add_counters(reply, t)
+    receipts_wire.add_receipts(reply, t)
+    return reply
+
+
+def transactions_reply(page: TransactionPage) -> pb.ListTransactionsResponse:
+    return pb.ListTransactionsResponse(
+        transactions=[
+            pb.TransactionSummary(
+                transaction_id=t.transaction_id,
+                status=t.status.value,
+                agent_id=t.agent_id,
+                next_step_id=t.next_step_id,
+                revision=t.revision,
+                labels=t.labels,
+                created_at=t.created_at,
+                updated_at=t.updated_at,
+                abort_reason=t.abort_reason,
+                snapshot=receipts_wire.snapshot(t.snapshot),
+                compensation_for=t.compensation_for,
+                principal=t.principal,
+                tenant=t.tenant,
+            )
+            for t in page.transactions
+        ],
+        next_page_token=page.next_page_token,
+    )
+
+
+def tools_reply(tools: Sequence[dict[str, Any]]) -> pb.ListToolsResponse:
+    return pb.ListToolsResponse(
+        tools=[
+            pb.ToolInfo(
+                name=d["name"],
+                description=d["description"],
+                effect=d["effect"],
+                input_schema_json=json.dumps(d["input_schema"]),
+                output_schema_json=json.dumps(d.get("output_schema") or {}),
+                examples_json=json.dumps(d["examples"]),
+                timeout_ms=int(d["timeout_s"] * 1000),
+                idempotent=d["idempotent"],
+                compensation=d["compensation"],
+                dry_run=d["dry_run"],
+                dry_run_reached=d["dry_run_reached"],
+                undoable=d["undoable"],
+                reconcilable=d.get("reconcilable", False),
+                compensation_window_s=d.get("compensation_window_s") or 0.0,
+                compensation_approval=bool(d.get("compensation_approval")),
+                server=d.get("server", ""),
+            )
+            for d in tools
+        ]
     )
 
 
 def step_record(s: StepView) -> pb.StepRecord:
+    record = _step_record(s)
+    reconcile_wire.fill_record(record, s)
+    return record
+
+
+def _step_record(s: StepView) -> pb.StepRecord:
     return pb.StepRecord(
         step_id=s.step_id,
         attempt=s.attempt,
         tool_name=s.tool_name,
         status=s.status,
         live=s.live,
-        arguments_json=_json(s.arguments),
-        output_json=_json(s.output),
+        arguments_json=s.arguments_json,  # the stored text as it is: no parse, no re-encode
+        output_json=s.output_json,
         clean_hint=s.clean_hint,
         error_category=reference_category(s.error_category),
         error_category_detail=s.error_category,
@@ -222,10 +349,6 @@ def history_records(
         yield step_record(s), entry
 
 
-def _json(value: Any) -> str:
-    return "" if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def _policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
     if not request.HasField("policy"):
         return None
@@ -241,8 +364,21 @@ def _policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
 
 
 class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, keys: KeyRing | None = None) -> None:
         self.engine = engine
+        # The API keys every call must carry one of; None: none needed (loopback only).
+        self.keys = keys
+
+    def _caller(self, context: grpc.aio.ServicerContext) -> Caller | None:
+        """Who is calling (raises Unauthenticated); None without keys: the local operator."""
+        grant = self._grant(context)
+        return grant.caller if grant is not None else None
+
+    def _grant(self, context: grpc.aio.ServicerContext) -> KeyGrant | None:
+        """The call's key, resolved (raises Unauthenticated); None without keys."""
+        if self.keys is None:
+            return None
+        return grant_of_metadata(self.keys, context.invocation_metadata())
 
     async def BeginTransaction(
         self, request: pb.BeginTransactionRequest, context: grpc.aio.ServicerContext
@@ -255,12 +391,17 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 isolation=request.isolation or "snapshot",
                 labels=list(request.labels),
                 request_id=request.request_id,
+                principal=request.principal,
+                mode=request.mode or "transactional",
+                caller=self._caller(context),
             )
             return pb.BeginTransactionResponse(
                 transaction_id=r.transaction_id,
                 next_step_id=r.next_step_id,
                 transaction_status=r.transaction_status.value,
                 revision=r.revision,
+                snapshot=receipts_wire.snapshot(r.snapshot),
+                mode=request.mode or "transactional",
             )
 
         return await _guard(context, call)
@@ -276,6 +417,8 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 request.arguments_json,
                 request.raw_context,
                 request_id=request.request_id,
+                dry_run=request.dry_run,
+                caller=self._caller(context),
             )
             # Mapped per call, not stored: a replay of this request_id to another client is
             # shaped for that client.
@@ -287,7 +430,15 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         self, request: pb.CommitTransactionRequest, context: grpc.aio.ServicerContext
     ) -> pb.CommitTransactionResponse:
         async def call() -> pb.CommitTransactionResponse:
-            c = await self.engine.commit(request.transaction_id, request_id=request.request_id)
+            c = await self.engine.commit(
+                request.transaction_id,
+                request_id=request.request_id,
+                expected_revision=(
+                    request.expected_revision if request.HasField("expected_revision") else None
+                ),
+                receipt_id=request.receipt_id,
+                caller=self._caller(context),
+            )
             return commit_reply(c)
 
         return await _guard(context, call)
@@ -298,7 +449,11 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         async def call() -> pb.RollbackTransactionResponse:
             to_step = request.to_step if request.HasField("to_step") else None
             b = await self.engine.rollback(
-                request.transaction_id, to_step, request.reason, request_id=request.request_id
+                request.transaction_id,
+                to_step,
+                request.reason,
+                request_id=request.request_id,
+                caller=self._caller(context),
             )
             return rollback_reply(b)
 
@@ -308,10 +463,14 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         self, request: pb.GetTransactionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetTransactionResponse:
         async def call() -> pb.GetTransactionResponse:
-            t = await self.engine.get_transaction(request.transaction_id)
+            t = await self.engine.get_transaction(
+                request.transaction_id, caller=self._caller(context)
+            )
             # Over the message limit gRPC would refuse to send it (RESOURCE_EXHAUSTED after an
-            # OK answer): trimmed to fit instead, and ListSteps reads the rest.
-            return history.fit_transaction(transaction_reply(t), MAX_MESSAGE_BYTES)
+            # OK answer): trimmed to fit instead, and ListSteps reads the rest. Copying a long
+            # history's texts into records and measuring them takes milliseconds: a worker
+            # thread's job. (The view holds texts, not parsed values: freeing it is cheap.)
+            return await by_size(t.history_chars, INLINE_JSON_CHARS, fitted_reply, t)
 
         return await _guard(context, call)
 
@@ -321,12 +480,10 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         async def call() -> pb.ListStepsResponse:
             start = history.page_offset(request.page_token)
             count = history.page_size(request.page_size)
-            t = await self.engine.get_transaction(request.transaction_id)
-            page = pb.ListStepsResponse(total_steps=len(t.steps))
-            taken = history.fill_page(page, history_records(t, start), count, MAX_MESSAGE_BYTES)
-            if start + taken < len(t.steps):
-                page.next_page_token = history.page_token(start + taken)
-            return page
+            t = await self.engine.get_transaction(
+                request.transaction_id, caller=self._caller(context)
+            )
+            return await by_size(t.history_chars, INLINE_JSON_CHARS, steps_page, t, start, count)
 
         return await _guard(context, call)
 
@@ -338,26 +495,16 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 statuses=list(request.statuses),
                 agent_id=request.agent_id or None,
                 label=request.label or None,
+                principal=request.principal or None,
                 page_size=request.page_size or 50,
                 page_token=request.page_token,
+                caller=self._caller(context),
+                newest_first=request.newest_first,
+                created_after=request.created_after or None,
+                created_before=request.created_before or None,
+                tenant=request.tenant or None,
             )
-            return pb.ListTransactionsResponse(
-                transactions=[
-                    pb.TransactionSummary(
-                        transaction_id=t.transaction_id,
-                        status=t.status.value,
-                        agent_id=t.agent_id,
-                        next_step_id=t.next_step_id,
-                        revision=t.revision,
-                        labels=t.labels,
-                        created_at=t.created_at,
-                        updated_at=t.updated_at,
-                        abort_reason=t.abort_reason,
-                    )
-                    for t in page.transactions
-                ],
-                next_page_token=page.next_page_token,
-            )
+            return transactions_reply(page)
 
         return await _guard(context, call)
 
@@ -365,22 +512,8 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListToolsResponse:
         async def call() -> pb.ListToolsResponse:
-            tools = [
-                pb.ToolInfo(
-                    name=d["name"],
-                    description=d["description"],
-                    effect=d["effect"],
-                    input_schema_json=json.dumps(d["input_schema"]),
-                    output_schema_json=json.dumps(d.get("output_schema") or {}),
-                    examples_json=json.dumps(d["examples"]),
-                    timeout_ms=int(d["timeout_s"] * 1000),
-                    idempotent=d["idempotent"],
-                    compensation=d["compensation"],
-                    dry_run=d["dry_run"],
-                )
-                for d in self.engine.list_tools()
-            ]
-            return pb.ListToolsResponse(tools=tools)
+            self._caller(context)  # the catalogue is for callers with a key too
+            return tools_reply(self.engine.list_tools())
 
         return await _guard(context, call)
 
@@ -388,11 +521,14 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         self, request: pb.VerifyAuditRequest, context: grpc.aio.ServicerContext
     ) -> pb.VerifyAuditResponse:
         async def call() -> pb.VerifyAuditResponse:
+            caller = self._caller(context)
             if not request.all:
-                v = await self.engine.verify_audit(request.transaction_id)
+                v = await self.engine.verify_audit(request.transaction_id, caller=caller)
                 return pb.VerifyAuditResponse(results=[audit_wire.verification(v)])
             page, after = await self.engine.verify_audit_page(
-                after_id=request.page_token, limit=audit_wire.chains_per_page(request.page_size)
+                after_id=request.page_token,
+                limit=audit_wire.chains_per_page(request.page_size),
+                caller=caller,
             )
             return pb.VerifyAuditResponse(
                 results=[audit_wire.verification(v) for v in page], next_page_token=after
@@ -406,9 +542,160 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         async def call() -> pb.ListAuditRecordsResponse:
             count = audit_wire.records_per_page(request.page_size)
             records = await self.engine.audit_records(
-                request.transaction_id, after_seq=request.after_seq, limit=count
+                request.transaction_id,
+                after_seq=request.after_seq,
+                limit=count,
+                caller=self._caller(context),
             )
             return audit_wire.records_page(records, count)
+
+        return await _guard(context, call)
+
+    async def PreviewCommit(
+        self, request: pb.PreviewCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PreviewCommitResponse:
+        async def call() -> pb.PreviewCommitResponse:
+            p = await self.engine.preview_commit(
+                request.transaction_id, caller=self._caller(context)
+            )
+            return receipts_wire.preview_reply(p)
+
+        return await _guard(context, call)
+
+    async def ApproveCommit(
+        self, request: pb.ApproveCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApproveCommitResponse:
+        async def call() -> pb.ApproveCommitResponse:
+            a = await self.engine.approve_commit(
+                request.transaction_id,
+                request.receipt_id,
+                principal=request.principal,
+                roles=list(request.roles),
+                caller=self._caller(context),
+            )
+            return receipts_wire.approval_reply(a)
+
+        return await _guard(context, call)
+
+    async def RefuseCommit(
+        self, request: pb.RefuseCommitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RefuseCommitResponse:
+        async def call() -> pb.RefuseCommitResponse:
+            r = await self.engine.refuse_commit(
+                request.transaction_id,
+                request.receipt_id,
+                request.reason,
+                principal=request.principal,
+                roles=list(request.roles),
+                caller=self._caller(context),
+            )
+            return receipts_wire.refusal_reply(r)
+
+        return await _guard(context, call)
+
+    async def UndoStep(
+        self, request: pb.UndoStepRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UndoStepResponse:
+        async def call() -> pb.UndoStepResponse:
+            u = await self.engine.undo_step(
+                request.transaction_id, request_id=request.request_id, caller=self._caller(context)
+            )
+            return undo_wire.undo_reply(u)
+
+        return await _guard(context, call)
+
+    async def RedoStep(
+        self, request: pb.RedoStepRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RedoStepResponse:
+        async def call() -> pb.RedoStepResponse:
+            u = await self.engine.redo_step(
+                request.transaction_id, request_id=request.request_id, caller=self._caller(context)
+            )
+            return undo_wire.redo_reply(u)
+
+        return await _guard(context, call)
+
+    async def ReconcileStep(
+        self, request: pb.ReconcileStepRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReconcileStepResponse:
+        async def call() -> pb.ReconcileStepResponse:
+            r = await self.engine.reconcile_step(
+                request.transaction_id, request.step_id, caller=self._caller(context)
+            )
+            return reconcile_wire.reconcile_reply(r)
+
+        return await _guard(context, call)
+
+    async def ResolveStep(
+        self, request: pb.ResolveStepRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReconcileStepResponse:
+        async def call() -> pb.ReconcileStepResponse:
+            r = await self.engine.resolve_step(
+                request.transaction_id,
+                request.step_id,
+                request.outcome,
+                output=reconcile_wire.resolve_output(request.output_json),
+                reason=request.reason,
+                caller=self._caller(context),
+            )
+            return reconcile_wire.reconcile_reply(r)
+
+        return await _guard(context, call)
+
+    async def CompensateTransaction(
+        self, request: pb.CompensateTransactionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CompensateTransactionResponse:
+        async def call() -> pb.CompensateTransactionResponse:
+            if request.preview:
+                plan = await self.engine.compensation_plan(
+                    request.transaction_id, caller=self._caller(context)
+                )
+                return compensation_wire.plan_reply(plan)
+            k = await self.engine.compensate(
+                request.transaction_id,
+                request.reason,
+                principal=request.principal,
+                caller=self._caller(context),
+            )
+            return compensation_wire.result_reply(k)
+
+        return await _guard(context, call)
+
+    async def ApproveCompensation(
+        self, request: pb.ApproveCompensationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApproveCompensationResponse:
+        async def call() -> pb.ApproveCompensationResponse:
+            r = await self.engine.approve_compensation(
+                request.transaction_id,
+                request.principal,
+                list(request.roles),
+                caller=self._caller(context),
+            )
+            return compensation_wire.approval_reply(r)
+
+        return await _guard(context, call)
+
+    async def ListEffects(
+        self, request: pb.ListEffectsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListEffectsResponse:
+        async def call() -> pb.ListEffectsResponse:
+            page = await self.engine.list_effects(
+                statuses=list(request.statuses),
+                transaction_id=request.transaction_id,
+                after_id=request.after_id,
+                limit=effects_wire.effects_per_page(request.page_size),
+                caller=self._caller(context),
+            )
+            return effects_wire.effects_page(page.effects, page.next_after_id)
+
+        return await _guard(context, call)
+
+    async def RetryEffect(
+        self, request: pb.RetryEffectRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryEffectResponse:
+        async def call() -> pb.RetryEffectResponse:
+            effect = await self.engine.retry_effect(request.effect_id, caller=self._caller(context))
+            return pb.RetryEffectResponse(effect=effects_wire.record(effect))
 
         return await _guard(context, call)
 
@@ -416,15 +703,20 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         self, request: pb.WatchTransactionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TransactionEvent]:
         try:
-            async for e in self.engine.watch(request.transaction_id, request.after_revision):
-                yield pb.TransactionEvent(
-                    transaction_id=e.transaction_id,
-                    revision=e.revision,
-                    status=e.status.value,
-                    next_step_id=e.next_step_id,
-                    kind=e.kind,
-                    at=e.at,
-                )
+            # A key a reload revokes ends the stream UNAUTHENTICATED (``api.revocable``).
+            grant = self._grant(context)
+            events = watch_as(self.engine, grant, request.transaction_id, request.after_revision)
+            # aclosing: a client that leaves stops the watch (and its key's) at once.
+            async with contextlib.aclosing(events):
+                async for e in events:
+                    yield pb.TransactionEvent(
+                        transaction_id=e.transaction_id,
+                        revision=e.revision,
+                        status=e.status.value,
+                        next_step_id=e.next_step_id,
+                        kind=e.kind,
+                        at=e.at,
+                    )
         except AgentTxError as exc:
             await _refuse(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
@@ -439,9 +731,12 @@ def build_server(
     *,
     options: list[tuple[str, Any]] | None = None,
     interceptors: Sequence[Any] = (),
+    keys: KeyRing | None = None,
 ) -> Any:
     """A ``grpc.aio`` server with the AgentTx service, health and reflection (not started);
-    ``interceptors`` are ``grpc.aio.ServerInterceptor`` s (metrics, call logs)."""
+    ``interceptors`` are ``grpc.aio.ServerInterceptor`` s (metrics, call logs); ``keys``: the
+    API keys every AgentTx call must carry (health and reflection stay open: they reveal
+    no transaction)."""
     server = grpc.aio.server(
         interceptors=list(interceptors),
         options=[
@@ -451,7 +746,7 @@ def build_server(
         ],
     )
     pb_grpc.add_AgentTxServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AgentTxServicer(engine), server
+        AgentTxServicer(engine, keys), server
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -10,6 +10,8 @@ one of ``allowed_origins`` (loopback by default), so a web page cannot reach a l
 through DNS rebinding; the SDK's own matching rules (``host:*`` matches any port) are used,
 applied app-wide. ``"*"`` in either list turns that check off. A bad Host is answered 421, a
 bad Origin 403. Bodies over ``max_body_bytes`` are refused with 413 before they are parsed.
+With ``keys``, every request then needs ``Authorization: Bearer <key>`` (``BearerAuth``, 401
+otherwise); handlers read the caller with ``agenttx.auth.http_auth.caller_of(scope)``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,9 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agenttx.api.mcp.server import AgentTxMCP
+from agenttx.auth.http_auth import BearerAuth
+from agenttx.auth.keys import KeyRing
+from agenttx.auth.tls import TlsFiles
 
 log = logging.getLogger("agenttx.http")
 
@@ -49,6 +54,11 @@ class HttpSettings:
     # An idle MCP session (no request for this long) is closed; the client starts a new one.
     session_idle_secs: float = 30 * 60
     routes: Sequence[BaseRoute] = field(default_factory=tuple)  # more routes beside /mcp
+    # The API keys every request must carry (``Authorization: Bearer``); None: none needed.
+    keys: KeyRing | None = None
+    # Starlette exception handlers of the whole app (the API's JSON 404 and 405 for paths no
+    # route matches).
+    exception_handlers: Mapping[Any, Any] = field(default_factory=dict)
 
 
 class HostOriginGuard:
@@ -115,8 +125,19 @@ def build_http_app(mcp: AgentTxMCP, settings: HttpSettings) -> ASGIApp:
     app = Starlette(
         routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions)), *settings.routes],
         lifespan=lifespan,
+        exception_handlers=dict(settings.exception_handlers),
     )
-    return HostOriginGuard(app, settings.allowed_hosts, settings.allowed_origins)
+    # Host/Origin first (a rebinding page is refused before it can probe keys), then the key.
+    # The dashboard's files and the API's description hold no data: a browser loads them
+    # without a key, and the page then sends the key the user gives it with every call.
+    authed = BearerAuth(
+        app,
+        settings.keys,
+        public_paths=("/", "/openapi.json"),
+        public_prefixes=("/static/",),
+        revocable_paths=("/mcp",),  # MCP's standalone event stream ends with its key
+    )
+    return HostOriginGuard(authed, settings.allowed_hosts, settings.allowed_origins)
 
 
 class HttpListener:
@@ -124,8 +145,16 @@ class HttpListener:
     start, and port 0 is resolved), in the running event loop, without uvicorn's own signal
     handling: the server's drain on SIGTERM stays the only one."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        sock: socket.socket,
+        *,
+        tls: TlsFiles | None = None,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
         self.sock = sock
+        self._on_stop = on_stop  # called first on stop: ends the open event streams
         config = uvicorn.Config(
             app,
             lifespan="on",
@@ -133,6 +162,7 @@ class HttpListener:
             access_log=False,
             timeout_graceful_shutdown=5,
             ws="none",
+            **(tls.uvicorn_options() if tls is not None else {}),
         )
         config.load()
         self._server = uvicorn.Server(config)
@@ -152,6 +182,8 @@ class HttpListener:
         self._ticks = asyncio.create_task(self._server.main_loop())
 
     async def stop(self) -> None:
+        if self._on_stop is not None:
+            self._on_stop()
         self._server.should_exit = True
         if self._ticks is not None:
             await self._ticks

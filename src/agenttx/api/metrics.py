@@ -108,6 +108,14 @@ class Metrics:
             "Outbox effects that exhausted their delivery attempts.",
             registry=r,
         )
+        # Every status, delivered included (kept until retention prunes them): a dashboard
+        # plots delivery throughput from it, and pending vs dead without the sum above.
+        self.outbox_effects = Gauge(
+            "agenttx_outbox_effects",
+            "Outbox effects by status (pending, delivering, delivered, dead).",
+            ["status"],
+            registry=r,
+        )
         self.rpcs = Counter(
             "agenttx_rpc",
             "AgentTxService calls by method and gRPC status code.",
@@ -170,6 +178,8 @@ class Metrics:
         counts = await store.outbox_counts()
         self.outbox_depth.set(counts.get("pending", 0) + counts.get("delivering", 0))
         self.outbox_dead.set(counts.get("dead", 0))
+        for status in ("pending", "delivering", "delivered", "dead"):
+            self.outbox_effects.labels(status).set(counts.get(status, 0))
 
     async def watch_outbox(self, store: Store, stop: asyncio.Event, interval: float = 2.0) -> None:
         """Refresh the outbox gauges every ``interval`` seconds until ``stop`` is set."""

@@ -204,12 +204,16 @@ def _as_dict(v: AuditVerification) -> dict[str, Any]:
         "first_bad": v.first_bad,
         "reason": v.reason,
         "head_hash": v.head_hash,
+        "pending": v.pending,
     }
 
 
 def _line(v: AuditVerification) -> str:
     if v.ok:
-        return f"ok   {v.transaction_id}  {v.records} records  head {v.head_hash[:16]}"
+        line = f"ok   {v.transaction_id}  {v.records} records  head {v.head_hash[:16]}"
+        if v.pending:  # an active transaction's steps since its last write with records
+            line += f"  ({v.pending} step records pending: chained by its next write)"
+        return line
     return f"BAD  {v.transaction_id}  record {v.first_bad}: {v.reason}"
 
 

@@ -4,6 +4,7 @@ and the conversions from wire messages to JSON and terminal text."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -45,17 +46,57 @@ timeout_option = click.option(
 
 @contextmanager
 def grpc_stub(server: str) -> Iterator[Any]:
+    """A stub on ``server``: over TLS iff ``AGENTTX_TLS_CA`` names a PEM file (the CA or the
+    server's certificate), each call carrying ``AGENTTX_API_KEY`` iff it is set."""
     import grpc
 
+    from agenttx.client._auth import auth_metadata
     from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
-    with grpc.insecure_channel(server) as channel:
-        yield pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
+    ca_path = os.environ.get("AGENTTX_TLS_CA")
+    if ca_path:
+        try:
+            with open(ca_path, "rb") as f:
+                roots = f.read()
+        except OSError as exc:
+            fail(f"AGENTTX_TLS_CA {ca_path}: cannot read: {exc.strerror or exc}")
+        channel = grpc.secure_channel(server, grpc.ssl_channel_credentials(roots))
+    else:
+        channel = grpc.insecure_channel(server)
+    with channel:
+        metadata = auth_metadata(os.environ.get("AGENTTX_API_KEY") or None)
+        target = grpc.intercept_channel(channel, _adding(metadata)) if metadata else channel
+        yield pb_grpc.AgentTxServiceStub(target)  # type: ignore[no-untyped-call]
 
 
-def call(server: str, fn: Callable[[Any], T]) -> T:
-    """Run ``fn(stub)``; a gRPC error becomes a one-line message and exit status 1."""
+def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:
+    """A client interceptor adding ``metadata`` to every unary and streaming call."""
     import grpc
+
+    class AddMetadata(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+        def _details(self, details: Any) -> Any:
+            return details._replace(metadata=[*(details.metadata or ()), *metadata])
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+    return AddMetadata()
+
+
+# What to run next after a refusal, given its reason and fields (``error_details``): a
+# command line for the person at the terminal, or "" when the message says enough.
+Advice = Callable[[str, dict[str, Any]], str]
+
+
+def call(server: str, fn: Callable[[Any], T], advice: Advice | None = None) -> T:
+    """Run ``fn(stub)``; a gRPC error becomes a one-line message and exit status 1, followed
+    by a line of what to run next when ``advice`` has one for the refusal."""
+    import grpc
+
+    from agenttx.error_details import from_metadata
 
     try:
         with grpc_stub(server) as stub:
@@ -64,7 +105,13 @@ def call(server: str, fn: Callable[[Any], T]) -> T:
         code = exc.code()
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             fail(f"cannot reach AgentTx at {server} (is `agenttx serve` running?)")
-        fail(f"{code.name}: {exc.details()}")
+        message = f"{code.name}: {exc.details()}"
+        if advice is not None:
+            metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+            then = advice(*from_metadata(metadata))
+            if then:
+                message += f"\nnext: {then}"
+        fail(message)
 
 
 def fail(message: str) -> NoReturn:
@@ -104,6 +151,9 @@ STATUS_STYLE = {
     "ROLLED_BACK": "yellow",
     "FAILED": "red",
     "OUTCOME_UNKNOWN": "magenta",
+    "COMPENSATED": "green",
+    "compensated": "green",
+    "failed": "red",
 }
 
 

@@ -65,6 +65,28 @@ _OPTIONS = [
         help="JSON-lines outbox of effects.  [default: <data-dir>/outbox.jsonl]",
     ),
     engine_option(
+        "--smtp-url",
+        default=None,
+        help="Send email.send mails over SMTP: smtp://host:port (STARTTLS per --smtp-starttls) "
+        "or smtps://host:port (implicit TLS); credentials from AGENTTX_SMTP_USERNAME and "
+        "AGENTTX_SMTP_PASSWORD.  [default: mails go to the outbox file]",
+    ),
+    engine_option("--smtp-from", default=None, help="The From address of every mail."),
+    engine_option(
+        "--smtp-starttls",
+        type=click.Choice(["auto", "require", "off"], case_sensitive=False),
+        default="auto",
+        help="STARTTLS on smtp://: when the server offers it, always (fail without), or never.",
+    ),
+    engine_option(
+        "--webhook-allow",
+        "webhook_allow",
+        multiple=True,
+        help="HOST[:PORT] webhook.post may reach although it is loopback, private, link-local "
+        "or metadata (repeatable; the env var is space-separated). The signing secret is "
+        "AGENTTX_WEBHOOK_SECRET.",
+    ),
+    engine_option(
         "--max-local-depth",
         type=click.IntRange(0, 16),
         default=2,
@@ -126,11 +148,54 @@ _OPTIONS = [
         help="${steps.N...} references one step's arguments may hold.",
     ),
     engine_option(
+        "--max-steps",
+        type=click.IntRange(1, 1_000_000),
+        default=100_000,
+        help="Live steps one transaction may hold (GetTransaction's max_revisions).",
+    ),
+    engine_option(
+        "--retention-days",
+        type=click.IntRange(0, 36_500),
+        default=30,
+        help="Days ended transactions, delivered effects and stored replies are kept before "
+        "maintenance deletes them; 0 keeps them forever.",
+    ),
+    engine_option(
+        "--audit-retention-days",
+        type=click.IntRange(0, 36_500),
+        default=365,
+        help="Days an audit chain is kept after its newest record, once its transaction is "
+        "gone (deleted whole); at least --retention-days; 0 keeps chains forever.",
+    ),
+    engine_option(
+        "--dead-letter-retention-days",
+        type=click.IntRange(0, 36_500),
+        default=90,
+        help="Days a dead letter (an effect that could not be delivered) is kept after its "
+        "last attempt, once its transaction has ended; 0 keeps dead letters forever (so does "
+        "--retention-days 0).",
+    ),
+    engine_option(
+        "--redact-field",
+        "redact_fields",
+        multiple=True,
+        help="A field-name regex (whole name, any case) whose values are masked in what is "
+        "stored and returned, beside the built-in secret names (repeatable; the env var is "
+        "space-separated).",
+    ),
+    engine_option(
         "--tools",
         "tools",
         multiple=True,
         help="Load user tools from module[:attr] or path/to/file.py[:attr] (repeatable; the env "
         "var is space-separated).",
+    ),
+    engine_option(
+        "--gateway",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="MCP gateway file (TOML): downstream MCP servers whose tools become steps "
+        "<server>.<tool>; see docs/gateway.md.",
     ),
     engine_option(
         "--hint-rules",
@@ -139,6 +204,20 @@ _OPTIONS = [
         type=click.Path(dir_okay=False, path_type=Path),
         help="TOML file of extra hint rules, tried before the built-in ones (repeatable; the env "
         f"var separates files with {os.pathsep!r}).",
+    ),
+    engine_option(
+        "--policy",
+        "safety_policy",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="TOML safety policy: approval for tools, effect classes or tenants; forbidden "
+        "tools; a step cap (docs/safety.md). A bad file stops the start.",
+    ),
+    engine_option(
+        "--receipt-ttl-secs",
+        type=click.IntRange(1, 7 * 86_400),
+        default=900,
+        help="How long a preview's receipt can be approved and committed with.",
     ),
 ]
 
@@ -166,9 +245,14 @@ def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:
         store=opts["store"],
         fs_root=opts["fs_root"],
         outbox_path=opts["outbox_path"],
+        smtp_url=opts["smtp_url"],
+        smtp_from=opts["smtp_from"],
+        smtp_starttls=opts["smtp_starttls"].lower(),
+        webhook_allow=tuple(opts["webhook_allow"]),
         sync_writes=opts["sync_writes"],
         tools=tuple(opts["tools"]),
         hint_rules=tuple(opts["hint_rules"]),
+        gateway=opts["gateway"],
         policy=RollbackPolicy(
             max_local_depth=opts["max_local_depth"],
             max_global_resets=opts["max_global_resets"],
@@ -181,6 +265,13 @@ def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:
         max_constraints=opts["max_constraints"],
         max_resolved_arguments_bytes=opts["max_resolved_arguments_bytes"],
         max_references=opts["max_references"],
+        max_steps=opts["max_steps"],
+        retention_days=opts["retention_days"],
+        redact_fields=tuple(opts["redact_fields"]),
+        audit_retention_days=opts["audit_retention_days"],
+        dead_letter_retention_days=opts["dead_letter_retention_days"],
         log_format=opts["log_format"].lower(),
+        safety_policy=opts["safety_policy"],
+        receipt_ttl_secs=opts["receipt_ttl_secs"],
         **server,
     )

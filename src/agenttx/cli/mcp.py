@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from agenttx.cli.engine_options import engine_options, serve_config
+from agenttx.core.offload import share_interpreter_promptly
 
 
 @click.command()
@@ -29,6 +30,44 @@ from agenttx.cli.engine_options import engine_options, serve_config
     help="Drive a running `agenttx serve` at HOST:PORT over gRPC instead of embedding an "
     "engine (the engine flags are then unused).",
 )
+@click.option(
+    "--effect-tools",
+    envvar="AGENTTX_MCP_EFFECT_TOOLS",
+    show_envvar=True,
+    is_flag=True,
+    help="Also offer the operator's tools list_effects and retry_effect (dead letters).",
+)
+@click.option(
+    "--principal",
+    envvar="AGENTTX_MCP_PRINCIPAL",
+    show_envvar=True,
+    default="local",
+    show_default=True,
+    help="Who this session acts as in the embedded engine (it owns the transactions begun).",
+)
+@click.option(
+    "--tenant",
+    envvar="AGENTTX_MCP_TENANT",
+    show_envvar=True,
+    default="default",
+    show_default=True,
+    help="The tenant of the embedded session: its state, records, files and outbox.",
+)
+@click.option(
+    "--api-key",
+    envvar="AGENTTX_API_KEY",
+    show_envvar=True,
+    default=None,
+    help="With --server: the API key to call it with (its --api-keys file holds the hash).",
+)
+@click.option(
+    "--tls-ca",
+    envvar="AGENTTX_TLS_CA",
+    show_envvar=True,
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="With --server: PEM of the CA (or self-signed certificate) to reach it over TLS.",
+)
 def mcp(**opts: Any) -> None:
     """Serve AgentTx's MCP tools over stdio (stdin/stdout; logs on stderr).
 
@@ -36,18 +75,37 @@ def mcp(**opts: Any) -> None:
     """
     import asyncio
 
+    from agenttx.errors import InvalidArgument
     from agenttx.server import StartupError
+    from agenttx.types import local_caller
 
-    config = serve_config(opts, metrics_addr=None)
+    if opts["server"] and opts["gateway"]:
+        # The gateway lives with the engine: the one behind --server is not this process's.
+        raise click.UsageError(
+            "--gateway needs the embedded engine; give it to the `agenttx serve` that "
+            "--server points at"
+        )
     try:
-        asyncio.run(_serve(config, opts["server"]))
+        caller = local_caller(opts["tenant"], opts["principal"])
+    except InvalidArgument as exc:
+        raise click.UsageError(exc.message) from None
+    config = serve_config(opts, metrics_addr=None)
+    remote = (opts["server"], opts["api_key"], opts["tls_ca"])
+    share_interpreter_promptly()  # as `agenttx serve`: the loop waits less on busy threads
+    try:
+        asyncio.run(_serve(config, remote, caller, opts["effect_tools"]))
     except StartupError as exc:
         raise click.ClickException(str(exc)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass  # a signal ended the session; the engine was closed on the way out
 
 
-async def _serve(config: Any, server: str | None) -> None:
+async def _serve(
+    config: Any,
+    remote: tuple[str | None, str | None, str | None],
+    caller: Any,
+    effect_tools: bool = False,
+) -> None:
     import asyncio
     import contextlib
     import logging
@@ -63,26 +121,45 @@ async def _serve(config: Any, server: str | None) -> None:
 
     from agenttx import __version__
     from agenttx.api.mcp import AgentTxMCP, Backend, ClientBackend, EngineBackend, serve_stdio
+    from agenttx.api.mcp.effect_tools import ClientEffects, EngineEffects, add_effect_tools
     from agenttx.server import open_engine, redact
 
     log = logging.getLogger("agenttx.mcp")
     backend: Backend
+    server, api_key, tls_ca = remote
     if server:
+        from pathlib import Path
+
         from agenttx.client import AsyncAgentTxClient
 
-        client = AsyncAgentTxClient(server)
+        roots = Path(tls_ca).read_bytes() if tls_ca else None
+        client = AsyncAgentTxClient(server, api_key=api_key, root_certificates=roots)
         backend = ClientBackend(client)
         log.info("AgentTx %s MCP on stdio · server %s", __version__, server)
+        adapter = AgentTxMCP(backend, version=__version__)
+        if effect_tools:
+            add_effect_tools(adapter, ClientEffects(client))
         try:
-            await serve_stdio(AgentTxMCP(backend, version=__version__))
+            await serve_stdio(adapter)
         finally:
             await client.close()
         return
     engine = await open_engine(config)
-    backend = EngineBackend(engine)
-    log.info("AgentTx %s MCP on stdio · store %s", __version__, redact(config.store_url))
+    # The session's user is this process's: one configured local principal, admin of its
+    # tenant (the store is the operator's own), so its transactions are scoped like a key's.
+    backend = EngineBackend(engine, caller)
+    log.info(
+        "AgentTx %s MCP on stdio · store %s · as %r in tenant %r",
+        __version__,
+        redact(config.store_url),
+        caller.principal,
+        caller.tenant,
+    )
+    adapter = AgentTxMCP(backend, version=__version__)
+    if effect_tools:
+        add_effect_tools(adapter, EngineEffects(engine))
     try:
-        await serve_stdio(AgentTxMCP(backend, version=__version__))
+        await serve_stdio(adapter)
     finally:
         await engine.close()
         log.info("stopped")

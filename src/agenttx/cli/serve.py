@@ -3,12 +3,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
 from agenttx.cli.common import engine_option
 from agenttx.cli.engine_options import engine_options, serve_config
+
+
+def _tls(opts: dict[str, Any]) -> Any:
+    from agenttx.auth.tls import TlsFiles
+
+    cert, key, ca = opts["tls_cert"], opts["tls_key"], opts["tls_client_ca"]
+    if cert is None and key is None:
+        if ca is not None:
+            raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if cert is None or key is None:
+        raise click.UsageError("--tls-cert and --tls-key go together: give both")
+    return TlsFiles(cert, key, ca)
 
 
 def _hosts(text: str) -> tuple[str, ...]:
@@ -41,6 +55,44 @@ def _hosts(text: str) -> tuple[str, ...]:
     "any).",
 )
 @engine_option(
+    "--mcp-effect-tools",
+    is_flag=True,
+    default=False,
+    help="MCP over HTTP also offers the operator's list_effects and retry_effect tools.",
+)
+@engine_option(
+    "--api-keys",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="TOML file of [[key]] tables (`agenttx keys new` prints one); every call must then "
+    "carry `authorization: Bearer <key>`. SIGHUP reloads it. Without it only loopback "
+    "addresses are bound.",
+)
+@engine_option(
+    "--tls-cert",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="PEM certificate chain: serve gRPC and HTTP over TLS (with --tls-key).",
+)
+@engine_option(
+    "--tls-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="PEM private key of --tls-cert (unencrypted).",
+)
+@engine_option(
+    "--tls-client-ca",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="PEM CA: require client certificates it signed (mutual TLS).",
+)
+@engine_option(
+    "--otlp-endpoint",
+    default="off",
+    help="OpenTelemetry traces to this OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318/v1/traces; "
+    'needs agenttx[otel]); "off" disables.',
+)
+@engine_option(
     "--grace-secs",
     type=click.FloatRange(min=0),
     default=10.0,
@@ -64,7 +116,13 @@ def serve(**opts: Any) -> None:
         http_addr=None if http_addr.strip().lower() == "off" else http_addr,
         http_allowed_hosts=_hosts(opts["http_allowed_hosts"]),
         http_allowed_origins=_hosts(opts["http_allowed_origins"]),
+        mcp_effect_tools=opts["mcp_effect_tools"],
         grace_secs=opts["grace_secs"],
+        api_keys=opts["api_keys"],
+        tls=_tls(opts),
+        otlp_endpoint=None
+        if opts["otlp_endpoint"].strip().lower() == "off"
+        else opts["otlp_endpoint"],
     )
     try:
         run(config)

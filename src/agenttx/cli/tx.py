@@ -1,4 +1,5 @@
-"""``agenttx tx``: list, inspect and roll back transactions on a running server."""
+"""``agenttx tx``: list, inspect and roll back transactions on a running server (begin, step
+and commit are in tx_step.py, preview and approval in tx_receipts.py)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ from agenttx.cli.common import (
     to_dict,
     when,
 )
+from agenttx.cli.reconcile import unknown_outcome_fact
+from agenttx.cli.watch import watch
 from agenttx.types import TxStatus
 
 
 @click.group()
 def tx() -> None:
-    """List, inspect and roll back transactions on a running server."""
+    """Run, list, inspect and roll back transactions on a running server."""
 
 
 @tx.command("list")
@@ -155,6 +158,7 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
         ("next step", str(t.next_step_id or "- (ended)")),
         ("revision / epoch", f"{t.revision} / {t.epoch}"),
         ("isolation", t.isolation),
+        ("mode / principal", f"{t.mode or 'transactional'} / {escape(t.principal) or '-'}"),
         (
             "policy",
             f"max_local_depth={p.max_local_depth} max_global_resets={p.max_global_resets} "
@@ -163,19 +167,22 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
             + f"(resets used: {t.global_resets})",
         ),
         ("created / updated", f"{when(t.created_at)} / {when(t.updated_at)}"),
+        ("revisions", _revisions(t)),
     ]
     if t.metadata:
         facts.append(("metadata", escape(json.dumps(dict(t.metadata), ensure_ascii=False))))
     if t.abort_reason:
         facts.append(("abort reason", escape(t.abort_reason)))
     if t.outcome_unknown_step:
-        facts.append(("outcome unknown", f"step {t.outcome_unknown_step} awaits reconciliation"))
+        facts.append(("outcome unknown", unknown_outcome_fact(t)))
     for name, value in facts:
         console.print(f"[bold]{name:<18}[/] {value}")
     for c in t.constraints:
         console.print(f"[bold]{'constraint':<18}[/] {escape(c)}")
     for e in t.compensation_errors:
         console.print(f"[bold red]{'compensation error':<18}[/] {escape(e)}")
+    for r in t.receipts:  # newest first: the latest decision on top
+        console.print(f"[bold]{'receipt':<18}[/] {_receipt_line(r, t.status == 'ACTIVE')}")
     steps = Table("step", "try", "tool", "status", "live", "epoch")
     steps.add_column("output / hint", overflow="fold")
     for s in t.steps:
@@ -193,6 +200,30 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     if t.edges:
         edges = ", ".join(f"{e.from_step}→{e.to_step} ({e.key})" for e in t.edges)
         console.print(f"[bold]dependencies[/] {escape(edges)}")
+
+
+def _receipt_line(r: Any, active: bool) -> str:
+    """One receipt of ``tx show``: its status (``expired`` as the server computed it), who
+    decided it, and — while the transaction is open — until when it holds or, once expired,
+    what to do."""
+    decided = f" by {escape(r.decided_by)} {when(r.decided_at)}" if r.decided_by else ""
+    if r.status == "expired":
+        approved = f" (approved{decided})" if r.decided_by else " (never decided)"
+        then = ": preview again for a new receipt" if active else ""
+        return f"{r.receipt_id} [yellow]expired[/] {when(r.expires_at)}{approved}{then}"
+    why = f": {escape(r.reason)}" if r.reason else ""
+    holds = active and r.status in ("issued", "approved")
+    until = f" (expires {when(r.expires_at)})" if holds else ""
+    return f"{r.receipt_id} {r.status}{decided}{why}{until}"
+
+
+def _revisions(t: Any) -> str:
+    """The revision counters of docs/undo.md in one line."""
+    can = [n for n in ("undo", "redo", "commit", "rollback") if getattr(t, f"can_{n}")]
+    return (
+        f"{t.revision_count} of {t.max_revisions} ({t.remaining_revisions} left); "
+        f"can {', '.join(can) or 'nothing'}"
+    )
 
 
 @tx.command("rollback")
@@ -226,7 +257,13 @@ def tx_rollback(
         echo_json(to_dict(b))
         return
     console = Console()
-    if b.next_step_id:
+    if b.compensation_approval_pending:
+        console.print(
+            f"{transaction_id} is {status_markup(b.transaction_status)}: an undo waits for an "
+            f"approver (agenttx tx approve-compensation {transaction_id} --principal NAME "
+            "--role approver)"
+        )
+    elif b.next_step_id:
         console.print(
             f"rewound {transaction_id}: next step {b.next_step_id}, "
             f"status {status_markup(b.transaction_status)}"
@@ -236,3 +273,6 @@ def tx_rollback(
     console.print(f"compensations run: {b.compensations_run}")
     for e in b.compensation_errors:
         console.print(f"[red]compensation error[/] {escape(e)}")
+
+
+tx.add_command(watch)  # `tx watch`: cli/watch.py

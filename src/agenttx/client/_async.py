@@ -17,7 +17,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agenttx.audit import AuditRecord, AuditVerification
 from agenttx.client import _audit as audit_wire
+from agenttx.client import _compensation as compensation_wire
+from agenttx.client import _effects as effects_wire
+from agenttx.client import _receipts as receipts
+from agenttx.client import _reconcile as reconcile_wire
 from agenttx.client import _wire as wire
+from agenttx.client._auth import call_metadata, tls_credentials
 from agenttx.client._cursor import TransactionCursor
 from agenttx.client._errors import RollbackTriggered
 from agenttx.client._loop import (
@@ -40,14 +45,22 @@ from agenttx.client._wire import (
     TransactionSummary,
 )
 from agenttx.errors import AgentTxError
+from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.types import (
     BeginResult,
     CommitResult,
+    CompensationPlan,
+    CompensationResult,
+    EffectInfo,
+    EffectPage,
+    ReceiptView,
+    ReconcileResult,
     RollbackResult,
     StepResult,
     StepView,
     TransactionInfo,
     TxStatus,
+    UndoResult,
 )
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
@@ -67,13 +80,21 @@ class AsyncAgentTxClient:
         interceptors: Sequence[Any] = (),
         metadata: Sequence[tuple[str, str]] = (),
         channel: Any = None,
+        api_key: str | None = None,
+        root_certificates: bytes | None = None,
+        client_certificate: bytes | None = None,
+        client_key: bytes | None = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.metadata = tuple(metadata)
+        credentials = tls_credentials(
+            credentials, root_certificates, client_certificate, client_key
+        )
         # Sent on every call: the caller's metadata, then what this client understands.
-        self._call_metadata = (*self.metadata, *wire.CLIENT_METADATA)
+        # The key goes first and is kept nowhere else (never printed, not in ``metadata``).
+        self._call_metadata = (*call_metadata(api_key, self.metadata), *wire.CLIENT_METADATA)
         self._owns_channel = channel is None
         if channel is None:
             opts = [*self.retry.channel_options(), *options]
@@ -113,8 +134,12 @@ class AsyncAgentTxClient:
         isolation: str = "",
         labels: Sequence[str] = (),
         request_id: str | None = None,
+        principal: str = "",
+        mode: str = "",
     ) -> BeginResult:
-        req = wire.begin_request(agent_id, metadata, policy, isolation, labels, request_id)
+        req = wire.begin_request(
+            agent_id, metadata, policy, isolation, labels, request_id, principal, mode
+        )
         return wire.begin_result(await self._call("BeginTransaction", req))
 
     async def execute_step(
@@ -126,15 +151,64 @@ class AsyncAgentTxClient:
         raw_context: str = "",
         *,
         request_id: str | None = None,
+        dry_run: bool = False,
     ) -> StepResult:
         req = wire.step_request(
-            transaction_id, step_id, tool_name, arguments, raw_context, request_id
+            transaction_id, step_id, tool_name, arguments, raw_context, request_id, dry_run
         )
         return wire.step_result(await self._call("ExecuteStep", req), req)
 
-    async def commit(self, transaction_id: str, *, request_id: str | None = None) -> CommitResult:
-        req = wire.commit_request(transaction_id, request_id)
+    async def undo_step(self, transaction_id: str, *, request_id: str | None = None) -> UndoResult:
+        """Undo the last live step (``docs/undo.md``); ``UndoRefused`` with a hint if it
+        cannot be undone."""
+        req = wire.undo_request(transaction_id, request_id)
+        return wire.undo_result(await self._call("UndoStep", req))
+
+    async def redo_step(self, transaction_id: str, *, request_id: str | None = None) -> UndoResult:
+        """Re-apply the step the last undo undid, exactly; ``RedoRefused`` with a hint if
+        anything changed since (send the step again instead)."""
+        req = wire.redo_request(transaction_id, request_id)
+        return wire.undo_result(await self._call("RedoStep", req))
+
+    async def commit(
+        self,
+        transaction_id: str,
+        *,
+        request_id: str | None = None,
+        expected_revision: int | None = None,
+        receipt_id: str = "",
+    ) -> CommitResult:
+        """Commit. ``expected_revision`` (a snapshot's revision) refuses a transaction that
+        moved since (``SnapshotMismatch``); ``receipt_id`` commits exactly that preview's
+        change (approved, when the mode or the server's policy asks for approval)."""
+        req = wire.commit_request(transaction_id, request_id, expected_revision, receipt_id)
         return wire.commit_result(await self._call("CommitTransaction", req), transaction_id)
+
+    async def preview_commit(self, transaction_id: str) -> Preview:
+        """The exact change a commit would make now, with a receipt bound to it."""
+        reply = await self._call("PreviewCommit", receipts.preview_request(transaction_id))
+        return receipts.preview_result(reply)
+
+    async def approve_commit(
+        self, transaction_id: str, receipt_id: str, *, principal: str, roles: Sequence[str] = ()
+    ) -> Approval:
+        """Approve the receipt's change, once, as ``principal`` holding ``approver``."""
+        req = receipts.approve_request(transaction_id, receipt_id, principal, roles)
+        return receipts.approval_result(await self._call("ApproveCommit", req))
+
+    async def refuse_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        reason: str,
+        *,
+        principal: str,
+        roles: Sequence[str] = (),
+    ) -> Refusal:
+        """Refuse the receipt's change, once, as ``principal`` holding ``approver``, saying
+        why; the transaction stays open and a commit naming the receipt is refused."""
+        req = receipts.refuse_request(transaction_id, receipt_id, reason, principal, roles)
+        return receipts.refusal_result(await self._call("RefuseCommit", req))
 
     async def rollback(
         self,
@@ -162,7 +236,7 @@ class AsyncAgentTxClient:
             pages.append(await self.list_steps(transaction_id, page_token=token))
             token = pages[-1].next_page_token
             if not token:
-                return wire.with_history(info, pages)
+                return wire.with_history(info, pages, reply.decisions)
 
     async def list_steps(
         self, transaction_id: str, *, page_size: int = 0, page_token: str = ""
@@ -196,8 +270,11 @@ class AsyncAgentTxClient:
         label: str = "",
         page_size: int = 0,
         page_token: str = "",
+        principal: str = "",
+        tenant: str = "",
     ) -> TransactionListPage:
-        req = wire.list_request(statuses, agent_id, label, page_size, page_token)
+        """A page of the transactions the caller sees; ``principal``: only those it began."""
+        req = wire.list_request(statuses, agent_id, label, page_size, page_token, principal, tenant)
         return wire.list_page(await self._call("ListTransactions", req))
 
     async def iter_transactions(
@@ -225,6 +302,47 @@ class AsyncAgentTxClient:
 
     async def list_tools(self) -> list[ToolInfo]:
         return wire.tools(await self._call("ListTools", pb.ListToolsRequest()))
+
+    async def reconcile_step(self, transaction_id: str, step_id: int) -> ReconcileResult:
+        """Ask the step's tool whether its uncertain outside call happened, and settle it:
+        ``r.outcome`` happened / not_happened / unknown (then ``r.retry_after_ms``). Refused
+        with ``ReconcileNotDue``, ``ReconcileInProgress`` or ``NoReconcileHandler``."""
+        req = reconcile_wire.reconcile_request(transaction_id, step_id)
+        return reconcile_wire.reconcile_result(await self._call("ReconcileStep", req))
+
+    async def resolve_step(
+        self,
+        transaction_id: str,
+        step_id: int,
+        outcome: str,
+        *,
+        output: Any = None,
+        reason: str = "",
+    ) -> ReconcileResult:
+        """An operator's word on an unknown outcome: ``outcome`` happened (with the step's
+        ``output``) or not_happened."""
+        req = reconcile_wire.resolve_request(transaction_id, step_id, outcome, output, reason)
+        return reconcile_wire.reconcile_result(await self._call("ResolveStep", req))
+
+    async def compensate(
+        self, transaction_id: str, reason: str = "", *, principal: str = ""
+    ) -> CompensationResult:
+        """Compensate a committed transaction in a new compensating transaction
+        (``k.transaction_id``, ``k.compensation_for``, ``k.status``)."""
+        req = compensation_wire.compensate_request(transaction_id, reason, principal)
+        return compensation_wire.result(await self._call("CompensateTransaction", req))
+
+    async def compensation_plan(self, transaction_id: str) -> CompensationPlan:
+        """What ``compensate`` would run, and what it would report as not undoable."""
+        req = compensation_wire.compensate_request(transaction_id, "", "", preview=True)
+        return compensation_wire.plan(await self._call("CompensateTransaction", req))
+
+    async def approve_compensation(
+        self, transaction_id: str, principal: str, roles: Sequence[str] = ()
+    ) -> RollbackResult:
+        """Approve the undo a rollback or compensating transaction waits for."""
+        req = compensation_wire.approve_request(transaction_id, principal, roles)
+        return compensation_wire.approval(await self._call("ApproveCompensation", req))
 
     async def verify_audit(self, transaction_id: str) -> AuditVerification:
         """Check the transaction's audit chain (``v.ok``, ``v.records``, ``v.first_bad``)."""
@@ -262,6 +380,41 @@ class AsyncAgentTxClient:
                 yield rec
             if not after:
                 return
+
+    async def list_effects(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        transaction_id: str = "",
+        after_id: int = 0,
+        page_size: int = 0,
+    ) -> EffectPage:
+        """One page of the server's outbox, oldest first, each effect with its last error
+        (``statuses``: pending, delivering, delivered, dead; empty: all); ``next_after_id``
+        continues it (0: no more)."""
+        req = effects_wire.list_request(statuses, transaction_id, after_id, page_size)
+        return effects_wire.page(await self._call("ListEffects", req))
+
+    async def iter_effects(
+        self, *, statuses: Sequence[str] = (), transaction_id: str = ""
+    ) -> AsyncIterator[EffectInfo]:
+        """Every matching effect, oldest first, fetching pages as it goes."""
+        after = 0
+        while True:
+            page = await self.list_effects(
+                statuses=statuses, transaction_id=transaction_id, after_id=after
+            )
+            for e in page.effects:
+                yield e
+            after = page.next_after_id
+            if not after:
+                return
+
+    async def retry_effect(self, effect_id: int) -> EffectInfo:
+        """Requeue a dead effect and have the server try it once now; returns it after that
+        attempt (``status`` delivered, pending or dead, with ``last_error``)."""
+        req = pb.RetryEffectRequest(effect_id=effect_id)
+        return effects_wire.effect((await self._call("RetryEffect", req)).effect)
 
     async def watch(
         self, transaction_id: str, after_revision: int = 0
@@ -302,9 +455,13 @@ class AsyncAgentTxClient:
         *,
         isolation: str = "",
         labels: Sequence[str] = (),
+        principal: str = "",
+        mode: str = "",
     ) -> AsyncTransaction:
         """``async with client.transaction(...) as tx:`` — see ``AgentTxClient.transaction``."""
-        return AsyncTransaction(self, agent_id, metadata, policy, isolation, labels)
+        return AsyncTransaction(
+            self, agent_id, metadata, policy, isolation, labels, principal, mode
+        )
 
     # ------------------------------------------------------------------ calls
 
@@ -336,8 +493,10 @@ class AsyncTransaction(TransactionCursor):
         policy: PolicyArg,
         isolation: str,
         labels: Sequence[str],
+        principal: str = "",
+        mode: str = "",
     ) -> None:
-        super().__init__(agent_id, metadata, policy, isolation, labels)
+        super().__init__(agent_id, metadata, policy, isolation, labels, principal, mode)
         self.client = client
 
     async def begin(self) -> BeginResult:
@@ -361,13 +520,75 @@ class AsyncTransaction(TransactionCursor):
             raise
         return self._stepped(r, tool)
 
-    async def commit(self) -> CommitResult:
-        rid = self._open_request_id(("commit",), "commit")
+    async def dry_run(self, tool: str, args: Any = None, raw_context: str = "") -> StepResult:
+        """What ``step(tool, args)`` would do, journaling nothing: the result's ``dry_run``
+        says the fidelity reached and what would change; nothing is raised for a step that
+        would fail (its status and hint say so) and ``next_step_id`` stays."""
+        return await self.client.execute_step(
+            self.transaction_id, self.next_step_id, tool, args, raw_context, dry_run=True
+        )
+
+    async def undo(self) -> UndoResult:
+        """Undo the last live step; the helper then points at it again."""
+        rid = self._open_request_id(("undo", self.next_step_id), "undo a step")
         try:
-            return self._committed(await self.client.commit(self.transaction_id, request_id=rid))
+            return self._undid(await self.client.undo_step(self.transaction_id, request_id=rid))
         except AgentTxError as exc:
             self._failed(exc)
             raise
+
+    async def redo(self) -> UndoResult:
+        """Re-apply the step just undone, exactly (its output stands again)."""
+        rid = self._open_request_id(("redo", self.next_step_id), "redo a step")
+        try:
+            return self._redid(await self.client.redo_step(self.transaction_id, request_id=rid))
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+
+    async def commit(
+        self, *, expected_revision: int | None = None, receipt_id: str | None = None
+    ) -> CommitResult:
+        """Commit now. After ``tx.preview()`` it commits that preview's exact change (its
+        receipt and revision) unless told otherwise; ``receipt_id=""`` names no receipt."""
+        revision, receipt = self._commit_args(expected_revision, receipt_id)
+        # The payload of a bare commit stays ("commit",): a retry's request id is the same.
+        bare = revision is None and not receipt
+        payload: tuple[Any, ...] = ("commit",) if bare else ("commit", revision, receipt)
+        rid = self._open_request_id(payload, "commit")
+        try:
+            r = await self.client.commit(
+                self.transaction_id,
+                request_id=rid,
+                expected_revision=revision,
+                receipt_id=receipt,
+            )
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
+        return self._committed(r)
+
+    async def preview(self) -> Preview:
+        """The exact change a commit would make now and a receipt bound to it; from now on
+        the helper's commits (``tx.commit()``, the block's end) commit exactly this change."""
+        self._check_open("preview a commit")
+        return self._previewed(await self.client.preview_commit(self.transaction_id))
+
+    async def wait_for_approval(
+        self, max_wait: float = 900.0, interval: float = 1.0
+    ) -> ReceiptView:
+        """Wait until an approver decides the last preview's receipt: its view once approved;
+        ``ReceiptRefused`` naming who refused it and why once refused (the transaction stays
+        open: change it and preview again, or roll back), or ``why`` ``expired`` once it
+        outlived its lifetime; ``SnapshotMismatch`` once a change voided it; ``NotActive``
+        once the transaction ended; ``DeadlineExceeded`` after ``max_wait`` seconds. Polls
+        the transaction every ``interval`` seconds (``_approval_wait`` decides each read)."""
+        wait = self._approval_wait(max_wait, interval)
+        while True:
+            answer = self._waited(wait, await self.info())
+            if isinstance(answer, ReceiptView):
+                return answer
+            await asyncio.sleep(answer)
 
     async def rollback(self, to_step: int | None = None, reason: str = "") -> RollbackResult:
         rid = self._open_request_id(("rollback", to_step, reason), "roll back")

@@ -12,14 +12,21 @@ Invariants:
 - A request whose reply never arrived (the server was unreachable, or the deadline passed)
   keeps its request_id: calling the same method again with the same payload resends that id,
   so the server replays the first outcome instead of running the request twice.
+- ``last_preview`` is the newest ``tx.preview()``; once there is one, every commit the helper
+  makes (``tx.commit()``, the block's end) names its receipt and its revision, so the helper
+  commits exactly what was last previewed, or nothing: a change since is ``SnapshotMismatch``
+  (preview again), an unapproved receipt ``ApprovalRequired``, a refused one
+  ``ReceiptRefused``. Explicit ``commit(expected_revision=…, receipt_id=…)`` arguments win.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agenttx.client._approval_wait import ApprovalWait
 from agenttx.client._errors import (
     OutcomeUnknown,
     RollbackTriggered,
@@ -34,15 +41,20 @@ from agenttx.errors import (
     CommitConflict,
     DeadlineExceeded,
     FailedPrecondition,
+    InvalidArgument,
     NotActive,
 )
+from agenttx.receipts import Preview
 from agenttx.types import (
     BeginResult,
     CommitResult,
+    ReceiptView,
     RollbackResult,
     StepResult,
     StepStatus,
+    TransactionInfo,
     TxStatus,
+    UndoResult,
 )
 
 _REPLY_MAY_BE_LOST = (ServerUnavailable, DeadlineExceeded)
@@ -58,6 +70,8 @@ class TransactionCursor:
         policy: PolicyArg,
         isolation: str,
         labels: Sequence[str],
+        principal: str = "",
+        mode: str = "",
     ) -> None:
         self._begin_args: dict[str, Any] = {
             "agent_id": agent_id,
@@ -65,6 +79,8 @@ class TransactionCursor:
             "policy": policy,
             "isolation": isolation,
             "labels": labels,
+            "principal": principal,
+            "mode": mode,
         }
         self.transaction_id = ""
         self.next_step_id = 0  # the step the server expects next; 0 once the transaction ended
@@ -74,6 +90,12 @@ class TransactionCursor:
         self._pending: tuple[tuple[Any, ...], str] | None = None  # (payload, request_id)
         self._standing: dict[int, tuple[str, Any]] = {}  # step id -> (tool, output)
         self._to_redo: dict[int, str] = {}  # step id -> tool, rewound by the server, not redone
+        # Steps this helper undid (undo_step), newest last, as (step id, (tool, output)): a
+        # redo puts the newest back among the standing ones.
+        self._undone: list[tuple[int, tuple[str, Any]]] = []
+        # The newest tx.preview() (None until one): what every commit of the helper binds to.
+        self.last_preview: Preview | None = None
+        self._previewed_at = 0.0  # time.monotonic() when last_preview's reply arrived
 
     @property
     def to_redo(self) -> dict[int, str]:
@@ -105,6 +127,10 @@ class TransactionCursor:
         return self._request_id(("begin",))
 
     def _open_request_id(self, payload: tuple[Any, ...], action: str) -> str:
+        self._check_open(action)
+        return self._request_id(payload)
+
+    def _check_open(self, action: str) -> None:
         if self.status is None:
             raise FailedPrecondition(
                 "the transaction was not begun; use `with client.transaction(...) as tx` "
@@ -112,7 +138,45 @@ class TransactionCursor:
             )
         if self.ended:
             raise NotActive(self.transaction_id, self.status.value, action)
-        return self._request_id(payload)
+
+    def _commit_args(
+        self, expected_revision: int | None, receipt_id: str | None
+    ) -> tuple[int | None, str]:
+        """What a commit sends: the arguments given, else the last preview's receipt and
+        revision (``receipt_id=""`` commits without a receipt, as asked)."""
+        p = self.last_preview
+        if receipt_id is None:
+            receipt_id = p.receipt_id if p is not None else ""
+        if expected_revision is None and p is not None and receipt_id == p.receipt_id:
+            expected_revision = p.revision
+        return expected_revision, receipt_id
+
+    def _previewed(self, p: Preview) -> Preview:
+        self.last_preview = p
+        self._previewed_at = time.monotonic()
+        return p
+
+    def _approval_wait(self, max_wait: float, interval: float) -> ApprovalWait:
+        """A wait on the last preview's receipt (``wait_for_approval``)."""
+        if self.last_preview is None:
+            raise FailedPrecondition(
+                "nothing to wait for: call tx.preview() first, and have an approver approve "
+                "its receipt"
+            )
+        if not (max_wait > 0 and interval > 0):
+            raise InvalidArgument(
+                f"max_wait and interval must be positive seconds, got {max_wait!r} and {interval!r}"
+            )
+        return ApprovalWait(
+            self.transaction_id, self.last_preview, self._previewed_at, max_wait, interval
+        )
+
+    def _waited(self, wait: ApprovalWait, info: TransactionInfo) -> ReceiptView | float:
+        """``wait``'s answer to this read (the approved receipt, or seconds to sleep); a
+        transaction found ended is ended for the helper too (its block's end does nothing)."""
+        if info.status.terminal:
+            self.status, self.next_step_id = info.status, 0
+        return wait.poll(info)
 
     def _request_id(self, payload: tuple[Any, ...]) -> str:
         if self._pending is not None and self._pending[0] == payload:
@@ -143,6 +207,7 @@ class TransactionCursor:
     def _stepped(self, r: StepResult, tool: str) -> Any:
         """Take the reply in; return the output, or raise what the step's status means."""
         self._pending = None
+        self._undone.clear()  # any step ends what a redo could put back
         self.last_result = r
         self.next_step_id = r.next_step_id
         self.constraints = list(r.constraints)
@@ -172,6 +237,23 @@ class TransactionCursor:
         for steps in (self._standing, self._to_redo):
             for step_id in [s for s in steps if s >= r.next_step_id]:
                 del steps[step_id]
+        return r
+
+    def _undid(self, r: UndoResult) -> UndoResult:
+        self._pending = None
+        self.status, self.next_step_id = r.transaction_status, r.next_step_id
+        standing = self._standing.pop(r.step_id, None)
+        if standing is not None:
+            self._undone.append((r.step_id, standing))
+        if not r.can_redo:
+            self._undone.clear()
+        return r
+
+    def _redid(self, r: UndoResult) -> UndoResult:
+        self._pending = None
+        self.status, self.next_step_id = r.transaction_status, r.next_step_id
+        if self._undone and self._undone[-1][0] == r.step_id:
+            self._standing[r.step_id] = self._undone.pop()[1]
         return r
 
     def _unfinished(self) -> StepsNotRedone | None:

@@ -25,7 +25,10 @@ from agenttx.types import (
     BeginResult,
     CommitResult,
     ContextEntry,
+    DryRunReport,
+    Fidelity,
     Isolation,
+    ReceiptView,
     RollbackPolicy,
     RollbackResult,
     StepResult,
@@ -34,6 +37,7 @@ from agenttx.types import (
     Strategy,
     TransactionInfo,
     TxStatus,
+    UndoResult,
 )
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -103,7 +107,13 @@ class ToolInfo:
     timeout_s: float
     idempotent: bool
     compensation: str
-    dry_run: str
+    dry_run: str  # the declared fidelity
+    dry_run_reached: str = ""  # the level a dry run reaches given the tool's handlers
+    undoable: bool = False  # UndoStep may undo a step of this tool
+    reconcilable: bool = False  # true iff the tool has a reconcile handler
+    compensation_window_s: float = 0.0  # 0: the tool declares no window
+    compensation_approval: bool = False  # true iff running its undo needs an approver
+    server: str = ""  # the downstream MCP server (gateway tools); "" for local tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +129,9 @@ class TransactionSummary:
     created_at: float
     updated_at: float
     abort_reason: str
+    compensation_for: str = ""  # a compensating transaction's committed original
+    principal: str = ""  # who began it (docs/security.md)
+    tenant: str = ""  # the tenant it belongs to
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +209,8 @@ def begin_request(
     isolation: str,
     labels: Sequence[str],
     rid: str | None,
+    principal: str = "",
+    mode: str = "",
 ) -> pb.BeginTransactionRequest:
     req = pb.BeginTransactionRequest(
         agent_id=agent_id,
@@ -203,6 +218,8 @@ def begin_request(
         isolation=str(isolation),
         labels=list(labels),
         request_id=request_id(rid),
+        principal=principal,
+        mode=str(mode),
     )
     if policy is not None:
         values = policy.to_dict() if isinstance(policy, RollbackPolicy) else dict(policy)
@@ -230,7 +247,13 @@ def arguments_json(arguments: Any) -> str:
 
 
 def step_request(
-    tx_id: str, step_id: int, tool: str, arguments: Any, raw_context: str, rid: str | None
+    tx_id: str,
+    step_id: int,
+    tool: str,
+    arguments: Any,
+    raw_context: str,
+    rid: str | None,
+    dry_run: bool = False,
 ) -> pb.ExecuteStepRequest:
     return pb.ExecuteStepRequest(
         transaction_id=tx_id,
@@ -238,12 +261,29 @@ def step_request(
         tool_name=tool,
         arguments_json=arguments_json(arguments),
         raw_context=raw_context,
-        request_id=request_id(rid),
+        # A dry run journals nothing, so it has no reply to store: no request id.
+        request_id="" if dry_run else request_id(rid),
+        dry_run=dry_run,
     )
 
 
-def commit_request(tx_id: str, rid: str | None) -> pb.CommitTransactionRequest:
-    return pb.CommitTransactionRequest(transaction_id=tx_id, request_id=request_id(rid))
+def undo_request(tx_id: str, rid: str | None) -> pb.UndoStepRequest:
+    return pb.UndoStepRequest(transaction_id=tx_id, request_id=request_id(rid))
+
+
+def redo_request(tx_id: str, rid: str | None) -> pb.RedoStepRequest:
+    return pb.RedoStepRequest(transaction_id=tx_id, request_id=request_id(rid))
+
+
+def commit_request(
+    tx_id: str, rid: str | None, expected_revision: int | None = None, receipt_id: str = ""
+) -> pb.CommitTransactionRequest:
+    req = pb.CommitTransactionRequest(
+        transaction_id=tx_id, request_id=request_id(rid), receipt_id=receipt_id
+    )
+    if expected_revision is not None:
+        req.expected_revision = expected_revision
+    return req
 
 
 def rollback_request(
@@ -262,7 +302,13 @@ def steps_request(tx_id: str, page_size: int, token: str) -> pb.ListStepsRequest
 
 
 def list_request(
-    statuses: Sequence[str | TxStatus], agent_id: str, label: str, page_size: int, token: str
+    statuses: Sequence[str | TxStatus],
+    agent_id: str,
+    label: str,
+    page_size: int,
+    token: str,
+    principal: str = "",
+    tenant: str = "",
 ) -> pb.ListTransactionsRequest:
     return pb.ListTransactionsRequest(
         statuses=[str(s) for s in statuses],
@@ -270,6 +316,8 @@ def list_request(
         label=label,
         page_size=page_size,
         page_token=token,
+        principal=principal,
+        tenant=tenant,
     )
 
 
@@ -323,6 +371,46 @@ def step_result(r: pb.ExecuteStepResponse, req: pb.ExecuteStepRequest) -> StepRe
         transaction_status=_tx_status(r.transaction_status, ended),
         revision=r.revision,
         hint_key=r.hint_key,
+        dry_run=_dry_run(r) if r.dry_run else None,
+        retry_after_ms=r.retry_after_ms,
+        operation_provider=r.operation_provider,
+        operation_id=r.operation_id,
+    )
+
+
+_FIDELITIES = frozenset(f.value for f in Fidelity)
+
+
+def _fidelity(value: str) -> Fidelity:
+    return Fidelity(value) if value in _FIDELITIES else Fidelity.SCHEMA_ONLY
+
+
+def _dry_run(r: pb.ExecuteStepResponse) -> DryRunReport:
+    report = _json(r.dry_run_json) or {}
+    return DryRunReport(
+        declared=_fidelity(str(report.get("declared", ""))),
+        fidelity=_fidelity(r.fidelity),
+        would_succeed=bool(report.get("would_succeed", r.status == StepStatus.SUCCESS.wire)),
+        policy=r.policy_decision,
+        changes=dict(report.get("changes") or {}),
+        output=_json(r.output_json),
+        notes=[str(n) for n in report.get("notes") or ()],
+    )
+
+
+def undo_result(r: pb.UndoStepResponse | pb.RedoStepResponse) -> UndoResult:
+    undone = r if isinstance(r, pb.UndoStepResponse) else None
+    return UndoResult(
+        transaction_id=r.transaction_id,
+        step_id=r.step_id,
+        next_step_id=r.next_step_id,
+        transaction_status=_tx_status(r.transaction_status, TxStatus.ACTIVE),
+        revision=r.revision,
+        compensations_run=undone.compensations_run if undone else 0,
+        compensation_errors=list(undone.compensation_errors) if undone else [],
+        effects_dropped=undone.effects_dropped if undone else 0,
+        can_undo=r.can_undo,
+        can_redo=r.can_redo,
     )
 
 
@@ -349,6 +437,7 @@ def rollback_result(r: pb.RollbackTransactionResponse, tx_id: str) -> RollbackRe
         compensation_errors=list(r.compensation_errors),
         transaction_status=_tx_status(r.transaction_status, ended),
         revision=r.revision,
+        compensation_approval_pending=r.compensation_approval_pending,
     )
 
 
@@ -386,9 +475,55 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
         outcome_unknown_step=r.outcome_unknown_step,
         created_at=r.created_at,
         updated_at=r.updated_at,
-        steps=[step_view(s) for s in r.steps],
+        steps=with_decisions([step_view(s) for s in r.steps], r.decisions),
         edges=[(e.from_step, e.to_step, e.key) for e in r.edges],
+        mode=r.mode or "transactional",
+        principal=r.principal,
+        revision_count=r.revision_count,
+        max_revisions=r.max_revisions,
+        remaining_revisions=r.remaining_revisions,
+        can_undo=r.can_undo,
+        can_redo=r.can_redo,
+        can_commit=r.can_commit,
+        can_rollback=r.can_rollback,
+        reconcile_state=r.reconcile_state,
+        reconcile_after=r.reconcile_after,
+        operation_provider=r.operation_provider,
+        operation_id=r.operation_id,
+        compensation_for=r.compensation_for,
+        compensation_approval_pending=r.compensation_approval_pending,
+        tenant=r.tenant,
+        edge_kinds=list(r.edge_kinds),
+        receipts=[
+            ReceiptView(
+                receipt_id=x.receipt_id,
+                status=x.status,
+                revision=x.revision,
+                change_hash=x.change_hash,
+                created_at=x.created_at,
+                expires_at=x.expires_at,
+                decided_by=x.decided_by,
+                decided_at=x.decided_at,
+                reason=x.reason,
+            )
+            for x in r.receipts
+        ],
     )
+
+
+def with_decisions(steps: list[StepView], decisions: Sequence[Any]) -> list[StepView]:
+    """``steps`` with each failed attempt's controller decision (``StepDecision``, by its
+    position in the whole history) filled in, as the engine's own view has it."""
+    for d in decisions:
+        if d.history_index < len(steps):
+            steps[d.history_index] = dataclasses.replace(
+                steps[d.history_index],
+                strategy=d.strategy,
+                rollback_to_step=d.rollback_to_step,
+                root_cause_step=d.root_cause_step,
+                hint_key=d.hint_key,
+            )
+    return steps
 
 
 def step_view(s: pb.StepRecord) -> StepView:
@@ -398,14 +533,16 @@ def step_view(s: pb.StepRecord) -> StepView:
         tool_name=s.tool_name,
         status=s.status,
         live=s.live,
-        arguments=_json(s.arguments_json),
-        output=_json(s.output_json),
+        arguments_json=s.arguments_json,  # parsed when the caller asks for the value
+        output_json=s.output_json,
         clean_hint=s.clean_hint,
         error_category=s.error_category_detail or s.error_category,
         reference_category=s.error_category,
         epoch=s.epoch,
         started_at=s.started_at,
         finished_at=s.finished_at,
+        operation_provider=s.operation_provider,
+        operation_id=s.operation_id,
     )
 
 
@@ -418,12 +555,14 @@ def step_page(r: pb.ListStepsResponse) -> StepPage:
     )
 
 
-def with_history(info: TransactionInfo, pages: Sequence[StepPage]) -> TransactionInfo:
+def with_history(
+    info: TransactionInfo, pages: Sequence[StepPage], decisions: Sequence[Any] = ()
+) -> TransactionInfo:
     """``info`` (from a trimmed GetTransaction reply) with the steps and context read in full
-    through ListSteps."""
+    through ListSteps, and the reply's ``decisions`` on them."""
     return dataclasses.replace(
         info,
-        steps=[s for p in pages for s in p.steps],
+        steps=with_decisions([s for p in pages for s in p.steps], decisions),
         context=[c for p in pages for c in p.context],
     )
 
@@ -444,6 +583,9 @@ def list_page(r: pb.ListTransactionsResponse) -> TransactionListPage:
                 created_at=t.created_at,
                 updated_at=t.updated_at,
                 abort_reason=t.abort_reason,
+                compensation_for=t.compensation_for,
+                principal=t.principal,
+                tenant=t.tenant,
             )
             for t in r.transactions
         ],
@@ -464,6 +606,12 @@ def tools(r: pb.ListToolsResponse) -> list[ToolInfo]:
             idempotent=t.idempotent,
             compensation=t.compensation,
             dry_run=t.dry_run,
+            dry_run_reached=t.dry_run_reached,
+            undoable=t.undoable,
+            reconcilable=t.reconcilable,
+            compensation_window_s=t.compensation_window_s,
+            compensation_approval=t.compensation_approval,
+            server=t.server,
         )
         for t in r.tools
     ]

@@ -12,13 +12,26 @@ one transaction in memory      ``runtime``: ``TxRuntime`` (write set, staged eff
 step pipeline                  ``steps``: ``StepExecutor`` — check → parse → tool → references
                                → validate → run under timeout → succeed / fail / unknown
 rewind and compensation        ``rewind``: ``Rewinder`` (two-phase when compensations run)
+undo / redo of one step        ``undo``: ``StepHistory``; ``revisions``: ``RevisionRules`` (what
+                               may be undone or redone, the GetTransaction counters)
+dry runs, fidelity levels      ``dryrun``: ``DryRunner``, ``DryRunScope`` (keeps nothing)
+the policy's word on a call    ``tool_policy``: ``ToolPolicy`` (default ``ALLOW_ALL``)
 commit                         ``commit``: ``Committer`` — validation per isolation, the plan,
                                conflict abort, releasing effects through the dispatcher
-recovery and maintenance       ``recovery``: ``Recovery`` — crashed work, unknown outcomes,
-                               the idle reaper, pruning; ``background``: the loops
+recovery and maintenance       ``recovery``: ``Recovery`` — crashed work (an interrupted
+                               outside step becomes an unknown outcome), the idle reaper,
+                               pruning; ``background``: the loops
+unknown outcomes               ``reconcile``: ``Reconciler`` — the provider-operation
+                               checkpoint, ``reconcile_step`` (leased) and ``resolve_step``
+compensation contracts         ``contracts``: each step's verdict (run, awaiting approval, past
+                               its window, not supported), what a commit keeps, the plan
+compensating a commit          ``compensate``: ``Compensator`` — the compensating transaction
+compensation approval          ``compensation_approval``: the waiting state, the approver check
 step leases                    ``leases``: who owns a RUNNING step, whether it is gone
 request idempotency            ``requests``: ``RequestLog`` — stored replies by request id
-reads                          ``reads``: ``TransactionReader`` — views, listings, watch
+reads                          ``reads``: ``TransactionReader`` — views, listings, watch;
+                               ``graph_cache``: the graphs of a few long transactions, kept
+                               to be extended by their new steps on the next read
 lifecycle states               ``states``: the one transition table
 rollback decisions             ``controller``: ``RollbackController`` and its budget
 references ``${steps.N.x}``    ``refs``
@@ -27,12 +40,21 @@ failure → one-line hint        ``hints`` (rules in ``hint_rules.toml``)
 request caps                   ``limits`` (including the step reply's size)
 embedded API argument types    ``callargs``: InvalidArgument for wrong types, named
 CPU-heavy work off the loop    ``offload``: by size, on a worker thread
+the outbox for operators       ``outbox``: ``EffectDesk`` — effects listed with their last
+                               error, a dead letter requeued and tried once
 audit chain                    ``audit``: each event's record (``step_event``,
                                ``rollback_event`` …), ``AuditReader`` (read, verify); records
                                are chained by ``TxImages.chain`` and ride on the event's write
 watch events                   ``events``: ``EventBus``
 read models                    ``views``: ``TransactionInfo`` and the rebuilt graph
 cancellation-proof calls       ``eager``: ``run_detached``, ``leave_eager``
+preview, receipts, approvals   ``approvals``: ``Approvals`` — receipts bound to a change hash
+                               and revision, approval once by another principal, what a
+                               commit must show; ``changes``: the change set and its hash
+the safety policy file         ``safety``: ``SafetyPolicy``, ``load_safety_policy``
+who may do what (callers)      ``access``: ``Access`` — tenant and owner checks per call
+secret fields masked           ``masking``: ``Redactor`` — stored and returned values
+what maintenance deletes       ``retention``: ``Retention`` — ended transactions, chains
 a caller cancelling its step   ``cancels``: ``RunningTools`` — the running tools' tasks
 =============================  ==============================================================
 
@@ -44,7 +66,8 @@ transaction only through ``TxImages`` (lock, compare-and-set, mirror, event); th
 pipeline, the committer and recovery undo through the ``Rewinder``. Parts get their
 collaborators at construction; none holds the engine.
 
-Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.jsontext``,
+Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.receipts``,
+``agenttx.jsontext``,
 ``agenttx.jsonpolicy``, ``agenttx.audit``, the ``Store`` contract
 (``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
 driver or adapter (gRPC, MCP, client). The one exception is the factory ``Engine.open``,

@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from agenttx.audit import AuditKind, AuditRecord, AuditVerification, text_digest, verify_chain
+from agenttx.audit import (
+    AuditKind,
+    AuditRecord,
+    AuditVerification,
+    canonical,
+    json_string,
+    text_digest,
+    verify_chain,
+)
 from agenttx.core.limits import check_transaction_id
 from agenttx.store.contract import StepRow, Store, UndoRow
 
@@ -58,11 +66,31 @@ def step_event(row: StepRow) -> Event:
     return _STEP_KINDS.get(row.status, AuditKind.STEP_FAILED.value), data
 
 
-def resolved_event(row: StepRow, happened: bool) -> Event:
-    """An unknown outcome settled by an operator (``resolve_outcome``)."""
-    _, data = step_event(row)
-    return AuditKind.STEP_RESOLVED.value, {**data, "outcome": "happened" if happened else
-                                           "not_happened"}  # fmt: skip
+def step_event_text(row: StepRow) -> tuple[str, str]:
+    """``step_event`` as (kind, the data's canonical text), written out directly: the same
+    text ``canonical(step_event(row)[1])`` gives (tested), without building the dict and
+    sorting its keys, because every step makes one. Keys in sorted order."""
+    detail = row.detail
+    parts = [f'{{"arguments_sha256":"{text_digest(row.arguments_json)}","attempt":{row.attempt}']
+    if "hint" in detail:
+        parts.append(f',"category":{canonical(detail.get("category", ""))}')
+    parts.append(f',"effect":{json_string(row.effect)}')
+    if "fx" in detail:
+        parts.append(f',"effects":{len(detail["fx"])}')
+    parts.append(f',"epoch":{row.epoch}')
+    if "hint" in detail:
+        parts.append(f',"hint":{canonical(detail["hint"])}')
+    if row.output_json:
+        parts.append(f',"output_sha256":"{text_digest(row.output_json)}"')
+    if "rid" in detail:
+        parts.append(f',"request_id":{canonical(detail["rid"])}')
+    parts.append(f',"step":{row.step_id},"tool":{json_string(row.tool)}')
+    if "undo" in detail:
+        parts.append(f',"undo":{canonical(detail["undo"])}')
+    if "w" in detail:
+        parts.append(f',"writes":{len(detail["w"])}')
+    parts.append("}")
+    return _STEP_KINDS.get(row.status, AuditKind.STEP_FAILED.value), "".join(parts)
 
 
 def rollback_event(

@@ -3,7 +3,8 @@ loop (idle reaper, recovery of what a dead process left, pruning).
 
 Cadences (``docs/recovery.md``): the reaper ticks every timeout/4, clamped to 50 ms – 5 s
 (``reaper_tick``); recovery runs every ``RECOVER_EVERY_S``; old state versions and expired
-stored replies are pruned once a minute. A failing pass is logged and the loop goes on.
+stored replies are pruned once a minute, and so is what retention lets go (``retention``). A
+failing pass is logged and the loop goes on.
 
 Invariants: ``start`` runs at most once until ``stop``; ``stop`` ends both tasks and returns
 only when they have ended.
@@ -15,10 +16,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.recovery import Recovery
+from agenttx.core.retention import REQUEST_TTL_S, Retention
 from agenttx.store.contract import Store
 
 log = logging.getLogger("agenttx")
@@ -27,7 +30,6 @@ RECOVER_EVERY_S = 5.0  # how often a running engine looks for work a dead proces
 REAPER_MIN_TICK_S = 0.05
 REAPER_MAX_TICK_S = RECOVER_EVERY_S  # see docs/recovery.md: a timeout is never late by more
 PRUNE_EVERY_S = 60.0
-REQUEST_TTL_S = 86_400.0  # how long a stored reply answers a retried request_id
 
 
 def reaper_tick(idle_timeout_s: float) -> float:
@@ -54,8 +56,14 @@ class Background:
         store: Store,
         config: EngineConfig,
         clock: Clock,
+        retention: Retention | None = None,
+        *,
+        compensations: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.recovery = recovery  # reaps, recovers and prunes on each pass
+        self.retention = retention  # ended transactions, delivered effects, old audit chains
+        # Finishes compensating transactions a dead process left (``Compensator.recover``).
+        self.compensations = compensations
         self.dispatcher = dispatcher
         self.store = store
         self.config = config
@@ -96,9 +104,16 @@ class Background:
                     # Another process or replica may have died mid-step or mid-rewind.
                     last_recover = time.monotonic()
                     await self.recovery.recover()
+                    if self.compensations is not None:
+                        await self.compensations()
                 if time.monotonic() - last_prune >= PRUNE_EVERY_S:
                     last_prune = time.monotonic()
                     await self.recovery.prune_versions()
-                    await self.store.prune_requests(self.clock() - REQUEST_TTL_S)
+                    # Undo records kept for compensations whose window ended.
+                    await self.store.prune_kept_undo(self.clock())
+                    if self.retention is not None:
+                        await self.retention.prune()  # stored replies included
+                    else:
+                        await self.store.prune_requests(self.clock() - REQUEST_TTL_S)
             except Exception:
                 log.exception("maintenance pass failed")

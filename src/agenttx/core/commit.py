@@ -15,12 +15,13 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from agenttx.audit import AuditKind
 from agenttx.core.audit import cause
 from agenttx.core.config import Clock
+from agenttx.core.contracts import KeptUndo
 from agenttx.core.eager import leave_eager
 from agenttx.core.images import TxImages
 from agenttx.core.requests import Request
@@ -54,20 +55,31 @@ class Committer:
         store: Store,
         dispatcher: EffectRelease | None,
         clock: Clock,
+        *,
+        kept: KeptUndo | None = None,
     ) -> None:
         self.images = images
+        # Which undo records outlive the commit for a compensation (None: none do).
+        self.kept = kept
         self.rewinder = rewinder  # aborts a transaction that lost validation
         self.store = store
         # Delivers a commit's effects right after it; None leaves them to a dispatcher.
         self.dispatcher = dispatcher
         self.clock = clock
 
-    async def commit(self, transaction_id: str, request: Request | None = None) -> CommitResult:
+    async def commit(
+        self,
+        transaction_id: str,
+        request: Request | None = None,
+        admit: Callable[[TxRuntime], Awaitable[dict[str, Any]]] | None = None,
+    ) -> CommitResult:
         """Commit the transaction. With ``request``, its stored reply is looked up under the
         lock, and a commit that delivers nothing right away stores its reply in the commit's
         own store transaction; one that delivers effects counts them in its reply, so that
         reply is stored after delivery (``RequestLog``), with the commit's outcome and
-        ``commit_request_id`` durable first for ``commit_replay``."""
+        ``commit_request_id`` durable first for ``commit_replay``. ``admit`` (the snapshot,
+        receipt and approval checks, ``Approvals.admit_commit``) runs under the lock before
+        anything is written; what it returns joins the commit's audit record."""
         images = self.images
         request_id = request.request_id if request is not None else ""
         async with images.locked(transaction_id, request=request) as rt:
@@ -76,10 +88,22 @@ class Committer:
                 raise NotActive(transaction_id, status.value, "commit")
             if rt.body.get("outcome_unknown_step"):
                 raise OutcomeUnknownPending(transaction_id, int(rt.body["outcome_unknown_step"]))
+            admitted = await admit(rt) if admit is not None else {}
             writes = rt.final_writes()
             steps_committed = len(rt.steps)
             now = self.clock()
-            done_body = dict(rt.body, ended_at=now, commit_request_id=request_id)
+            # The receipt the commit used: a view keeps showing it as decided, never expired.
+            done_body = dict(
+                rt.body,
+                ended_at=now,
+                commit_request_id=request_id,
+                commit_receipt_id=str(admitted.get("receipt_id", "")),
+            )
+            keep: list[tuple[int, float]] = []
+            if self.kept is not None and (rt.undo or rt.steps):
+                entries, keep = self.kept.at_commit(rt.steps, rt.undo, now)
+                if entries:
+                    done_body["compensation_kept"] = entries
             # The reason is durable with the plan: a crash before the abort finishes still
             # leaves a FAILED transaction that says why.
             conflict_body = dict(
@@ -97,6 +121,7 @@ class Committer:
                 "effects": len(rt.staged),
                 "isolation": rt.isolation.value,
                 "request_id": request_id,
+                **admitted,
             }
             on_success = images.update(
                 rt, TxStatus.COMMITTED, 0, done_body, OPEN, audit=[(AuditKind.COMMIT, committed)]
@@ -130,6 +155,7 @@ class Committer:
                 ),
                 claim_until=now + dispatcher.lease_secs if dispatcher is not None else 0.0,
                 reply=request.reply(folded) if request is not None and folded else None,
+                keep_undo=keep,
             )
             outcome = await self.store.commit(plan)
             applied = plan.on_success if outcome.committed else plan.on_conflict

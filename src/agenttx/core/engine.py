@@ -21,14 +21,17 @@ stops them and the store. Every part is built once, in ``__init__``; none is set
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenttx.audit import AuditKind, AuditRecord, AuditVerification
+from agenttx.core.access import PRINCIPAL_KEY, Access, Action
+from agenttx.core.approvals import Approvals, check_principal, check_receipt_id, check_roles
 from agenttx.core.audit import AuditReader, cause
 from agenttx.core.background import Background
 from agenttx.core.callargs import (
@@ -39,8 +42,16 @@ from agenttx.core.callargs import (
     check_text,
 )
 from agenttx.core.commit import Committer
+from agenttx.core.compensate import Compensator
+from agenttx.core.compensation_approval import (
+    CompensationApprovals,
+    refuse_unsupported,
+    rollback_result,
+)
 from agenttx.core.config import Clock, EngineConfig
+from agenttx.core.contracts import KeptUndo
 from agenttx.core.controller import ControllerState, RollbackController
+from agenttx.core.dryrun import DryRunner
 from agenttx.core.events import EventBus, TxEvent
 from agenttx.core.hints import HintCleaner
 from agenttx.core.images import TxImages
@@ -49,36 +60,67 @@ from agenttx.core.limits import (
     MAX_REFERENCES,
     MAX_RESOLVED_ARGUMENTS_BYTES,
     arguments_text,
+    check_approval,
     check_begin,
+    check_compensation_reason,
     check_labels,
+    check_refusal_reason,
     check_transaction_id,
 )
+from agenttx.core.outbox import EffectDesk
 from agenttx.core.reads import TransactionReader
+from agenttx.core.reconcile import Reconciler
 from agenttx.core.recovery import Recovery
 from agenttx.core.requests import Request, RequestLog
+from agenttx.core.retention import Pruned, Retention
+from agenttx.core.revisions import RevisionRules
 from agenttx.core.rewind import Rewinder
+from agenttx.core.runtime import TxRuntime
+from agenttx.core.safety import SafetyPolicy, load_safety_policy
 from agenttx.core.steps import StepExecutor
+from agenttx.core.tool_policy import ALLOW_ALL, ToolPolicy
+from agenttx.core.undo import StepHistory
 from agenttx.effects.channels import Channel, JsonlChannel
 from agenttx.effects.dispatcher import OutboxDispatcher
-from agenttx.errors import InvalidArgument, NotActive, WrongStep
+from agenttx.effects.standard import outbound_guard, standard_channels
+from agenttx.errors import (
+    AgentTxError,
+    InvalidArgument,
+    NotActive,
+    NotFound,
+    PermissionDenied,
+    StartupError,
+    WrongStep,
+)
+from agenttx.receipts import Approval, Mode, Preview, Refusal
 from agenttx.store.contract import Store, TxRow
 from agenttx.store.factory import open_store
-from agenttx.tools.builtin import BUILTIN_TOOLS
+from agenttx.tools.builtin import BUILTIN_TOOLS, outbound_tools
 from agenttx.tools.builtin.fs import RESTORE_HANDLER, restore_file
 from agenttx.tools.context import ProgressSink
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import ToolRegistry, load_tools
 from agenttx.types import (
     BeginResult,
+    Caller,
     CommitResult,
+    CompensationPlan,
+    CompensationResult,
+    EffectInfo,
+    EffectPage,
     Isolation,
+    ReconcileResult,
     RollbackPolicy,
     RollbackResult,
     StepResult,
     TransactionInfo,
     TransactionPage,
     TxStatus,
+    UndoResult,
 )
+
+if TYPE_CHECKING:
+    from agenttx.effects.smtp import SmtpSettings
 
 log = logging.getLogger("agenttx.engine")
 
@@ -96,6 +138,8 @@ class Engine:
         cleaner: HintCleaner | None = None,
         controller: RollbackController | None = None,
         clock: Clock = time.time,
+        safety: SafetyPolicy | None = None,
+        tool_policy: ToolPolicy = ALLOW_ALL,
     ) -> None:
         # Every durable operation; opened before the engine is built, closed by ``close``.
         self.store = store
@@ -115,8 +159,13 @@ class Engine:
         self.images = TxImages(store, config, self.events, clock)
         # Undo from a step on (compensations newest first), two-phase when it must be.
         self.rewinder = Rewinder(self.images, store, registry, config, clock)
+        # The safety policy file's rules (``--policy``); the default allows everything.
+        self.safety = safety or SafetyPolicy()
         # Crashed work, unknown outcomes, the idle reaper, pruning.
+        # Crashed work, the idle reaper, pruning.
         self.recovery = Recovery(self.images, self.rewinder, store, registry, config, clock)
+        # Unknown outcomes: the provider-operation checkpoint, reconcile, the operator's word.
+        self.reconciler = Reconciler(self.images, store, registry, config, clock)
         # check → parse → tool → references → validate → run → record.
         self.steps = StepExecutor(
             self.images,
@@ -128,15 +177,63 @@ class Engine:
             self.controller,
             config,
             clock,
+            guard=self.safety.check_step if safety is not None else None,
+            checkpoint=self.reconciler.checkpoint,
         )
+        # Masks secret-looking fields in what is stored and returned (``core.masking``).
+        self.redactor = self.steps.redactor
         # Validation, the one-transaction publish, conflict abort, effect release.
-        self.committer = Committer(self.images, self.rewinder, store, dispatcher, clock)
+        self.committer = Committer(
+            self.images,
+            self.rewinder,
+            store,
+            dispatcher,
+            clock,
+            kept=KeptUndo(registry, config.compensation_keep_s),
+        )
+        # What may be undone or redone, and the revision counters views show.
+        self.revisions = RevisionRules(registry, config.max_steps)
+        # Compensating committed transactions: new transactions that run the kept undos.
+        self.compensator = Compensator(self.images, self.rewinder, store, registry, config, clock)
+        # Approvals of rollbacks and compensations whose contracts ask for an approver.
+        self.compensation_approvals = CompensationApprovals(
+            self.images, self.rewinder, clock, self.compensator.resume
+        )
         # Views, listings and event streams: reads only, never a durable change.
-        self.reader = TransactionReader(store, self.images, self.events)
+        self.reader = TransactionReader(store, self.images, self.events, self.revisions, clock)
+        # The policy's decision on a tool call (allowed / needs approval / forbidden).
+        self.tool_policy = tool_policy
+        # Dry runs: the fidelity ladder, with nothing journaled.
+        self.dry_runs = DryRunner(
+            self.images, store, registry, self.cleaner, tool_policy, config, clock
+        )
+        # undo_step / redo_step of single steps.
+        self.history = StepHistory(
+            self.images, self.rewinder, store, self.revisions, self.controller, config, clock
+        )
+        # What maintenance deletes once retention lets it go.
+        self.retention = Retention(store, config, clock)
         # The delivery and maintenance loops; running iff started and not closed.
-        self.background = Background(self.recovery, dispatcher, store, config, clock)
+        self.background = Background(
+            self.recovery,
+            dispatcher,
+            store,
+            config,
+            clock,
+            self.retention,
+            compensations=self.compensator.recover,
+        )
         # The audit chains as stored, and their verification: reads only.
         self.audit = AuditReader(store)
+        # Preview receipts, approvals, and what a commit must show before it runs.
+        self.approvals = Approvals(self.images, store, config, self.safety, registry, clock)
+        # The outbox for operators: effects with their last error, dead letters retried.
+        self.effects = EffectDesk(store, dispatcher, config.tenant, clock)
+        # Who may do what to a transaction, for calls that carry a ``Caller`` (server mode).
+        self.access = Access(store, self.images)
+        # What else closes with the engine, after its loops and before its store (the MCP
+        # gateway's sessions, whose calls the loops may be making), in order.
+        self.on_close: list[Callable[[], Awaitable[None]]] = []
 
     @classmethod
     async def open(
@@ -148,11 +245,16 @@ class Engine:
         tools: Iterable[Tool] = (),
         tool_modules: Iterable[str] = (),
         channels: Mapping[str, Channel] | None = None,
+        smtp: SmtpSettings | None = None,
+        webhook_allow: Sequence[str] = (),
+        webhook_secret: str | bytes | None = None,
+        undo_handlers: Mapping[str, Callable[..., Any]] | None = None,
         policy: RollbackPolicy | None = None,
         sync_writes: bool = False,
         step_timeout_s: float = 30.0,
         tx_idle_timeout_secs: float = 900.0,
         compensation_retries: int = 3,
+        compensation_keep_s: float = 86_400.0,
         max_constraints: int = 32,
         max_resolved_arguments_bytes: int = MAX_RESOLVED_ARGUMENTS_BYTES,
         max_references: int = MAX_REFERENCES,
@@ -165,25 +267,56 @@ class Engine:
         dispatch_max_attempts: int = 8,
         dispatch_backoff_s: float = 0.5,
         store: Store | None = None,
+        safety_policy: SafetyPolicy | str | Path | None = None,
+        receipt_ttl_s: float = 900.0,
+        max_steps: int = 100_000,
+        tool_policy: ToolPolicy = ALLOW_ALL,
+        retention_days: float = 30.0,
+        audit_retention_days: float = 365.0,
+        dead_letter_retention_days: float = 90.0,
+        redact_fields: Sequence[str] = (),
     ) -> Engine:
         """Open an engine. Relative paths default next to the SQLite file: ``files/`` for the
-        fs sandbox and ``outbox.jsonl`` for effects on channels without a dispatcher."""
-        # Backends are reached only through the factory, which imports them lazily.
-        store = store or open_store(url, sync_writes=sync_writes)
-        await store.open()
+        fs sandbox and ``outbox.jsonl`` for effects on channels without a dispatcher.
+        ``safety_policy``: a policy file's path (TOML, ``docs/safety.md``; a bad one raises
+        ``StartupError`` before the store is opened) or a loaded ``SafetyPolicy``. A store
+        that cannot be opened raises ``StartupError`` too: where, why, and what to do.
+
+        ``email.send`` mails go over SMTP with ``smtp`` (else to the outbox file);
+        ``webhook.post`` requests over HTTP, to targets the outbound guard allows
+        (``webhook_allow``: ``HOST[:PORT]`` entries), signed with ``webhook_secret`` if given
+        (docs/effects.md). ``channels`` replaces any of these by name."""
+        if safety_policy is not None and not isinstance(safety_policy, SafetyPolicy):
+            safety_policy = load_safety_policy(safety_policy)
+
+        try:
+            guard = outbound_guard(webhook_allow)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        # Backends are reached only through the factory, which imports them lazily. A store
+        # that cannot be opened (a URL no backend takes, a server that refuses, a file that
+        # cannot be written, a newer schema) stops the start, in the store's own words.
+        try:
+            store = store or open_store(url, sync_writes=sync_writes)
+            await store.open()
+        except AgentTxError as exc:
+            raise StartupError(exc.message) from exc
         base = Path(url.removeprefix("sqlite:///")).parent if url.startswith("sqlite") else Path()
-        registry = ToolRegistry(BUILTIN_TOOLS)
+        registry = ToolRegistry((*BUILTIN_TOOLS, *outbound_tools(guard)))
         registry.register_undo(RESTORE_HANDLER, restore_file)
         for t in tools:
             registry.register(t)
         for spec in tool_modules:
             for t in load_tools(spec):
                 registry.register(t)
+        for name, handler in (undo_handlers or {}).items():
+            registry.register_undo(name, handler)
         config = EngineConfig(
             fs_root=Path(fs_root) if fs_root is not None else base / "files",
             step_timeout_s=step_timeout_s,
             tx_idle_timeout_secs=tx_idle_timeout_secs,
             compensation_retries=compensation_retries,
+            compensation_keep_s=compensation_keep_s,
             max_constraints=max_constraints,
             max_resolved_arguments_bytes=max_resolved_arguments_bytes,
             max_references=max_references,
@@ -191,11 +324,20 @@ class Engine:
             tenant=tenant,
             owner=new_owner(),
             audit_chain=audit_chain,
+            receipt_ttl_s=receipt_ttl_s,
+            max_steps=max_steps,
+            retention_days=retention_days,
+            audit_retention_days=audit_retention_days,
+            dead_letter_retention_days=dead_letter_retention_days,
+            redact_fields=tuple(redact_fields),
         )
         outbox = Path(outbox_path) if outbox_path is not None else base / "outbox.jsonl"
         dispatcher = OutboxDispatcher(
             store,
-            channels or {},
+            {
+                **standard_channels(guard, smtp=smtp, webhook_secret=webhook_secret, clock=clock),
+                **(channels or {}),
+            },
             default=JsonlChannel(outbox),
             clock=clock,
             lease_secs=dispatch_lease_secs,
@@ -210,6 +352,8 @@ class Engine:
             cleaner=HintCleaner(hint_rule_files),
             controller=RollbackController(),
             clock=clock,
+            safety=safety_policy,
+            tool_policy=tool_policy,
         )
         LIVE_OWNERS.add(config.owner)
         if not store.shared and store.opened_alone:
@@ -231,6 +375,12 @@ class Engine:
     async def close(self) -> None:
         LIVE_OWNERS.discard(self.config.owner)
         await self.background.stop()
+        for closing in self.on_close:
+            try:
+                await closing()
+            except Exception:  # the store closes whatever a part did on its way out
+                log.exception("closing %r failed", closing)
+        await self.dispatcher.aclose()
         await self.store.close()
 
     async def __aenter__(self) -> Engine:
@@ -250,8 +400,21 @@ class Engine:
         *,
         labels: Sequence[str] = (),
         request_id: str = "",
+        principal: str = "",
+        mode: Mode | str = Mode.TRANSACTIONAL,
+        caller: Caller | None = None,
     ) -> BeginResult:
+        """Begin a transaction. ``principal``: who acts (in server mode, from the caller's
+        credentials); ``mode``: ``transactional``, ``approval_required`` (commit needs a
+        receipt approved by another principal holding ``approver``) or
+        ``autonomous_trusted`` (``docs/safety.md``). ``caller`` (server mode) owns it, in the
+        caller's tenant, and is the principal whatever ``principal`` says."""
         check_text("agent_id", agent_id)
+        principal = check_principal("principal", principal)
+        if caller is not None:  # server mode: who acts is who the credentials say
+            principal = caller.acting_as(principal)[0]
+        mode = _mode(mode, principal)
+        self.safety.check_begin(mode)
         metadata = check_string_map("metadata", metadata)
         if policy is not None and not isinstance(policy, RollbackPolicy):
             policy = check_policy(policy)
@@ -266,13 +429,18 @@ class Engine:
             "isolation": str(isolation),
             "labels": list(labels),
         }
+        if principal or mode is not Mode.TRANSACTIONAL:  # older stored payloads stay equal
+            payload.update(principal=principal, mode=mode.value)
         return await self.requests.run(
             request_id,
             "begin",
             payload,
             BeginResult,
-            lambda req: self._begin(agent_id, metadata, policy, isolation, labels, req),
+            lambda req: self._begin(
+                agent_id, metadata, policy, isolation, labels, req, principal, mode, caller
+            ),
             lookup_first=True,  # no transaction to lock yet: a plain read
+            tenant=caller.tenant if caller is not None else None,
         )
 
     async def execute_step(
@@ -285,18 +453,29 @@ class Engine:
         *,
         request_id: str = "",
         progress: ProgressSink | None = None,
+        dry_run: bool = False,
+        caller: Caller | None = None,
     ) -> StepResult:
         """Run one step. ``progress`` receives the tool's ``report_progress`` calls (none:
-        they are dropped)."""
+        they are dropped). ``dry_run``: say what the step would do, as far as the tool's
+        fidelity goes (``result.dry_run``), journaling nothing; ``next_step_id`` stays, and
+        a ``request_id`` is not recorded (a dry run is safe to repeat)."""
         check_text("transaction_id", transaction_id)
         check_number("step_id", step_id)
         check_text("tool_name", tool_name)
         check_text("raw_context", raw_context)
         check_text("request_id", request_id)
+        if not isinstance(dry_run, bool):
+            raise InvalidArgument(f"dry_run must be a bool, got {type(dry_run).__name__}")
+        await self.access.check(caller, transaction_id, Action.ACT)
         arguments_json = arguments_text(arguments)
         # A dict is used as given (no parse of the text just made from it); a string is parsed
         # inside the step, where bad JSON is a step failure with a hint.
         parsed = arguments if isinstance(arguments, dict) else None
+        if dry_run:
+            return await self.dry_runs.run(
+                transaction_id, step_id, tool_name, arguments_json, raw_context, parsed
+            )
         if not request_id:
             return await self.steps.run(
                 transaction_id,
@@ -330,21 +509,52 @@ class Engine:
                 return replay
 
         payload = [transaction_id, step_id, tool_name, arguments_json, raw_context]
-        return await self.requests.run(request_id, "execute_step", payload, StepResult, call)
+        return await self.requests.run(
+            request_id, "execute_step", payload, StepResult, call, tenant=_tenant(caller)
+        )
 
-    def cancel_step(self, transaction_id: str, step_id: int) -> bool:
+    def cancel_step(
+        self, transaction_id: str, step_id: int, *, caller: Caller | None = None
+    ) -> bool:
         """Cancel the tool step ``step_id`` of the transaction is running in this process: the
         step then fails with a hint saying so, and is undone like any failed step. False iff
-        no such tool is running here (it finished, or cannot be interrupted)."""
+        no such tool is running here (it finished, or cannot be interrupted), or ``caller``
+        may not act on the transaction."""
+        if caller is not None:
+            rt = self.images.cache.get(transaction_id)  # a running step's image is cached
+            if rt is None or not self.access.may(caller, rt.row, Action.ACT):
+                return False
         return self.steps.running.cancel(transaction_id, step_id)
 
-    async def commit(self, transaction_id: str, *, request_id: str = "") -> CommitResult:
+    async def commit(
+        self,
+        transaction_id: str,
+        *,
+        request_id: str = "",
+        expected_revision: int | None = None,
+        receipt_id: str = "",
+        caller: Caller | None = None,
+    ) -> CommitResult:
+        """Commit. ``expected_revision`` (the snapshot's revision the caller echoes) refuses a
+        transaction that moved since with ``SnapshotMismatch``; ``receipt_id`` (a preview's)
+        commits only that exact change, and is required — approved — when the transaction's
+        mode or the safety policy asks for approval (``ApprovalRequired``)."""
         check_text("transaction_id", transaction_id)
         check_text("request_id", request_id)
+        await self.access.check(caller, transaction_id, Action.ACT)
+        if expected_revision is not None:
+            check_number("expected_revision", expected_revision, minimum=1)
+        if receipt_id:
+            check_receipt_id(receipt_id)
+        else:
+            check_text("receipt_id", receipt_id)
+
+        async def admit(rt: TxRuntime) -> dict[str, Any]:
+            return await self.approvals.admit_commit(rt, expected_revision, receipt_id)
 
         async def call(req: Request | None) -> CommitResult:
             try:
-                return await self.committer.commit(transaction_id, req)
+                return await self.committer.commit(transaction_id, req, admit)
             except NotActive:
                 # This very commit may have happened while its reply was lost: the commit
                 # records its request id with the outcome, in the same store transaction.
@@ -353,7 +563,66 @@ class Engine:
                     raise
                 return replay
 
-        return await self.requests.run(request_id, "commit", [transaction_id], CommitResult, call)
+        payload: list[Any] = [transaction_id]
+        if expected_revision is not None or receipt_id:  # older stored payloads stay equal
+            payload += [expected_revision or 0, receipt_id]
+        return await self.requests.run(
+            request_id, "commit", payload, CommitResult, call, tenant=_tenant(caller)
+        )
+
+    async def preview_commit(self, transaction_id: str, *, caller: Caller | None = None) -> Preview:
+        """The exact change a commit would make now (``p.changes``), its ``p.change_hash``, and
+        a receipt (``p.receipt_id``) bound to both and to ``p.revision``, until
+        ``p.expires_at``. Changes nothing of the transaction (no revision)."""
+        check_text("transaction_id", transaction_id)
+        await self.access.check(caller, transaction_id, Action.READ)
+        return await self.approvals.preview(transaction_id)
+
+    async def approve_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        *,
+        principal: str,
+        roles: Sequence[str] = (),
+        caller: Caller | None = None,
+    ) -> Approval:
+        """Approve the receipt's exact change, once, as ``principal`` (not the transaction's
+        own) holding the ``approver`` role. Any later change of the transaction voids it. In
+        server mode the approver is the ``caller`` (its principal and roles), whatever the call
+        says."""
+        check_text("transaction_id", transaction_id)
+        if caller is not None:
+            await self.access.check(caller, transaction_id, Action.APPROVE)
+            principal, roles = caller.acting_as(principal, roles)
+        check_roles(roles)
+        return await self.approvals.approve(transaction_id, receipt_id, principal, roles)
+
+    async def refuse_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        reason: str,
+        *,
+        principal: str,
+        roles: Sequence[str] = (),
+        caller: Caller | None = None,
+    ) -> Refusal:
+        """Refuse the receipt's change, once, as ``principal`` (not the transaction's own)
+        holding the ``approver`` role, saying why (``reason``, required, at most 4096 bytes;
+        secrets in it are masked). The transaction stays ACTIVE; a commit naming the receipt
+        is refused with who refused it and why. The same rules as ``approve_commit`` for who
+        may; of an approval and a refusal of one receipt, exactly one wins."""
+        check_text("transaction_id", transaction_id)
+        check_text("reason", reason)
+        if caller is not None:
+            await self.access.check(caller, transaction_id, Action.APPROVE)
+            principal, roles = caller.acting_as(principal, roles)
+        check_roles(roles)
+        check_refusal_reason(reason)
+        # Free text shown to the agent, in listings and in the audit chain: secrets masked.
+        reason = self.redactor.text(reason)
+        return await self.approvals.refuse(transaction_id, receipt_id, principal, roles, reason)
 
     async def rollback(
         self,
@@ -362,59 +631,211 @@ class Engine:
         reason: str = "",
         *,
         request_id: str = "",
+        caller: Caller | None = None,
     ) -> RollbackResult:
         check_text("transaction_id", transaction_id)
         if to_step is not None:
             check_number("to_step", to_step, minimum=0)
         check_text("reason", reason)
         check_text("request_id", request_id)
+        await self.access.check(caller, transaction_id, Action.ACT)
         return await self.requests.run(
             request_id,
             "rollback",
             [transaction_id, to_step or 0, reason],
             RollbackResult,
             lambda req: self._rollback(transaction_id, to_step, reason, req),
+            tenant=_tenant(caller),
         )
 
-    async def resolve_outcome(
-        self, transaction_id: str, step_id: int, *, happened: bool, output: Any = None
-    ) -> TransactionInfo:
-        """Settle a step whose outside call had an unknown outcome (after checking the outside
-        system): ``happened`` keeps it as a successful step with ``output``; otherwise its undo
-        records are discarded unrun and the step can be sent again."""
+    async def undo_step(
+        self, transaction_id: str, *, request_id: str = "", caller: Caller | None = None
+    ) -> UndoResult:
+        """Undo the last live step: its compensations run, its staged effects drop, its
+        writes leave; ``next_step_id`` goes back to it. ``UndoRefused`` (with a hint) if it
+        cannot be undone. A state-only step undone this way can be redone (``redo_step``)."""
+        check_text("transaction_id", transaction_id)
+        check_text("request_id", request_id)
+        await self.access.check(caller, transaction_id, Action.ACT)
+        return await self.requests.run(
+            request_id,
+            "undo_step",
+            [transaction_id],
+            UndoResult,
+            lambda req: self.history.undo(transaction_id, req),
+            tenant=_tenant(caller),
+        )
+
+    async def redo_step(
+        self, transaction_id: str, *, request_id: str = "", caller: Caller | None = None
+    ) -> UndoResult:
+        """Re-apply the step the last ``undo_step`` undid, exactly (its recorded writes and
+        output, no tool call), if it was state-only and nothing changed the transaction since;
+        else ``RedoRefused`` with a hint (send the step again instead)."""
+        check_text("transaction_id", transaction_id)
+        check_text("request_id", request_id)
+        await self.access.check(caller, transaction_id, Action.ACT)
+        return await self.requests.run(
+            request_id,
+            "redo_step",
+            [transaction_id],
+            UndoResult,
+            lambda req: self.history.redo(transaction_id, req),
+            tenant=_tenant(caller),
+        )
+
+    async def reconcile_step(
+        self, transaction_id: str, step_id: int, *, caller: Caller | None = None
+    ) -> ReconcileResult:
+        """Ask the tool's ``@tool.reconcile`` handler whether step ``step_id``'s uncertain
+        outside call happened, and settle it: ``r.outcome`` "happened" (the step succeeded
+        with ``r.output``), "not_happened" (send the step again) or "unknown" (reconcile
+        again in ``r.retry_after_ms``). Refused before the earliest reconcile time
+        (``ReconcileNotDue``), while another reconcile runs (``ReconcileInProgress``) and for
+        a tool without a handler (``NoReconcileHandler``: ``resolve_step`` it)."""
         check_text("transaction_id", transaction_id)
         check_number("step_id", step_id)
-        await self.recovery.resolve_outcome(
-            transaction_id, step_id, happened=happened, output=output
-        )
+        await self.access.check(caller, transaction_id, Action.ACT)
+        return await self.reconciler.reconcile(transaction_id, step_id)
+
+    async def resolve_step(
+        self, transaction_id: str, step_id: int, outcome: str, *, output: Any = None,
+        reason: str = "", caller: Caller | None = None,
+    ) -> ReconcileResult:  # fmt: skip
+        """An operator settles step ``step_id``'s unknown outcome after checking the outside
+        system: ``outcome`` "happened" (the step succeeds with ``output``, its undo kept) or
+        "not_happened" (its undo records are dropped unrun; the step may be sent again)."""
+        check_text("transaction_id", transaction_id)
+        check_number("step_id", step_id)
+        check_text("outcome", outcome)
+        check_text("reason", reason)
+        await self.access.check(caller, transaction_id, Action.ACT)
+        return await self.reconciler.resolve(transaction_id, step_id, outcome, output, reason)
+
+    async def resolve_outcome(
+        self,
+        transaction_id: str,
+        step_id: int,
+        *,
+        happened: bool,
+        output: Any = None,
+        caller: Caller | None = None,
+    ) -> TransactionInfo:
+        """``resolve_step`` with a bool, returning the transaction's view (kept for callers
+        of the first version)."""
+        await self.access.check(caller, transaction_id, Action.ACT)
+        outcome = "happened" if happened else "not_happened"
+        await self.resolve_step(transaction_id, step_id, outcome, output=output)
         return await self.get_transaction(transaction_id, history=True)
 
     async def recover(self) -> dict[str, int]:
         """Finish what a crash interrupted (rewinds, steps of a dead process); safe to run
         while serving. Returns how many of each kind were finished."""
-        return await self.recovery.recover()
+        counts = await self.recovery.recover()
+        counts["compensations"] = await self.compensator.recover()
+        return counts
 
     async def reap_idle(self) -> int:
         """Abort ACTIVE transactions idle longer than the timeout; returns how many."""
         return await self.recovery.reap_idle()
 
+    async def prune_retained(self) -> Pruned:
+        """Delete what retention lets go (``core.retention``): ended transactions, delivered
+        effects and stored replies past ``retention_days``, dead letters and audit chains past
+        theirs."""
+        return await self.retention.prune()
+
     async def prune_versions(self) -> int:
         """Drop committed versions no open transaction can see any more; returns how many."""
         return await self.recovery.prune_versions()
 
+    # ------------------------------------------------------------------ compensation
+
+    async def compensate(
+        self,
+        transaction_id: str,
+        reason: str = "",
+        *,
+        principal: str = "",
+        caller: Caller | None = None,
+    ) -> CompensationResult:
+        """Compensate a committed transaction: a new compensating transaction (``k.transaction_id``,
+        ``k.compensation_for``) runs the undo actions its commit kept, newest first, and
+        settles ``k.status`` "compensated" or "failed" with the evidence — or waits
+        ("awaiting_approval") when a step's contract asks for an approver."""
+        check_transaction_id(transaction_id)
+        check_text("reason", reason)
+        check_text("principal", principal)
+        check_compensation_reason(reason)
+        if caller is not None:  # server mode: the caller acts, and is the one recorded
+            await self.access.check(caller, transaction_id, Action.ACT)
+            principal = caller.acting_as(principal)[0]
+        return await self.compensator.compensate(transaction_id, reason, principal)
+
+    async def compensation_plan(
+        self, transaction_id: str, *, caller: Caller | None = None
+    ) -> CompensationPlan:
+        """What ``compensate`` would run (committed) or would run once committed (open)."""
+        check_transaction_id(transaction_id)
+        await self.access.check(caller, transaction_id, Action.READ)
+        return await self.compensator.plan(transaction_id)
+
+    async def compensation(
+        self, compensating_id: str, *, caller: Caller | None = None
+    ) -> CompensationResult:
+        """A compensating transaction's outcome as it stands."""
+        check_transaction_id(compensating_id)
+        await self.access.check(caller, compensating_id, Action.READ)
+        return await self.compensator.result(compensating_id)
+
+    async def approve_compensation(
+        self,
+        transaction_id: str,
+        principal: str,
+        roles: Sequence[str] = (),
+        *,
+        caller: Caller | None = None,
+    ) -> RollbackResult:
+        """Approve the undo a rollback (or a compensating transaction) waits for; the
+        approver holds the ``approver`` role and is not the transaction's own principal. The
+        rollback or compensation then goes on; the reply says how it stands."""
+        check_transaction_id(transaction_id)
+        if caller is not None:  # server mode: the approver is who the credentials say
+            await self.access.check(caller, transaction_id, Action.APPROVE)
+            principal, roles = caller.acting_as(principal, roles)
+        check_text("principal", principal)
+        roles = check_strings("roles", roles)
+        check_approval(principal, roles)
+        return await self.compensation_approvals.approve(transaction_id, principal, roles)
+
+    async def prune_kept_undo(self) -> int:
+        """Delete undo records kept after commits whose compensation window ended."""
+        return await self.store.prune_kept_undo(self.clock())
+
     # ------------------------------------------------------------------ the audit chain
 
-    async def verify_audit(self, transaction_id: str) -> AuditVerification:
+    async def verify_audit(
+        self, transaction_id: str, *, caller: Caller | None = None
+    ) -> AuditVerification:
         """Check the transaction's audit chain: ``v.ok``, ``v.records``, ``v.first_bad`` (the
         seq of the first edited, missing or misplaced record; 0 iff ok), ``v.reason``."""
         check_transaction_id(transaction_id)  # the id's byte limit, as every other call has
+        await self.access.check(caller, transaction_id, Action.READ)
+        await self.images.seal_active(transaction_id)  # pending step records first
         return await self.audit.verify(transaction_id)
 
     async def audit_records(
-        self, transaction_id: str, *, after_seq: int = 0, limit: int = 10_000
+        self,
+        transaction_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int = 10_000,
+        caller: Caller | None = None,
     ) -> list[AuditRecord]:
         """The transaction's audit records with ``seq > after_seq``, oldest first."""
         check_transaction_id(transaction_id)
+        await self.access.check(caller, transaction_id, Action.READ)
+        await self.images.seal_active(transaction_id)  # pending step records first
         return await self.audit.records(transaction_id, after_seq=after_seq, limit=limit)
 
     def verify_all_audit(self) -> AsyncIterator[AuditVerification]:
@@ -422,24 +843,95 @@ class Engine:
         return self.audit.verify_all()
 
     async def verify_audit_page(
-        self, *, after_id: str = "", limit: int = 100
+        self, *, after_id: str = "", limit: int = 100, caller: Caller | None = None
     ) -> tuple[list[AuditVerification], str]:
         """Up to ``limit`` chains after transaction ``after_id`` checked, and the id to
-        continue after ("" at the end)."""
+        continue after ("" at the end). Every tenant's chains: for the operator only."""
+        if caller is not None:
+            raise PermissionDenied(
+                "verifying every audit chain spans all tenants: verify one transaction's chain, "
+                "or run `agenttx audit verify --store URL` on the server's host"
+            )
         return await self.audit.verify_page(after_id=after_id, limit=limit)
+
+    # ------------------------------------------------------------------ the outbox
+
+    async def list_effects(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        transaction_id: str = "",
+        after_id: int = 0,
+        limit: int = 100,
+        caller: Caller | None = None,
+    ) -> EffectPage:
+        """Effects of this tenant's outbox, oldest first, with their last error: filtered by
+        ``statuses`` (pending, delivering, delivered, dead) and transaction; a page of
+        ``limit`` after effect ``after_id``, and the id to continue after (0 at the end)."""
+        if transaction_id:
+            check_transaction_id(transaction_id)
+        return await self.effects.list_effects(
+            statuses=statuses,
+            transaction_id=transaction_id,
+            after_id=after_id,
+            limit=limit,
+            tenant=_tenant(caller),
+        )
+
+    async def retry_effect(self, effect_id: int, *, caller: Caller | None = None) -> EffectInfo:
+        """Requeue a dead effect and try it once now; returns it after that attempt. With a
+        ``caller``: an effect of its tenant, and one of its own transactions unless it is an
+        admin (a retry sends the mail or request again)."""
+        if caller is not None:
+            effect = await self.effects.get(effect_id, caller.tenant)
+            await self.access.check(caller, effect.tx_id, Action.ACT)
+        return await self.effects.retry_effect(effect_id, _tenant(caller))
 
     # ------------------------------------------------------------------ reads
 
     async def get_transaction(
-        self, transaction_id: str, *, history: bool = True
+        self,
+        transaction_id: str,
+        *,
+        history: bool = True,
+        recent: int | None = None,
+        caller: Caller | None = None,
     ) -> TransactionInfo:
-        """The transaction's public view; ``history`` includes failed and rewound attempts."""
-        return await self.reader.get_transaction(transaction_id, history=history)
+        """The transaction's public view; ``history`` includes failed and rewound attempts;
+        ``recent``: only the newest that many attempts (and no edges), the rest counted in
+        ``earlier_steps_omitted``."""
+        check_transaction_id(transaction_id)
+        await self.access.check(caller, transaction_id, Action.READ)
+        return await self.reader.get_transaction(transaction_id, history=history, recent=recent)
 
-    def watch(self, transaction_id: str, after_revision: int = 0) -> AsyncIterator[TxEvent]:
+    async def watch(
+        self, transaction_id: str, after_revision: int = 0, *, caller: Caller | None = None
+    ) -> AsyncIterator[TxEvent]:
         """The transaction's state changes, newest revision first if it is past
         ``after_revision``, then one event per durable change, until it ends."""
-        return self.reader.watch(transaction_id, after_revision)
+        check_transaction_id(transaction_id)
+        await self.access.check(caller, transaction_id, Action.READ)
+        # aclosing: a watcher that stops early unsubscribes now, not when collected.
+        async with contextlib.aclosing(self.reader.watch(transaction_id, after_revision)) as it:
+            async for event in it:
+                yield event
+
+    async def may_read(self, transaction_id: str, *, caller: Caller | None = None) -> bool:
+        """True iff ``caller`` may read the transaction (its tenant, and its own or with the
+        admin or approver role; ``None``, the operator, always): what a listing or a stream of
+        every transaction (``/v1/events``) shows it. Never raises for a refusal."""
+        try:
+            await self.check_read(transaction_id, caller=caller)
+        except (NotFound, PermissionDenied):
+            return False
+        return True
+
+    async def check_read(self, transaction_id: str, *, caller: Caller | None = None) -> None:
+        """Raise what a read of the transaction by ``caller`` is refused with (``NotFound`` for
+        another tenant's, ``PermissionDenied`` for another principal's without the role);
+        a stream whose key changed asks this to know whether it may go on."""
+        if caller is not None:
+            await self.access.check(caller, transaction_id, Action.READ)
 
     async def list_transactions(
         self,
@@ -448,9 +940,10 @@ class Engine:
         agent_id: str | None = None,
         limit: int = 100,
         after_id: str = "",
+        caller: Caller | None = None,
     ) -> list[TransactionInfo]:
         return await self.reader.list_transactions(
-            statuses=statuses, agent_id=agent_id, limit=limit, after_id=after_id
+            statuses=statuses, agent_id=agent_id, limit=limit, after_id=after_id, caller=caller
         )
 
     async def list_transactions_page(
@@ -461,14 +954,29 @@ class Engine:
         label: str | None = None,
         page_size: int = 50,
         page_token: str = "",
+        caller: Caller | None = None,
+        principal: str | None = None,
+        newest_first: bool = False,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        tenant: str | None = None,
     ) -> TransactionPage:
-        """One page of transactions, oldest first; ``page_token`` continues a listing."""
+        """One page of transactions, oldest first (``newest_first``: newest first), created
+        in [``created_after``, ``created_before``) when given, of one ``tenant`` if named;
+        ``page_token`` continues a listing. With a ``caller``: its tenant's, and only its own
+        unless it is an admin or approver."""
         return await self.reader.list_transactions_page(
             statuses=statuses,
             agent_id=agent_id,
             label=label,
             page_size=page_size,
             page_token=page_token,
+            caller=caller,
+            principal=principal,
+            newest_first=newest_first,
+            created_after=created_after,
+            created_before=created_before,
+            tenant=tenant or None,
         )
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -484,9 +992,14 @@ class Engine:
         isolation: Isolation | str,
         labels: Sequence[str],
         request: Request | None,
+        principal: str,
+        mode: Mode,
+        caller: Caller | None,
     ) -> BeginResult:
         meta = dict(metadata or {})
         check_begin(agent_id, meta)
+        # Stored and listed: a secret-looking entry is masked like a step's argument.
+        meta = self.redactor.value(meta)
         check_labels(labels)
         pol = self._policy(policy)
         try:
@@ -509,10 +1022,14 @@ class Engine:
             "compensation_errors": [],
             "outcome_unknown_step": 0,
             "labels": list(labels),
+            "mode": mode.value,
+            "principal": principal,
         }
+        if caller is not None:  # the owner (``core.access``); never changes
+            body[PRINCIPAL_KEY] = caller.acting_as(principal)[0]
         row = TxRow(
             id=f"tx_{uuid.uuid4().hex}",
-            tenant=self.config.tenant,
+            tenant=_tenant(caller) or self.config.tenant,
             agent_id=agent_id,
             status=TxStatus.ACTIVE.value,
             revision=1,
@@ -535,11 +1052,17 @@ class Engine:
             "policy": body["policy"],
             "request_id": request.request_id if request is not None else "",
         }
+        if principal or mode is not Mode.TRANSACTIONAL:
+            begun.update(principal=principal, mode=mode.value)
         audit = self.images.chain(None, row.revision, now, (AuditKind.BEGIN, begun), row=row)
         row = await self.store.create_transaction(row, reply, audit)
         if request is not None:
             request.stored = True
         self.images.add(row, pol, iso, audit)
+        if self.events.listened(row.id):
+            # A begin inserts rather than updates, so it is told here: listeners (the
+            # dashboard's live list, /v1/events) see a transaction from its first revision.
+            self.events.publish(TxEvent(row.id, row.revision, TxStatus.ACTIVE, 1, "begin", now))
         log.debug("begin %s agent=%s isolation=%s", row.id, agent_id, iso.value)
         return result
 
@@ -566,27 +1089,43 @@ class Engine:
                         f"invalid argument: to_step {to_step} must be lower than the next "
                         f"step {rt.row.next_step_id}"
                     )
+                # A partial rollback is refused, before anything changes, if it would need
+                # the undo of a step its tool says cannot be undone (an abort is not).
+                refuse_unsupported(rt, to_step, self.registry, self.clock())
                 self.controller.on_manual_rewind(rt.ctl, to_step)
                 body = dict(rt.body, controller=rt.ctl.to_dict())
                 why = cause("MANUAL", "request", reason=reason)
                 errors, ran = await self.rewinder.rewind(
                     rt, to_step, TxStatus.ACTIVE, body, None, why
                 )
-                return RollbackResult(
-                    transaction_id,
-                    True,
-                    rt.row.next_step_id,
-                    ran,
-                    errors,
-                    TxStatus.ACTIVE,
-                    rt.row.revision,
-                )
+                return rollback_result(rt, ran, errors)
+            # Free text from the caller, shown in listings: secrets in it are masked.
+            reason = self.redactor.text(reason)
             body = dict(rt.body, abort_reason=reason or "rolled back on request")
             why = cause("ABORT", "request", reason=reason)
             errors, ran = await self.rewinder.rewind(rt, 0, TxStatus.ROLLED_BACK, body, None, why)
-            return RollbackResult(
-                transaction_id, True, 0, ran, errors, TxStatus.ROLLED_BACK, rt.row.revision
-            )
+            return rollback_result(rt, ran, errors)
+
+
+def _mode(mode: object, principal: str) -> Mode:
+    if not isinstance(mode, str):
+        raise InvalidArgument(f"mode must be a string, got {type(mode).__name__}")
+    try:
+        chosen = Mode(mode or Mode.TRANSACTIONAL.value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in Mode)
+        raise InvalidArgument(f"unknown mode {mode!r}; use one of {allowed}") from None
+    if chosen is Mode.APPROVAL_REQUIRED and not principal:
+        raise InvalidArgument(
+            "mode approval_required needs the principal who begins the transaction, so that "
+            "a different one can approve its commit"
+        )
+    return chosen
+
+
+def _tenant(caller: Caller | None) -> str | None:
+    """The tenant a call runs in: the caller's, or (None) the engine's own."""
+    return caller.tenant if caller is not None else None
 
 
 __all__ = ["DEFAULT_URL", "Engine", "EngineConfig"]

@@ -31,7 +31,7 @@ class TxEvent:
     revision: int
     status: TxStatus
     next_step_id: int
-    kind: str  # state, step, rewind, commit, abort
+    kind: str  # begin, state, step, rewind, commit, abort
     at: float
 
 

@@ -16,6 +16,12 @@ Invariants:
   store.
 - Every durable change carries its audit records (``TxUpdate.audit``), chained here after the
   image's ``audit_head``, which moves only once the write holding them is durable.
+- Except a successful state-only step's: its record is *pending* (``TxRuntime.audit_pending``,
+  the step row as written) until the next write that carries records, which chains the
+  pending ones first — each exactly as its step's own write would have made it — and moves
+  the row's ``audit_seq`` past them (``docs/audit.md``, "Batched step records"). A pending
+  record is a function of the stored row and revision, so a load (another process, a
+  restart) rebuilds the same list, and the same bytes, from the store.
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
-from agenttx.audit import EMPTY, AuditRecord, chain_records
-from agenttx.core.audit import step_event
+from agenttx.audit import EMPTY, AuditRecord, ChainHead, chain_records, record_from_text
+from agenttx.core.audit import step_event_text
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import ControllerState
 from agenttx.core.events import EventBus, event_for
 from agenttx.core.limits import check_transaction_id
+from agenttx.core.offload import long_history
 from agenttx.core.requests import Request
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import check_transition
@@ -52,6 +59,12 @@ from agenttx.types import Isolation, RollbackPolicy, StepStatus, TxStatus
 # One event of the audit chain: its kind (``agenttx.audit.AuditKind``) and data.
 Event = tuple[str, Mapping[str, Any]]
 
+# The most step records a transaction keeps pending: the step that would make it this many
+# chains them all in its own write, so one write builds at most this many records (about
+# 30 µs each on the event loop) and a batch adds a few B-tree pages to one commit.
+AUDIT_BATCH = 32
+_SUCCESS = StepStatus.SUCCESS.value
+
 
 class TxImages:
     def __init__(self, store: Store, config: EngineConfig, events: EventBus, clock: Clock) -> None:
@@ -69,6 +82,9 @@ class TxImages:
         # True iff the store overrides ``transaction_lock`` (a store shared by processes); the
         # default holds nothing, so a call on a one-process store skips it altogether.
         self.store_locks = type(store).transaction_lock is not Store.transaction_lock
+        # The pending records last built, and for which image, head, revision and count: a
+        # commit builds two updates (success, conflict) that chain the same ones first.
+        self._sealed_memo: tuple[TxRuntime, ChainHead, int, int, list[AuditRecord]] | None = None
 
     # ------------------------------------------------------------------ the cache
 
@@ -125,7 +141,9 @@ class TxImages:
             Isolation(row.isolation),
             ControllerState.from_dict(row.body.get("controller")),
         )
-        steps = await self.store.load_steps(transaction_id, live_only=False)
+        steps = await self.store.load_steps(
+            transaction_id, live_only=False, large=long_history(row.next_step_id, row.body)
+        )
         for st in steps:
             rt.note_reads(st.detail.get("reads", ()))
             if st.live and st.status == StepStatus.SUCCESS.value:
@@ -133,8 +151,11 @@ class TxImages:
         _advance_counters(rt)
         rt.undo = [u for u in await self.store.load_undo(transaction_id) if u.status != "done"]
         rt.audit_head = await self.store.audit_head(transaction_id)
+        if self.config.audit_chain:
+            rt.audit_seq = row.audit_seq
+            rt.audit_pending = [st for st in steps if _pending(st, row.audit_seq)]
         for st in sorted(rt.steps.values(), key=lambda st: st.step_id):
-            rt.add_to_graph(*graph_step(st))
+            rt.add_to_graph(*graph_step(st), chars=len(st.arguments_json) + len(st.output_json))
         return rt
 
     async def catch_up(self, rt: TxRuntime, current: TxRow) -> TxRuntime:
@@ -165,6 +186,11 @@ class TxImages:
                     rt.note_reads(st.detail.get("reads", ()))
                     _apply_step(rt, st, graph=True)
                 _advance_counters(rt)
+                # The other replica's steps are pending there, so here too (unless it
+                # chained them since: the watermark says how far).
+                if self.config.audit_chain:
+                    rt.audit_pending.extend(st for st in new if _pending(st, current.audit_seq))
+                    self.follow_watermark(rt, current.audit_seq)
                 return rt
         return await self.reload(rt)
 
@@ -174,6 +200,13 @@ class TxImages:
         fresh.lock = rt.lock
         self.cache[rt.transaction_id] = fresh
         return fresh
+
+    def follow_watermark(self, rt: TxRuntime, audit_seq: int) -> None:
+        """The stored watermark is ``audit_seq`` (read with the row under the lock): another
+        process chained the pending step records up to it."""
+        if audit_seq != rt.audit_seq and self.config.audit_chain:
+            rt.audit_seq = audit_seq
+            rt.audit_pending = [st for st in rt.audit_pending if _pending(st, audit_seq)]
 
     def evict(self, rt: TxRuntime) -> None:
         if TxStatus(rt.row.status).terminal:
@@ -190,37 +223,144 @@ class TxImages:
         row: TxRow | None = None,
     ) -> tuple[AuditRecord, ...]:
         """``events`` as the next records of the transaction's chain, made by the change that
-        brings it to ``revision`` (nothing is written; the write that carries them does it).
+        brings it to ``revision``, after the image's pending step records (nothing is written;
+        the write that carries them does it, and moves ``audit_seq`` past the pending ones).
         ``row`` instead of ``rt``: a transaction being created, whose chain is empty."""
         if not self.config.audit_chain:
             return ()
         tx_row = rt.row if rt is not None else row
         assert tx_row is not None
-        head = rt.audit_head if rt is not None else EMPTY
-        return chain_records(
+        if rt is None:
+            head = EMPTY
+            sealed: list[AuditRecord] = []
+        else:
+            sealed = self._sealed(rt) if rt.audit_pending else []
+            head = sealed[-1].head if sealed else rt.audit_head
+        records = chain_records(
             head, tx_id=tx_row.id, tenant=tx_row.tenant, at=at, revision=revision, events=events
         )
+        return (*sealed, *records) if sealed else records
 
     def step_audit(
         self, rt: TxRuntime, revision: int, at: float, row: StepRow
     ) -> tuple[AuditRecord, ...]:
-        """The record of a step row's write (the hot path: nothing is built when the chain
-        is off)."""
+        """The records of a step row's write: the pending ones, then its own (the hot path:
+        nothing is built when the chain is off)."""
         if not self.config.audit_chain:
             return ()
-        return self.chain(rt, revision, at, step_event(row))
+        sealed = self._sealed(rt) if rt.audit_pending else []
+        kind, data_text = step_event_text(row)
+        record = record_from_text(
+            sealed[-1].head if sealed else rt.audit_head,
+            tx_id=rt.row.id,
+            tenant=rt.row.tenant,
+            kind=kind,
+            at=at,
+            revision=revision,
+            data_text=data_text,
+        )
+        return (*sealed, record) if sealed else (record,)
+
+    def _sealed(self, rt: TxRuntime) -> list[AuditRecord]:
+        """The pending step records, oldest first, exactly as each step's own write would have
+        made them: kind and data from the row, ``at`` its ``started_at`` (what a step's write
+        records), ``revision`` the one its write made. Since the last write that carried
+        records only these steps changed the transaction (every other write chains them), each
+        moving the revision by one, the i-th of n pending made ``row.revision - (n - 1 - i)``.
+        So only what the store holds goes in, and a process that loads the rows builds the
+        same bytes."""
+        head = rt.audit_head
+        memo = self._sealed_memo
+        if (
+            memo is not None
+            and memo[0] is rt
+            and memo[1:4] == (head, rt.row.revision, len(rt.audit_pending))
+        ):
+            return memo[4]
+        tx_id, tenant = rt.row.id, rt.row.tenant
+        revision = rt.row.revision - len(rt.audit_pending)
+        out: list[AuditRecord] = []
+        for st in rt.audit_pending:
+            revision += 1
+            kind, data_text = step_event_text(st)
+            rec = record_from_text(
+                head,
+                tx_id=tx_id,
+                tenant=tenant,
+                kind=kind,
+                at=st.started_at,
+                revision=revision,
+                data_text=data_text,
+            )
+            out.append(rec)
+            head = rec.head
+        self._sealed_memo = (rt, rt.audit_head, rt.row.revision, len(rt.audit_pending), out)
+        return out
+
+    def defers(self, rt: TxRuntime) -> bool:
+        """True iff a successful state-only step written now leaves its record pending: the
+        chain is on and the pending list has room for it (else the step chains them all)."""
+        return self.config.audit_chain and len(rt.audit_pending) < AUDIT_BATCH - 1
+
+    def watermark(self, rt: TxRuntime, body: Mapping[str, Any] | None = None) -> int:
+        """The ``audit_seq`` a write carrying records sets: every step row so far (``body``:
+        the one the write stores, whose ``step_seq`` counts its own step row) is covered, the
+        eager ones by their own writes, the pending ones by this one. 0 with the chain off."""
+        if not self.config.audit_chain:
+            return 0
+        seq = int(rt.body.get("step_seq", 0))
+        if body is not None:
+            seq = max(seq, int(body.get("step_seq", 0)))
+        return max(seq, rt.audit_seq)
+
+    def seal_seq(self, rt: TxRuntime) -> int:
+        """The ``audit_seq`` of a write that changes no step row nor revision (a preview, a
+        compensation's status): past the pending steps it chains, 0 if there are none."""
+        return self.watermark(rt) if rt.audit_pending else 0
 
     async def record(self, rt: TxRuntime, *events: Event) -> None:
-        """Append events that come with no other write (the caller holds the lock)."""
+        """Append events that come with no other write, after the pending step records (the
+        caller holds the lock). With no events: chain the pending records alone (``seal``)."""
         records = self.chain(rt, rt.row.revision, self.clock(), *events)
         if records:
-            await self.store.append_audit(records)
-            self.appended(rt, records)
+            audit_seq = self.seal_seq(rt)
+            await self.store.append_audit(records, audit_seq=audit_seq)
+            self.appended(rt, records, audit_seq)
 
-    def appended(self, rt: TxRuntime, records: Sequence[AuditRecord]) -> None:
-        """Mirror records a durable write appended to the chain."""
+    async def seal(self, rt: TxRuntime) -> None:
+        """Chain the pending step records now, in one small write of their own (a reader
+        about to show the chain of an active transaction; the caller holds the lock)."""
+        if rt.audit_pending:
+            await self.record(rt)
+
+    async def seal_active(self, transaction_id: str) -> None:
+        """Chain an active transaction's pending step records before its chain is shown
+        (``Engine.verify_audit``, ``audit_records``): one small write under its lock, none if
+        nothing is pending. An ended or unknown transaction has none (its end chained them)."""
+        if not self.config.audit_chain:
+            return
+        rt = self.cache.get(transaction_id)
+        if rt is None:
+            row = await self.store.get_transaction(transaction_id)
+            if row is None or TxStatus(row.status).terminal:
+                return
+        elif not rt.audit_pending and not self.store_locks:
+            return  # one process: the image is authoritative
+        try:
+            async with self.locked(transaction_id) as held:
+                await self.seal(held)
+        except NotFound:
+            return  # pruned meanwhile: its chain is what there is
+
+    def appended(self, rt: TxRuntime, records: Sequence[AuditRecord], audit_seq: int = 0) -> None:
+        """Mirror records a durable write appended to the chain (``audit_seq``: the
+        ``seal_seq`` the write was given)."""
         if records:
             rt.audit_head = records[-1].head
+            rt.audit_pending = []  # the write chained them first (``chain``)
+            self._sealed_memo = None
+            if audit_seq > rt.audit_seq:
+                rt.audit_seq = audit_seq
 
     # ------------------------------------------------------------------ durable changes
 
@@ -240,6 +380,11 @@ class TxImages:
         store method runs it."""
         check_transition(TxStatus(rt.row.status), status)
         now = self.clock()
+        # A write that changes the transaction chains the pending step records even when it
+        # has no event of its own: the chain then reaches its revision.
+        records = (
+            self.chain(rt, rt.row.revision + 1, now, *audit) if audit or rt.audit_pending else ()
+        )
         return TxUpdate(
             tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
@@ -249,7 +394,8 @@ class TxImages:
             body=body,
             now=now,
             touch_activity=touch,
-            audit=self.chain(rt, rt.row.revision + 1, now, *audit) if audit else (),
+            audit=records,
+            audit_seq=self.watermark(rt, body) if records else 0,
         )
 
     def applied(self, rt: TxRuntime, update: TxUpdate, revision: int) -> None:
@@ -265,6 +411,10 @@ class TxImages:
             row.body = update.body
         if update.audit:
             rt.audit_head = update.audit[-1].head
+            rt.audit_pending = []  # chained first by the update (``chain``, ``step_audit``)
+            self._sealed_memo = None
+            if update.audit_seq > rt.audit_seq:
+                rt.audit_seq = update.audit_seq
         if self.events.listened(row.id):
             status = TxStatus(update.status)
             self.events.publish(
@@ -341,6 +491,10 @@ class HeldImage:
                             rt = await images.catch_up(rt, current)
                         if held is not None and held.audit_head is not None:
                             rt.audit_head = held.audit_head  # read under the lock: current
+                            if current is not None:
+                                # A write elsewhere that moved no revision (a preview) may
+                                # have chained the pending step records.
+                                images.follow_watermark(rt, current.audit_seq)
                     except BaseException as exc:
                         await store_lock.__aexit__(type(exc), exc, exc.__traceback__)
                         raise
@@ -394,7 +548,7 @@ def _apply_step(rt: TxRuntime, st: StepRow, *, graph: bool) -> None:
         StagedEffect(st.step_id, fx[0], fx[1], fx[2]) for fx in st.detail.get("fx", ())
     )
     if graph:
-        rt.add_to_graph(*graph_step(st))
+        rt.add_to_graph(*graph_step(st), chars=len(st.arguments_json) + len(st.output_json))
 
 
 def _advance_counters(rt: TxRuntime) -> None:
@@ -405,6 +559,12 @@ def _advance_counters(rt: TxRuntime) -> None:
         seq = max(st.seq for st in rt.steps.values())
         if seq > int(rt.body.get("step_seq", 0)):
             rt.body["step_seq"] = seq
+
+
+def _pending(st: StepRow, audit_seq: int) -> bool:
+    """True iff the step row's record is pending: it succeeded after the watermark (every
+    other write of a step row chains its records and moves the watermark past it)."""
+    return st.seq > audit_seq and st.status == _SUCCESS
 
 
 def _same_body(a: dict[str, Any], b: dict[str, Any]) -> bool:

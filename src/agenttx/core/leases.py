@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from agenttx.store.contract import StepRow
 
@@ -25,15 +27,21 @@ def new_owner() -> str:
 
 def lease_dead(step: StepRow, now: float) -> bool:
     """True iff the process that ran ``step`` is gone (see the module docstring)."""
-    if step.lease_until <= now:
+    return holder_gone(step.lease_owner, step.lease_until, now)
+
+
+def holder_gone(owner: str, until: float, now: float) -> bool:
+    """True iff a lease held by ``owner`` until ``until`` is free: expired, or its owner is
+    gone (a step's, or a reconcile's, ``reconcile.py``)."""
+    if until <= now:
         return True
-    host, _, rest = step.lease_owner.partition(":")
+    host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdigit():
         return False
     pid = int(pid_text)
     if pid == os.getpid():
-        return step.lease_owner not in LIVE_OWNERS
+        return owner not in LIVE_OWNERS
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -41,3 +49,10 @@ def lease_dead(step: StepRow, now: float) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def lease_held(lease: Mapping[str, Any] | None, now: float) -> bool:
+    """True iff ``lease`` (``{"owner", "until"}``, a reconcile's) is held by a live owner."""
+    if not lease:
+        return False
+    return not holder_gone(str(lease["owner"]), float(lease["until"]), now)

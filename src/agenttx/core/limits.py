@@ -8,6 +8,7 @@ from typing import Any
 from agenttx import jsonpolicy
 from agenttx.errors import InvalidArgument, clip
 from agenttx.jsontext import compact
+from agenttx.types import MAX_PRINCIPAL_BYTES  # one bound for a principal, keys' included
 
 MAX_AGENT_ID_BYTES = 256
 MAX_METADATA_ENTRIES = 64
@@ -118,6 +119,13 @@ def arguments_text(arguments: Any) -> str:
         except jsonpolicy.JsonRefused as exc:
             raise InvalidArgument(f"arguments are refused ({exc.rule}): {exc.message}") from None
         except (TypeError, ValueError) as exc:
+            # The encoder refused it (NaN, a set, a cycle): name the policy's rule if one is
+            # broken, as for every other value outside the policy.
+            refused = jsonpolicy.refusal(arguments)
+            if refused is not None:
+                raise InvalidArgument(
+                    f"arguments are not JSON ({refused.rule}): {refused.message}"
+                ) from None
             raise InvalidArgument(f"arguments are not JSON-serialisable: {exc}") from None
     if size > MAX_ARGUMENTS_BYTES:
         raise InvalidArgument(f"arguments_json exceeds {MAX_ARGUMENTS_BYTES} bytes")
@@ -138,3 +146,61 @@ def check_state_key(key: str) -> None:
             f"invalid argument: state key {clip(key, 40)!r} is too long; state keys are "
             f"1-{MAX_STATE_KEY_BYTES} bytes"
         )
+
+
+# -- compensation (``docs/compensation.md``) ------------------------------------------------
+
+MAX_COMPENSATION_REASON_BYTES = 4096  # a reason is a sentence or two, kept in the audit chain
+MAX_ROLES = 32
+MAX_ROLE_BYTES = 128
+
+
+def check_compensation_reason(reason: str) -> None:
+    size = len(reason.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMPENSATION_REASON_BYTES:
+        raise InvalidArgument(
+            f"invalid argument: reason is {size} bytes, over the limit of "
+            f"{MAX_COMPENSATION_REASON_BYTES}; say why in fewer words"
+        )
+
+
+# A refusal's reason is read by the agent that must answer it: a few sentences, kept in the
+# receipt row and the audit chain.
+MAX_REFUSAL_REASON_BYTES = 4096
+
+
+def check_refusal_reason(reason: str) -> None:
+    if not reason.strip():
+        raise InvalidArgument(
+            "invalid argument: reason is required: say why the change is refused and what "
+            "would make it acceptable (the agent reads it)"
+        )
+    size = len(reason.encode("utf-8", "surrogatepass"))
+    if size > MAX_REFUSAL_REASON_BYTES:
+        raise InvalidArgument(
+            f"invalid argument: reason is {size} bytes, over the limit of "
+            f"{MAX_REFUSAL_REASON_BYTES}; say why in fewer words"
+        )
+
+
+def check_approval(principal: str, roles: Sequence[str]) -> None:
+    """Who approves (a commit's receipt, a compensation) and the roles it claims."""
+    size = len(principal.encode("utf-8", "surrogatepass"))
+    if size > MAX_PRINCIPAL_BYTES:
+        raise InvalidArgument(
+            f"invalid argument: principal is {size} bytes, over the limit of {MAX_PRINCIPAL_BYTES}"
+        )
+    check_role_list(roles)
+
+
+def check_role_list(roles: Sequence[str]) -> None:
+    if len(roles) > MAX_ROLES:
+        raise InvalidArgument(
+            f"invalid argument: {len(roles)} roles, over the limit of {MAX_ROLES}; send only "
+            "the roles that matter (approver)"
+        )
+    for role in roles:
+        if len(role.encode("utf-8", "surrogatepass")) > MAX_ROLE_BYTES:
+            raise InvalidArgument(
+                f"invalid argument: role {clip(role, 40)!r} is over {MAX_ROLE_BYTES} bytes"
+            )

@@ -15,25 +15,19 @@ Invariants:
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from agenttx.core.audit import cause, resolved_event, step_event
+from agenttx.core.audit import cause, step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.images import TxImages
 from agenttx.core.leases import lease_dead
+from agenttx.core.reconcile import ms_left, pending_record
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import TxRuntime
-from agenttx.core.states import OPEN
-from agenttx.core.views import step_references
 from agenttx.errors import (
     DeadlineExceeded,
-    FailedPrecondition,
     NotActive,
     NotFound,
     RevisionConflict,
 )
-from agenttx.jsontext import compact
 from agenttx.store.contract import StepRow, Store, TxRow
 from agenttx.tools.registry import ToolRegistry
 from agenttx.types import StepStatus, TxStatus
@@ -41,15 +35,16 @@ from agenttx.types import StepStatus, TxStatus
 INTERRUPTED_TEXT = "the step was interrupted by a restart before it finished"
 
 
-def outcome_unknown_hint(step_id: int, cause: str) -> str:
-    """The hint of an OUTCOME_UNKNOWN step: what the agent must do next. Retrying the step is
-    refused until the outcome is settled, so the hint never says "retry"."""
+def outcome_unknown_hint(step_id: int, cause: str, retry_after_ms: int = 0) -> str:
+    """The hint of an OUTCOME_UNKNOWN step: what the agent must do next. Sending the step
+    again is refused until the outcome is settled, so the hint never says "retry"."""
     cause = " ".join(cause.split())
-    if len(cause) > 100:
-        cause = cause[:99] + "…"
+    if len(cause) > 60:
+        cause = cause[:59] + "…"
+    when = f" after {retry_after_ms} ms" if retry_after_ms > 0 else ""
     return (
-        f"Hint: step {step_id} may or may not have taken effect ({cause}); check the outside "
-        "system, then reconcile the step (happened / not happened) or roll back."
+        f"Hint: step {step_id} may or may not have taken effect ({cause}); reconcile the step "
+        f"(reconcile_step{when}; no handler: resolve it happened / not happened) or roll back."
     )
 
 
@@ -69,53 +64,6 @@ class Recovery:
         self.registry = registry  # whether an interrupted step's tool is idempotent
         self.config = config  # the idle timeout
         self.clock = clock
-
-    # ------------------------------------------------------------------ unknown outcomes
-
-    async def resolve_outcome(
-        self, transaction_id: str, step_id: int, *, happened: bool, output: Any = None
-    ) -> None:
-        """Settle a step whose outside call had an unknown outcome (after checking the outside
-        system): ``happened`` keeps it as a successful step with ``output``; otherwise its undo
-        records are discarded unrun and the step can be sent again."""
-        images = self.images
-        async with images.locked(transaction_id) as rt:
-            pending = int(rt.body.get("outcome_unknown_step", 0))
-            if pending == 0 or pending != step_id:
-                raise FailedPrecondition(
-                    f"transaction {transaction_id}: step {step_id} has no unknown outcome to "
-                    "resolve"
-                )
-            steps = await self.store.load_steps(transaction_id, live_only=False)
-            last = next(s for s in reversed(steps) if s.step_id == step_id)
-            body = dict(rt.body, outcome_unknown_step=0)
-            if happened:
-                last.status = StepStatus.SUCCESS.value
-                last.live = True
-                last.output_json = compact(output)
-                last.detail = dict(last.detail, resolved="happened")
-                update = images.update(
-                    rt, TxStatus.ACTIVE, step_id + 1, body, OPEN, audit=[resolved_event(last, True)]
-                )
-                images.applied(rt, update, await self.store.finish_step(update, last))
-                rt.steps[step_id] = last
-                rt.outputs[step_id] = output
-                rt.add_to_graph(
-                    step_id,
-                    json.loads(last.arguments_json) if last.arguments_json else None,
-                    output,
-                    step_references(last),
-                )
-            else:
-                for u in [u for u in rt.undo if u.step_id == step_id]:
-                    await self.store.set_undo_status(u.id, "done", u.attempts, "not happened")
-                rt.undo = [u for u in rt.undo if u.step_id != step_id]
-                last.status = StepStatus.FAILED.value
-                last.detail = dict(last.detail, resolved="not_happened")
-                update = images.update(
-                    rt, TxStatus.ACTIVE, step_id, body, OPEN, audit=[resolved_event(last, False)]
-                )
-                images.applied(rt, update, await self.store.finish_step(update, last))
 
     # ------------------------------------------------------------------ after a crash
 
@@ -159,10 +107,13 @@ class Recovery:
         status = TxStatus(rt.row.status)
         if status is TxStatus.ROLLING_BACK:
             plan = rt.body.get("rewind") or {"target": 0, "final": TxStatus.FAILED.value}
+            if plan.get("awaiting_approval") and not plan.get("approved_by"):
+                return ""  # waits for ``approve_compensation``, not for recovery
             body = dict(rt.body)
             why = cause("RECOVERY", "restart")
+            events = [(str(k), d) for k, d in plan.get("events", ())]  # an undo's record
             await self.rewinder.rewind(
-                rt, int(plan["target"]), TxStatus(plan["final"]), body, None, why
+                rt, int(plan["target"]), TxStatus(plan["final"]), body, None, why, events=events
             )
             return "rewinds"
         if status is TxStatus.EXECUTING:
@@ -189,13 +140,19 @@ class Recovery:
         # An unknown tool (registered on the replica that died, not here) may not be
         # idempotent either: only a tool known to be idempotent is simply undone and resent.
         if running is not None and (tool is None or not tool.idempotent):
+            # The provider operation it checkpointed before the crash is what reconcile asks.
+            op = running.detail.get("op")
+            record = pending_record(step_id, self.clock(), op, None)
             running.status = StepStatus.OUTCOME_UNKNOWN.value
             running.detail = {
-                "hint": outcome_unknown_hint(step_id, INTERRUPTED_TEXT),
+                "hint": outcome_unknown_hint(
+                    step_id, INTERRUPTED_TEXT, ms_left(record, self.clock())
+                ),
                 "error": INTERRUPTED_TEXT,
+                **({"op": op} if op else {}),
             }
             running.finished_at = self.clock()
-            body = dict(rt.body, outcome_unknown_step=step_id)
+            body = dict(rt.body, outcome_unknown_step=step_id, reconcile=record)
             update = self.images.update(
                 rt,
                 TxStatus.ACTIVE,

@@ -45,6 +45,7 @@ from typing import Any
 from agenttx.errors import ArgumentsRefused
 from agenttx.errors import UnresolvedKind as UnresolvedKind
 from agenttx.errors import UnresolvedReference as UnresolvedReference
+from agenttx.types import STAGED_OUTPUT_KEY
 
 __all__ = [
     "Reference",
@@ -376,6 +377,8 @@ def _value_of(ref: Reference, outputs: Mapping[int, Any], current_step: int) -> 
 
 def _missing(ref: Reference, depth: int, container: Any) -> UnresolvedReference:
     segment = ref.path[depth]
+    if depth == 0 and isinstance(container, dict) and container.get(STAGED_OUTPUT_KEY) is True:
+        return _staged(ref, container)
     where = f" at '{'.'.join(ref.path[:depth])}'" if depth else ""
     available: list[str] = []
     if isinstance(container, dict):
@@ -401,6 +404,22 @@ def _missing(ref: Reference, depth: int, container: Any) -> UnresolvedReference:
         key=key,
         kind="missing_key",
         available_keys=available,
+    )
+
+
+def _staged(ref: Reference, output: dict[str, Any]) -> UnresolvedReference:
+    # The mistake is this step's (it asked for what cannot exist yet), not the staged step's:
+    # step 0 and no key keep the controller from rewinding to the staged step (it would only
+    # stage again): it retries this step, which the agent resends without the reference.
+    tool = str(output.get("tool", ""))[:_MAX_SHOWN_TEXT]
+    return UnresolvedReference(
+        f"staged output {ref.text}: step {ref.step_id} is a staged call ({tool}) that "
+        "runs only after commit, so its output exists only after commit; read what you need "
+        "with a read tool, or use the result after committing",
+        reference=ref.text,
+        step_id=0,
+        key="",  # no key to trace either: the graph would lead back to the staged step
+        kind="staged_output",
     )
 
 

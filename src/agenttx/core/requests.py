@@ -145,27 +145,29 @@ class RequestLog:
         call: Callable[[Request | None], Awaitable[T]],
         *,
         lookup_first: bool = False,
+        tenant: str | None = None,
     ) -> T:
         """Run ``call`` once per ``request_id``; replay its stored reply on a retry.
 
         ``call`` gets the ``Request`` (None without an id) and hands it to the lock it takes
         (the lookup) and to its durable write (the store); ``lookup_first`` looks the reply
-        up before the call instead, for a call that locks no transaction (begin)."""
+        up before the call instead, for a call that locks no transaction (begin). ``tenant``:
+        the caller's (request ids are unique per tenant), else the engine's."""
         if not request_id:
             return await call(None)
         check_request_id(request_id)
         digest = payload_hash(method, payload)
-        req = Request(self.tenant, request_id, method, digest, self.clock())
+        req = Request(tenant or self.tenant, request_id, method, digest, self.clock())
         try:
             if lookup_first:
-                req.check(await self.store.get_request(self.tenant, request_id))
+                req.check(await self.store.get_request(req.tenant, request_id))
             result = await self._call(req, call)
         except ReplyFound as found:
             return self._replay(found.stored, method, digest, result_type)
         if req.stored:
             return result  # stored with the call's own write
         row = req.reply(result)
-        stored = await self.store.put_request(self.tenant, row)
+        stored = await self.store.put_request(req.tenant, row)
         if stored is row:
             return result  # this call's reply is the stored one: no need to decode it again
         return self._replay(stored, method, digest, result_type)  # a concurrent twin won
@@ -178,7 +180,7 @@ class RequestLog:
         except AlreadyExists:
             # The id was taken between the lookup and the call's own write, which the store
             # then rolled back whole: answer with what holds the id.
-            stored = await self.store.get_request(self.tenant, req.request_id)
+            stored = await self.store.get_request(req.tenant, req.request_id)
             if stored is None:
                 raise
             raise ReplyFound(stored) from None
@@ -195,7 +197,7 @@ class RequestLog:
                 }
             }
             row = StoredReply(req.request_id, req.method, req.digest, json.dumps(error), req.now)
-            raise ReplyFound(await self.store.put_request(self.tenant, row)) from exc
+            raise ReplyFound(await self.store.put_request(req.tenant, row)) from exc
 
     async def step_replay(
         self, transaction_id: str, step_id: int, request_id: str

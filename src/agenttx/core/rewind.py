@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttx.audit import AuditKind
 from agenttx.core.audit import compensation_event, rollback_event, step_event
 from agenttx.core.config import Clock, EngineConfig
+from agenttx.core.contracts import AWAITING, BLOCKED, RUN, describe, evidence, rewind_actions
 from agenttx.core.eager import leave_eager
-from agenttx.core.images import TxImages
+from agenttx.core.images import Event, TxImages
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import UNFINISHED
 from agenttx.store.contract import StepRow, Store, UndoRow
 from agenttx.tools.registry import ToolRegistry
-from agenttx.types import TxStatus
+from agenttx.types import CompensationAction, TxStatus
 
 
 class Rewinder:
@@ -57,12 +58,13 @@ class Rewinder:
         body: dict[str, Any],
         failed_row: StepRow | None,
         cause: Mapping[str, Any] | None = None,
+        events: Sequence[Event] = (),
     ) -> tuple[list[str], int]:
         """Undo everything of steps ≥ target and leave the transaction in ``final`` with
         ``next_step_id = target`` (0 if it ended); ``failed_row`` (the attempt that caused
         it) becomes durable with the first phase. ``cause`` (strategy, trigger) goes in the
-        rollback's audit record. Returns (compensation errors, compensations run). The caller
-        holds the transaction's lock."""
+        rollback's audit record; ``events`` follow it in the final write (an undo's own).
+        Returns (compensation errors, compensations run). The caller holds the lock."""
         images = self.images
         target = max(target, 0)
         to_undo = [u for u in rt.undo if u.step_id >= target and u.status == "pending"]
@@ -70,12 +72,40 @@ class Rewinder:
         if final.terminal:
             body = dict(body, ended_at=self.clock())
         errors: list[str] = []
+        ran = 0
         why = cause or {}
         failed = [step_event(failed_row)] if failed_row is not None else []
+        # The contracts decide which undo actions may run (``contracts``): an approval asked
+        # for and not given makes the rewind wait; past-window and unsupported ones are not
+        # run, and the transaction needs a human.
+        approval = {k: v for k, v in (body.get("rewind") or {}).items() if k.startswith("approv")}
+        actions = rewind_actions(
+            rt.steps,
+            to_undo,
+            target,
+            self.registry,
+            self.clock(),
+            approved=bool(approval.get("approved_by")),
+            failed_row=failed_row,
+            next_step_id=rt.row.next_step_id,
+        )
+        verdicts = {a.undo_id: a.verdict for a in actions if a.undo_id}
+        awaiting = [a.step_id for a in actions if a.verdict == AWAITING]
+        blocked = [a for a in actions if a.verdict in BLOCKED]
         if to_undo:
-            plan = dict(body, rewind={"target": target, "final": final.value})
+            plan = dict(body, rewind={"target": target, "final": final.value, **approval})
+            if awaiting:
+                plan["rewind"]["awaiting_approval"] = awaiting
+                plan["rewind"]["cause"] = dict(why)
+            if events:  # kept with the plan: a restart that finishes it still records them
+                plan["rewind"]["events"] = [[kind, dict(data)] for kind, data in events]
             started = rollback_event(
-                AuditKind.ROLLBACK_STARTED, target, final.value, why, compensations=len(to_undo)
+                AuditKind.ROLLBACK_STARTED,
+                target,
+                final.value,
+                why,
+                compensations=len(to_undo),
+                **({"awaiting_approval": awaiting} if awaiting else {}),
             )
             update = images.update(
                 rt,
@@ -92,32 +122,70 @@ class Rewinder:
             else:
                 revision = await self.store.update_transaction(update)
             images.applied(rt, update, revision)
-            errors = await self.compensate(rt, to_undo)
+            if awaiting:
+                # Waits in ROLLING_BACK for ``approve_compensation``; recovery leaves it be.
+                return [], 0
+            await self.skip(rt, [u for u in to_undo if verdicts.get(u.id) in BLOCKED], blocked)
+            to_run = [u for u in to_undo if verdicts.get(u.id, RUN) == RUN]
+            errors = await self.compensate(rt, to_run)
+            ran = len(to_run)
             body = dict(rt.body)
-            if errors:
-                body["requires_human"] = True
-                body["compensation_errors"] = [*body.get("compensation_errors", []), *errors]
+        if blocked:
+            body = dict(
+                body,
+                compensation_evidence=[
+                    *body.get("compensation_evidence", []),
+                    *map(evidence, blocked),
+                ],
+            )
+            errors = [*map(describe, blocked), *errors]
+        if errors:
+            body["requires_human"] = True
+            body["compensation_errors"] = [*body.get("compensation_errors", []), *errors]
         if target <= 1 or int(body.get("outcome_unknown_step", 0)) >= target:
             body["outcome_unknown_step"] = 0
+            body.pop("reconcile", None)  # its reconcile record goes with it (reconcile.py)
         body = {k: v for k, v in body.items() if k != "rewind"}  # the plan is done
         ended = rollback_event(
             AuditKind.ROLLBACK,
             target,
             final.value,
             why,
-            compensations=len(to_undo),
+            compensations=ran,
             compensation_errors=len(errors),
             reason=str(body.get("abort_reason", "")) if final.terminal else "",
         )
-        update = images.update(rt, final, next_step, body, UNFINISHED, audit=[*failed, ended])
+        audit = [*failed, ended, *events]
+        update = images.update(rt, final, next_step, body, UNFINISHED, audit=audit)
         images.applied(rt, update, await self.store.finish_rewind(update, target, failed_row))
         rt.drop_from(target)
         images.evict(rt)
-        return errors, len(to_undo)
+        return errors, ran
 
-    async def compensate(self, rt: TxRuntime, rows: list[UndoRow]) -> list[str]:
+    async def skip(
+        self, rt: TxRuntime, rows: list[UndoRow], blocked: list[CompensationAction]
+    ) -> None:
+        """Mark undo records their contract does not let run ``skipped``, each with its
+        audit record saying why: evidence, never run later."""
+        why = {a.undo_id: a.reason for a in blocked}
+        for row in rows:
+            row.status = "skipped"
+            row.last_error = why.get(row.id, "")
+            records = self.images.chain(rt, rt.row.revision, self.clock(), compensation_event(row))
+            sealed = self.images.seal_seq(rt)
+            await self.store.set_undo_status(
+                row.id, "skipped", row.attempts, row.last_error, records, audit_seq=sealed
+            )
+            self.images.appended(rt, records, sealed)
+
+    async def compensate(
+        self, rt: TxRuntime, rows: list[UndoRow], *, on_behalf_of: str = ""
+    ) -> list[str]:
         """Run undo handlers newest first, each up to ``compensation_retries`` times with
-        exponential backoff; a handler that keeps failing is reported and its record kept."""
+        exponential backoff; a handler that keeps failing is reported and its record kept.
+        Each run's audit record goes in ``rt``'s chain; its handler sees the transaction
+        ``on_behalf_of`` (default ``rt``'s) — a compensating transaction's handlers see the
+        committed one they undo."""
         errors: list[str] = []
         if rows:
             await leave_eager()  # undo handlers are user code
@@ -133,7 +201,8 @@ class Rewinder:
                     break
                 try:
                     result = handler(
-                        UndoContext(rt.transaction_id, row), **json.loads(row.args_json)
+                        UndoContext(on_behalf_of or rt.transaction_id, row),
+                        **json.loads(row.args_json),
                     )
                     if asyncio.iscoroutine(result):
                         await result
@@ -148,8 +217,11 @@ class Rewinder:
             row.status = status
             row.last_error = "" if ok else last
             records = self.images.chain(rt, rt.row.revision, self.clock(), compensation_event(row))
-            await self.store.set_undo_status(row.id, status, row.attempts, row.last_error, records)
-            self.images.appended(rt, records)
+            sealed = self.images.seal_seq(rt)
+            await self.store.set_undo_status(
+                row.id, status, row.attempts, row.last_error, records, audit_seq=sealed
+            )
+            self.images.appended(rt, records, sealed)
             if not ok:
                 errors.append(f"undo {row.handler} of step {row.step_id}: {last}")
         return errors

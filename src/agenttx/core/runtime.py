@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from agenttx.audit import EMPTY, ChainHead
 from agenttx.core.controller import ControllerState
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.limits import MAX_STATE_VALUE_BYTES, check_state_key
+from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.core.refs import Reference
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
@@ -63,6 +64,7 @@ class TxRuntime:
     # fail, so the hot path does not pay for it.
     _graph: DependencyGraph = field(default_factory=DependencyGraph)
     _graph_pending: list[GraphStep] = field(default_factory=list)
+    _graph_pending_chars: int = 0  # stored text behind the queued steps: what joining costs
     # Committed keys read by ANY attempt (failed and rewound ones too): the agent may have
     # acted on what it saw, so serializable validation checks them all; never shrinks.
     read_set: dict[str, int] = field(default_factory=dict)
@@ -70,14 +72,40 @@ class TxRuntime:
     # The newest record of the transaction's audit chain as the store holds it: advanced only
     # after a write that appended records is durable (``TxImages.applied``/``appended``).
     audit_head: ChainHead = EMPTY
+    # Successful state-only step rows, oldest first, durable but not in the chain yet: their
+    # records are built and chained by the next write that carries records (``TxImages.chain``,
+    # at most ``AUDIT_BATCH`` of them). Emptied only once that write is durable; a load
+    # rebuilds it from the store (the successful steps after ``audit_seq``).
+    audit_pending: list[StepRow] = field(default_factory=list)
+    # The row's watermark as the store holds it: every step row with seq <= it has its
+    # records in the chain (``TxRow.audit_seq``).
+    audit_seq: int = 0
 
     @property
     def graph(self) -> DependencyGraph:
-        if self._graph_pending:
-            pending, self._graph_pending = self._graph_pending, []
-            for step in pending:
-                self._graph.add_step(*step)
+        """The graph with every queued step joined, here and now (tests, small graphs)."""
+        self._join_pending()
         return self._graph
+
+    @property
+    def built_graph(self) -> DependencyGraph | None:
+        """The graph if no step waits to join it, else None: a reader outside the
+        transaction's lock never joins steps (that can take long, and a writer may be joining
+        them on a worker thread); it rebuilds from the rows instead."""
+        return None if self._graph_pending else self._graph
+
+    async def joined_graph(self) -> DependencyGraph:
+        """The graph with every queued step joined; the caller holds the transaction's lock.
+        Joining indexes every scalar of the steps' inputs and outputs: a large queue joins on a
+        worker thread, and the queue is emptied only once it is done (``built_graph``)."""
+        await by_size(self._graph_pending_chars, INLINE_JSON_CHARS, self._join_pending)
+        return self._graph
+
+    def _join_pending(self) -> None:
+        if self._graph_pending:
+            for step in self._graph_pending:
+                self._graph.add_step(*step)
+            self._graph_pending, self._graph_pending_chars = [], 0
 
     def add_to_graph(
         self,
@@ -87,8 +115,12 @@ class TxRuntime:
         references: Sequence[Reference] = (),
         state_reads: Sequence[str] = (),
         state_writes: Sequence[str] = (),
+        *,
+        chars: int = 0,
     ) -> None:
+        """Queue a step for the graph; ``chars``: the size of its stored inputs and output."""
         self._graph_pending.append((step_id, inputs, output, references, state_reads, state_writes))
+        self._graph_pending_chars += chars
 
     @property
     def transaction_id(self) -> str:
@@ -164,6 +196,11 @@ class StepRun:
         self.undo_ids: list[int] = []
         # Where report_progress goes; None (the caller asked for none): progress is dropped.
         self.progress: ProgressSink | None = None
+        # The attempt's durable RUNNING row: set iff the tool has an outside effect (only
+        # such a step may checkpoint a provider operation on it).
+        self.running: StepRow | None = None
+        # Writes a checkpoint onto ``running`` (``reconcile.checkpoint``); set by the pipeline.
+        self.checkpointer: Callable[[StepRun, str, str, Any], Awaitable[None]] | None = None
 
     async def _lookup(self, key: str) -> str | None:
         check_state_key(key)
@@ -253,6 +290,14 @@ class StepRun:
             await self.progress(float(done), None if total is None else float(total), message)
         except Exception:  # a caller that went away must not fail the tool that reports
             log.debug("progress of step %s not delivered", self.step_id, exc_info=True)
+
+    async def checkpoint_operation(self, provider: str, operation_id: str, cursor: Any) -> None:
+        if self.checkpointer is None or self.running is None:
+            raise InvalidArgument(
+                f"checkpoint_operation: tool '{self.tool_name}' has no outside effect; only a "
+                "compensatable or irreversible tool's call can have an unknown outcome"
+            )
+        await self.checkpointer(self, provider, operation_id, cursor)
 
     def committed_reads(self) -> list[list[Any]]:
         return [[k, v[1]] for k, v in self.reads.items()]

@@ -11,6 +11,7 @@ from agenttx.types import TxStatus
 
 A, E, R, C = TxStatus.ACTIVE, TxStatus.EXECUTING, TxStatus.ROLLING_BACK, TxStatus.COMMITTING
 DONE, ROLLED, FAILED = TxStatus.COMMITTED, TxStatus.ROLLED_BACK, TxStatus.FAILED
+COMPENSATING, COMPENSATED = TxStatus.COMPENSATING, TxStatus.COMPENSATED
 
 TRANSITIONS: dict[TxStatus, frozenset[TxStatus]] = {
     # ACTIVE → ACTIVE: a step that needs no outside effect finishes in one durable change.
@@ -23,6 +24,10 @@ TRANSITIONS: dict[TxStatus, frozenset[TxStatus]] = {
     DONE: frozenset(),
     ROLLED: frozenset(),
     FAILED: frozenset(),
+    # A compensating transaction: created COMPENSATING, it runs (or waits for an approver,
+    # then runs) its undo actions and ends COMPENSATED or FAILED.
+    COMPENSATING: frozenset({COMPENSATING, COMPENSATED, FAILED}),
+    COMPENSATED: frozenset(),
 }
 
 

@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import time
@@ -34,7 +35,9 @@ from agenttx.core.hints import Category, Hint, HintCleaner, reference_category
 from agenttx.core.hints.rules import HINT_PREFIX
 from agenttx.core.images import TxImages
 from agenttx.core.limits import check_step_request, check_transaction_id, reply_room
+from agenttx.core.masking import Redactor
 from agenttx.core.offload import INLINE_HINT_CHARS, INLINE_JSON_CHARS, by_size
+from agenttx.core.reconcile import ms_left, pending_record, uncertain_op
 from agenttx.core.recovery import outcome_unknown_hint
 from agenttx.core.refs import (
     Reference,
@@ -52,7 +55,9 @@ from agenttx.errors import (
     ArgumentsRefused,
     FatalToolError,
     NotActive,
+    OutboundRefused,
     OutcomeUnknownPending,
+    StepLimitReached,
     UncertainOutcome,
     WrongStep,
 )
@@ -94,6 +99,9 @@ class Attempt:
     request: Request | None  # the call's request id, looked up and stored with the step
     resolved: Any = None
     references: list[Reference] = field(default_factory=list)
+    # True iff ``arguments_json`` and ``raw_context`` have had their secrets masked
+    # (``core.masking``); a row of an attempt that failed before that masks them itself.
+    masked: bool = False
 
 
 class StepExecutor:
@@ -108,9 +116,16 @@ class StepExecutor:
         controller: RollbackController,
         config: EngineConfig,
         clock: Clock,
+        guard: Callable[[int, str, str], None] | None = None,
+        checkpoint: Callable[[StepRun, str, str, Any], Awaitable[None]] | None = None,
     ) -> None:
         self.images = images
+        # Persists a running outside step's provider operation (``Reconciler.checkpoint``).
+        self.checkpoint = checkpoint
         self.rewinder = rewinder  # undoes a failed step back to the controller's target
+        # (step id, tool name, effect class) → raises PolicyViolation for a step the safety
+        # policy forbids; None: no policy file, every step may run.
+        self.guard = guard
         # Recovery's hook for a transaction a dead replica left mid-call (shared stores).
         self.finish_interrupted = finish_interrupted
         self.store = store
@@ -121,6 +136,8 @@ class StepExecutor:
         self.clock = clock
         # The tasks of running tools, so a caller may cancel its own step (``cancels.py``).
         self.running = RunningTools()
+        # Masks secret fields in what is stored and returned; the tool gets real values.
+        self.redactor = Redactor(config.redact_fields)
 
     async def run(
         self,
@@ -146,10 +163,14 @@ class StepExecutor:
                 raise OutcomeUnknownPending(transaction_id, int(body["outcome_unknown_step"]))
             if step_id != rt.row.next_step_id:
                 raise WrongStep(transaction_id, step_id, rt.row.next_step_id)
+            if step_id > self.config.max_steps:
+                raise StepLimitReached(transaction_id, self.config.max_steps)
 
             now = self.clock()
             seq = int(body.get("step_seq", 0)) + 1
             tool = self.registry.get(tool_name)
+            if self.guard is not None:  # the safety policy refuses before anything runs
+                self.guard(step_id, tool_name, str(tool.effect) if tool else "")
             att = Attempt(
                 step_id=step_id,
                 seq=seq,
@@ -234,6 +255,16 @@ class StepExecutor:
                 att.arguments_json = resolved_json
             elif not arguments_json.strip():
                 att.arguments_json = compact(att.resolved)
+            # What is stored from here on has its secrets masked; the tool gets ``resolved``.
+            att.arguments_json, att.raw_context = await by_size(
+                len(att.arguments_json) + len(att.raw_context),
+                INLINE_JSON_CHARS,
+                self._masked_request,
+                att.arguments_json,
+                att.resolved,
+                att.raw_context,
+            )
+            att.masked = True
             try:
                 if tool.input_model is not None:
                     call_args = tool.validate(att.resolved)
@@ -248,7 +279,7 @@ class StepExecutor:
                 self.store,
                 step_id,
                 f"{transaction_id}:{step_id}:{seq}",  # seq is unique per attempt, across rewinds
-                self.config.fs_root,
+                self.config.files_for(rt.row.tenant),
                 tool_name,
                 now,
             )
@@ -276,14 +307,24 @@ class StepExecutor:
                 self.images.applied(rt, update, await self.store.start_step(update, running, claim))
                 if request is not None:
                     request.claimed = True
+                scope.running, scope.checkpointer = running, self.checkpoint
             try:
                 output = await self._run_tool(tool, timeout, scope, att.resolved, call_args)
                 output_json = compact(output)
+                if len(output_json) > INLINE_JSON_CHARS:
+                    # Even the needle test of a large output is milliseconds: off the loop.
+                    output, output_json = await by_size(
+                        len(output_json), 0, self.redactor.output, output, output_json
+                    )
+                elif self.redactor.may_hold(output_json):
+                    output, output_json = self.redactor.output(output, output_json)
             except FatalToolError as exc:
                 return await self._fail(rt, att, error_text(exc), fatal=True, scope=scope)
             except UncertainOutcome as exc:
+                if not outside:  # nothing outside ran: an ordinary failure
+                    return await self._fail(rt, att, error_text(exc), scope=scope)
                 return await self._outcome_unknown(
-                    rt, att, scope, error_text(exc), str(exc) or type(exc).__name__
+                    rt, att, scope, error_text(exc), str(exc) or type(exc).__name__, exc
                 )
             except TimeoutError:
                 text = f"tool '{tool_name}' timed out after {int(timeout * 1000)} ms"
@@ -295,8 +336,9 @@ class StepExecutor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                # A tool that checks its own arguments says so with ArgumentError.
-                local = isinstance(exc, ArgumentError)
+                # A tool that checks its own arguments says so with ArgumentError; a webhook
+                # target the outbound guard refuses is one of the step's arguments too.
+                local = isinstance(exc, ArgumentError | OutboundRefused)
                 return await self._fail(rt, att, error_text(exc), scope=scope, in_arguments=local)
             try:
                 # The output is stored and sent: it keeps the JSON policy too (a big one is
@@ -431,6 +473,42 @@ class StepExecutor:
 
     # ------------------------------------------------------------------ step outcomes
 
+    async def _secrets(self, att: Attempt) -> list[str]:
+        """The values of this step's secret arguments, to scrub from the texts a failure
+        keeps (a validation error quotes the value it refused: "got string 'hunter2'")."""
+        if att.resolved is None:
+            return []
+        size = len(att.arguments_json)
+        if size > INLINE_JSON_CHARS:  # the needle test too runs off the loop
+            return await by_size(size, 0, self._secret_values, att.arguments_json, att.resolved)
+        return self._secret_values(att.arguments_json, att.resolved)
+
+    def _secret_values(self, arguments_json: str, resolved: Any) -> list[str]:
+        if not self.redactor.may_hold(arguments_json):
+            return []
+        return self.redactor.secret_values(resolved)
+
+    def _masked_request(
+        self, arguments_json: str, resolved: Any, raw_context: str
+    ) -> tuple[str, str]:
+        return self.redactor.json_text(arguments_json, resolved), self.redactor.text(raw_context)
+
+    async def _mask_sent(self, att: Attempt) -> None:
+        """Mask what a step that failed before its arguments were masked (bad JSON, an unknown
+        tool, a reference that cannot resolve) stores of them: off the loop when large, as for
+        every other step, instead of inline in ``_step_row``."""
+        if att.masked:
+            return
+        att.arguments_json, att.raw_context = await by_size(
+            len(att.arguments_json) + len(att.raw_context),
+            INLINE_JSON_CHARS,
+            self._masked_request,
+            att.arguments_json,
+            None,
+            att.raw_context,
+        )
+        att.masked = True
+
     def _step_row(
         self, rt: TxRuntime, att: Attempt, status: str, *, live: bool, detail: dict[str, Any]
     ) -> StepRow:
@@ -454,9 +532,11 @@ class StepExecutor:
             effect=att.effect,
             status=status,
             live=live,
-            arguments_json=att.arguments_json,
+            arguments_json=(
+                att.arguments_json if att.masked else self.redactor.json_text(att.arguments_json)
+            ),
             output_json="",
-            raw_context=att.raw_context,
+            raw_context=att.raw_context if att.masked else self.redactor.text(att.raw_context),
             detail=detail,
             started_at=att.started_at,
             finished_at=self.clock(),
@@ -479,6 +559,8 @@ class StepExecutor:
         if scope.undo_ids:
             # Tells another replica catching up on this step that it left undo records.
             detail["undo"] = len(scope.undo_ids)
+        if scope.running is not None and "op" in scope.running.detail:
+            detail["op"] = scope.running.detail["op"]  # the provider operation, as evidence
         row = self._step_row(rt, att, _SUCCESS, live=True, detail=detail)
         row.output_json = output_json
         next_step = att.step_id + 1
@@ -496,6 +578,13 @@ class StepExecutor:
             }
         # A plain TxUpdate, not images.update: ACTIVE/EXECUTING → ACTIVE is always legal.
         tx_id = rt.row.id
+        images = self.images
+        # A step whose write is its only one leaves its record pending: the next write that
+        # carries records chains it (``images.py``). An outside step's RUNNING write chained
+        # the records before it, so its end records eagerly, as does the step that fills the
+        # batch (it chains the pending ones with its own).
+        defer = not outside and images.defers(rt)
+        audit = () if defer else images.step_audit(rt, rt.row.revision + 1, att.started_at, row)
         update = TxUpdate(
             tx_id=tx_id,
             expected_revision=rt.row.revision,
@@ -504,7 +593,8 @@ class StepExecutor:
             next_step_id=next_step,
             body=body,
             now=att.started_at,
-            audit=self.images.step_audit(rt, rt.row.revision + 1, att.started_at, row),
+            audit=audit,
+            audit_seq=images.watermark(rt) if audit else 0,
         )
         result = StepResult(
             transaction_id=tx_id,
@@ -522,7 +612,9 @@ class StepExecutor:
         # step's claim holds the id: its reply then fills the claim (RequestLog).
         request = att.request
         reply = request.reply(result) if request is not None and not request.claimed else None
-        self.images.applied(rt, update, await self.store.finish_step(update, row, reply))
+        images.applied(rt, update, await self.store.finish_step(update, row, reply))
+        if defer:
+            rt.audit_pending.append(row)  # durable now: the next sealing write chains it
         if reply is not None:
             assert request is not None
             request.stored = True
@@ -538,6 +630,7 @@ class StepExecutor:
             att.references,
             state_reads=scope.state_reads,
             state_writes=list(scope.writes),
+            chars=len(row.arguments_json) + len(row.output_json),
         )
         return result
 
@@ -570,15 +663,20 @@ class StepExecutor:
         in_arguments: bool = False,
     ) -> StepResult:
         started = time.perf_counter()
+        await self._mask_sent(att)
         if hint is None:
             # A long error text (a tool's dump, a hostile reference path) is cleaned off the
             # loop; the rules are linear, so this bounds the time, the thread the stall.
             hint = await by_size(len(raw_error), INLINE_HINT_CHARS, self.cleaner.clean, raw_error)
+        secrets = await self._secrets(att)
+        if secrets:
+            hint = dataclasses.replace(hint, text=self.redactor.scrub(hint.text, secrets))
         hint_key = key or hint.key
         inputs = att.resolved if att.resolved is not None else {}
         state_reads = scope.state_reads if scope is not None else ()
+        graph = await rt.joined_graph()
         if root is None and hint_key:
-            root = rt.graph.root_cause(
+            root = graph.root_cause(
                 att.step_id,
                 hint_key,
                 inputs=inputs,
@@ -592,7 +690,7 @@ class StepExecutor:
         literal = (
             root is None
             and self.controller.wants_literal(hint.category)
-            and rt.graph.is_literal(
+            and graph.is_literal(
                 att.step_id,
                 hint_key,
                 inputs=inputs,
@@ -618,10 +716,17 @@ class StepExecutor:
             "category": hint.category,
             "rule": hint.rule,
             "key": hint_key,
+            # What the controller did, for history readers (the dashboard's arcs and
+            # root-cause paths): the strategy, the step it rewound to, the root cause found.
+            "strategy": decision.strategy.value,
+            "target": decision.rollback_to_step,
+            "root": root or 0,
         }
         if scope is not None and scope.reads:
             detail["reads"] = scope.committed_reads()
             rt.note_reads(detail["reads"])
+        if scope is not None and scope.running is not None and "op" in scope.running.detail:
+            detail["op"] = scope.running.detail["op"]  # the provider operation, as evidence
         failed_row = self._step_row(rt, att, StepStatus.FAILED.value, live=False, detail=detail)
         body = dict(rt.body, step_seq=att.seq, constraints=constraints, controller=rt.ctl.to_dict())
         body["attempts"] = dict(body.get("attempts", {}), **{str(att.step_id): att.attempt})
@@ -657,16 +762,35 @@ class StepExecutor:
         )
 
     async def _outcome_unknown(
-        self, rt: TxRuntime, att: Attempt, scope: StepRun, text: str, cause: str
+        self,
+        rt: TxRuntime,
+        att: Attempt,
+        scope: StepRun,
+        text: str,
+        cause: str,
+        exc: UncertainOutcome | None = None,
     ) -> StepResult:
-        """The outside call may or may not have happened: keep its undo records, block the
-        transaction until the step is reconciled (``resolve_outcome``) or rolled back."""
+        """The outside call may or may not have happened: keep its undo records and its
+        provider operation, block the transaction until the step is reconciled
+        (``reconcile_step`` / ``resolve_step``, ``reconcile.py``) or rolled back."""
         category = (await by_size(len(text), INLINE_HINT_CHARS, self.cleaner.clean, text)).category
-        hint = outcome_unknown_hint(att.step_id, cause)
-        detail = {"hint": hint, "category": category, "error": text[:4096]}
-        row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
-        body = dict(rt.body, step_seq=att.seq, outcome_unknown_step=att.step_id)
         now = self.clock()
+        held = scope.running.detail.get("op") if scope.running is not None else None
+        op = uncertain_op(exc.operation_id if exc else None, exc.provider if exc else "", held)
+        record = pending_record(att.step_id, now, op, exc.retry_after_ms if exc else None)
+        retry_ms = ms_left(record, now)
+        secrets = await self._secrets(att)
+        # The cause (a tool's exception text) is quoted in the hint: masked like the error.
+        hint = self.redactor.scrub(
+            outcome_unknown_hint(att.step_id, self.redactor.text(cause), retry_ms), secrets
+        )
+        error = self.redactor.scrub(self.redactor.text(text[:4096]), secrets)
+        detail: dict[str, Any] = {"hint": hint, "category": category, "error": error}
+        if op:
+            detail["op"] = op
+        row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
+        body = dict(rt.body, step_seq=att.seq, outcome_unknown_step=att.step_id, reconcile=record)
+        audit = self.images.step_audit(rt, rt.row.revision + 1, now, row)
         update = TxUpdate(
             tx_id=rt.transaction_id,
             expected_revision=rt.row.revision,
@@ -675,7 +799,8 @@ class StepExecutor:
             next_step_id=att.step_id,
             body=body,
             now=now,
-            audit=self.images.step_audit(rt, rt.row.revision + 1, now, row),
+            audit=audit,
+            audit_seq=self.images.watermark(rt, body) if audit else 0,
         )
         self.images.applied(rt, update, await self.store.finish_step(update, row))
         return StepResult(
@@ -690,6 +815,9 @@ class StepExecutor:
             reference_category=reference_category(category),
             transaction_status=TxStatus.ACTIVE,
             revision=rt.row.revision,
+            retry_after_ms=retry_ms,
+            operation_provider=str((op or {}).get("provider", "")),
+            operation_id=str((op or {}).get("id", "")),
         )
 
 

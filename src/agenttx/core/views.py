@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agenttx import jsonpolicy
+from agenttx.core.contracts import awaiting_approval
 from agenttx.core.graph import DependencyGraph
 from agenttx.core.hints import reference_category
+from agenttx.core.leases import lease_held
 from agenttx.core.refs import Reference
 from agenttx.core.runtime import GraphStep
+from agenttx.jsontext import compact
 from agenttx.store.contract import (
     StepRow,
     TxRow,
@@ -30,17 +34,20 @@ from agenttx.types import (
 log = logging.getLogger("agenttx.engine")
 
 
-def stored_json(text: str) -> Any:
-    """A stored JSON text as a value for history; ``None`` for no text. A failed attempt
-    keeps the arguments exactly as they were sent, which may be text the JSON policy refused
-    (truncated, a lone surrogate escape, 1,000-deep): history shows such text as a string,
-    so reading a history never fails on what one bad step sent."""
-    if not text:
-        return None
-    try:
-        return jsonpolicy.parse(text)
-    except jsonpolicy.JsonRefused:
+def shown_json(text: str, status: str) -> str:
+    """A stored text as the JSON text history shows ("" for none), without parsing it where
+    it is JSON for sure. An attempt that got past parsing its arguments (any status but
+    FAILED: it ran) stored JSON the policy accepted, and outputs are written by us. A failed
+    attempt keeps the arguments exactly as they were sent, which may be text the JSON policy
+    refused (truncated, a lone surrogate escape, 1,000-deep): such text is shown as a JSON
+    string of it, so reading a history never fails on what one bad step sent."""
+    if not text or status != StepStatus.FAILED.value:
         return text
+    try:
+        jsonpolicy.parse(text)
+    except jsonpolicy.JsonRefused:
+        return compact(text)
+    return text
 
 
 def step_references(step: StepRow) -> list[Reference]:
@@ -59,19 +66,36 @@ def graph_step(s: StepRow) -> GraphStep:
     )
 
 
+def graph_rows(steps: Iterable[StepRow]) -> list[StepRow]:
+    """The rows the graph is built from, in the order they are added: the live successful
+    steps by step id (rows in ``seq`` order keep it among equal ids)."""
+    return sorted(
+        (s for s in steps if s.status == StepStatus.SUCCESS.value and s.live),
+        key=lambda s: s.step_id,
+    )
+
+
 def rebuild_graph(steps: Iterable[StepRow]) -> DependencyGraph:
     """The graph exactly as the live steps built it (the graph is a pure function of them)."""
     graph = DependencyGraph()
-    for s in sorted(steps, key=lambda s: s.step_id):
-        if s.status == StepStatus.SUCCESS.value and s.live:
-            graph.add_step(*graph_step(s))
+    for s in graph_rows(steps):
+        graph.add_step(*graph_step(s))
     return graph
 
 
 def transaction_info(
-    row: TxRow, steps: list[StepRow], edges: list[tuple[int, int, str]]
+    row: TxRow,
+    steps: list[StepRow],
+    edges: list[tuple[int, int, str]],
+    counters: Mapping[str, Any] | None = None,
+    edge_kinds: list[str] | None = None,
+    recent: int | None = None,
 ) -> TransactionInfo:
+    """The public view; ``counters`` are the revision counters (``RevisionRules.counters``).
+    ``recent``: only the newest that many attempts become step views (parsing each one's
+    arguments and output is the costly part of a view); the rest are counted."""
     live = [s for s in steps if s.live and s.status == StepStatus.SUCCESS.value]
+    omitted = max(0, len(steps) - recent) if recent is not None else 0
     return TransactionInfo(
         transaction_id=row.id,
         status=TxStatus(row.status),
@@ -91,6 +115,8 @@ def transaction_info(
         outcome_unknown_step=int(row.body.get("outcome_unknown_step", 0)),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        principal=str(row.body.get("principal", "")),
+        tenant=row.tenant,
         steps=[
             StepView(
                 step_id=s.step_id,
@@ -98,17 +124,48 @@ def transaction_info(
                 tool_name=s.tool,
                 status=s.status,
                 live=s.live,
-                arguments=stored_json(s.arguments_json),
-                output=stored_json(s.output_json),
+                arguments_json=shown_json(s.arguments_json, s.status),
+                output_json=shown_json(s.output_json, s.status),
                 clean_hint=str(s.detail.get("hint", "")),
                 error_category=str(s.detail.get("category", "")),
                 reference_category=reference_category(str(s.detail.get("category", ""))),
+                strategy=str(s.detail.get("strategy", "")),
+                rollback_to_step=int(s.detail.get("target", 0)),
+                root_cause_step=int(s.detail.get("root", 0)),
+                hint_key=str(s.detail.get("key", "")),
                 epoch=s.epoch,
                 started_at=s.started_at,
                 finished_at=s.finished_at,
+                operation_provider=str((s.detail.get("op") or {}).get("provider", "")),
+                operation_id=str((s.detail.get("op") or {}).get("id", "")),
             )
-            for s in steps
+            for s in steps[omitted:]
         ],
         edges=edges,
         labels=list(row.body.get("labels", [])),
+        history_chars=sum(
+            len(s.arguments_json) + len(s.output_json) + len(s.raw_context) for s in steps
+        ),
+        mode=str(row.body.get("mode", "transactional")),
+        **(counters or {}),
+        **pending_reconcile(row.body),
+        compensation_for=str(row.body.get("compensation_for", "")),
+        compensation_approval_pending=awaiting_approval(row.body),
+        edge_kinds=list(edge_kinds or []),
+        earlier_steps_omitted=omitted,
     )
+
+
+def pending_reconcile(body: dict[str, Any]) -> dict[str, Any]:
+    """The TransactionInfo fields of a pending unknown outcome (``reconcile.py``'s record)."""
+    if not body.get("outcome_unknown_step"):
+        return {}
+    record = body.get("reconcile") or {}
+    live = lease_held(record.get("lease"), time.time())
+    op = record.get("op") or {}
+    return {
+        "reconcile_state": "reconciling" if live else "outcome_unknown",
+        "reconcile_after": float(record.get("retry_at", 0.0)),
+        "operation_provider": str(op.get("provider", "")),
+        "operation_id": str(op.get("id", "")),
+    }

@@ -31,9 +31,14 @@ class Effect:
     idempotency_key: str
     attempt: int  # 1 on the first delivery
     committed_at: float  # unix seconds
+    tenant: str = "default"  # the transaction's tenant (an SMTP Message-ID derives from it)
 
 
 class Channel(Protocol):
+    """A channel may also have a ``jitter`` attribute (a fraction in [0, 1]: its retries wait
+    that much less than the backoff, at random) and an ``async def aclose()``, called when
+    the engine closes."""
+
     async def deliver(self, effect: Effect) -> None:
         """Deliver or raise. ``PermanentDeliveryError`` skips the remaining retries."""
 

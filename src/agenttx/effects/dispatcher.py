@@ -4,7 +4,8 @@ letters.
 Rows are claimed with a lease (``Store.claim_outbox``), so a dispatcher that dies mid-delivery
 loses nothing: the lease expires and another claim delivers the row again, with the same
 idempotency key. Failed attempts back off exponentially (``base · 2^(attempt-1)``, capped);
-after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it —
+after ``max_attempts`` the row is ``dead`` and stays listed until an operator requeues it (or
+dead-letter retention deletes it, ``core.retention``) —
 except for a full disk (``ENOSPC`` from the channel): that says nothing about the effect, so
 those attempts go on at the capped backoff and never make the row dead.
 """
@@ -16,6 +17,7 @@ import contextlib
 import errno
 import json
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -40,6 +42,7 @@ class OutboxDispatcher:
         lease_secs: float = 30.0,
         poll_s: float = 1.0,
         delivery_timeout_s: float = 30.0,
+        rng: Callable[[], float] = random.random,
     ) -> None:
         self.store = store
         self.channels = dict(channels)
@@ -51,6 +54,7 @@ class OutboxDispatcher:
         self.lease_secs = lease_secs
         self.poll_s = poll_s
         self.delivery_timeout_s = delivery_timeout_s
+        self.rng = rng  # in [0, 1): the jitter of channels that ask for it
         self._wake = asyncio.Event()
 
     def wake(self, _ids: Sequence[int] = ()) -> None:
@@ -58,6 +62,14 @@ class OutboxDispatcher:
 
     def channel_for(self, name: str) -> Channel | None:
         return self.channels.get(name, self.default)
+
+    async def aclose(self) -> None:
+        """Close the channels that hold connections (an HTTP client's pool)."""
+        for channel in {id(c): c for c in [*self.channels.values(), self.default]}.values():
+            close = getattr(channel, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     async def deliver_now(self, rows: Sequence[OutboxRow]) -> tuple[int, list[str]]:
         """Try these rows once now — a commit claimed them for its caller, so the reply can
@@ -133,6 +145,7 @@ class OutboxDispatcher:
             idempotency_key=row.idempotency_key,
             attempt=attempt,
             committed_at=row.created_at,
+            tenant=row.tenant,
         )
         channel = self.channel_for(row.channel)
         error = ""
@@ -164,12 +177,18 @@ class OutboxDispatcher:
             return None
         dead = permanent or (attempt >= self.max_attempts and not no_room)
         delay = min(self.backoff_base_s * (2 ** (attempt - 1)), self.backoff_max_s)
+        # Jitter (for channels that ask): many effects failing together against one server
+        # (an outage) must not all come back at the same instant when it recovers.
+        jitter = min(max(float(getattr(channel, "jitter", 0.0)), 0.0), 1.0)
+        delay *= 1.0 - jitter * self.rng()
         status = "dead" if dead else "pending"
         await self.store.settle_outbox(
             row.id,
             status=status,
             attempts=attempt,
-            next_attempt_at=now + delay,
+            # A dead row is never due again: its time is the attempt that killed it, which
+            # dead-letter retention counts from (``Store.prune_dead``).
+            next_attempt_at=now if dead else now + delay,
             error=error,
             now=now,
             audit=_delivery_event(row, attempt, status, error, now),

@@ -52,6 +52,10 @@ class TxRow:
     created_at: float
     updated_at: float
     last_activity_at: float  # last call by a client; the idle reaper compares against it
+    # The audit chain's watermark: every step row with ``seq <= audit_seq`` has its records in
+    # the chain; the successful steps after it are pending (``docs/audit.md``). Written only
+    # by writes that carry records.
+    audit_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,8 @@ class TxUpdate:
     ``body`` None keeps the stored body (the common step: nothing but the counters moved).
     ``audit``: the records of the event this update is, chained after the transaction's head;
     every method that applies the update inserts them in the same unit, or nothing.
+    ``audit_seq`` > 0: the row's ``audit_seq`` is set to it in the same unit (the records
+    cover every step row up to it); 0 leaves it.
     """
 
     tx_id: str
@@ -74,6 +80,7 @@ class TxUpdate:
     now: float
     touch_activity: bool = True
     audit: tuple[AuditRecord, ...] = ()
+    audit_seq: int = 0
 
 
 @dataclass(slots=True)
@@ -139,7 +146,7 @@ class OutboxRow:
     idempotency_key: str
     status: str  # pending, delivering, delivered, dead
     attempts: int
-    next_attempt_at: float
+    next_attempt_at: float  # when a pending row is due; a dead row's last attempt
     last_error: str
     created_at: float
     delivered_at: float
@@ -192,7 +199,8 @@ class CommitPlan:
     """What ``Store.commit`` does in one database transaction.
 
     If every check passes: publish ``writes`` at a new version, put ``effects`` in the
-    outbox, apply ``on_success`` and drop the undo log. Otherwise apply ``on_conflict``
+    outbox, apply ``on_success`` and drop the undo log, except the records ``keep_undo``
+    names. Otherwise apply ``on_conflict``
     instead and publish nothing.
 
     ``claim_until`` > 0: the effects go in already claimed (``delivering``, leased until
@@ -211,6 +219,9 @@ class CommitPlan:
     # The commit's reply under its request id, stored iff the commit succeeds (not on a
     # conflict, whose reply is an error the caller stores once the abort has finished).
     reply: StoredReply | None = None
+    # (undo id, end of its compensation window): undo records a successful commit keeps for
+    # a later compensation instead of dropping them; ``prune_kept_undo`` deletes them then.
+    keep_undo: Sequence[tuple[int, float]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +235,35 @@ class CommitOutcome:
     @property
     def outbox_ids(self) -> list[int]:
         return [row.id for row in self.outbox]
+
+
+@dataclass(slots=True)
+class ReceiptRow:
+    """A preview's receipt (``docs/safety.md``): bound to the change hash and the revision it
+    was made at. ``status`` is ``issued``, ``approved`` or ``refused``; it leaves ``issued``
+    once, by a compare-and-set (``approve_receipt``, ``refuse_receipt``), so of two decisions
+    exactly one wins. ``expired`` is never stored: reads compute it from ``expires_at``."""
+
+    id: str
+    tx_id: str
+    tenant: str
+    revision: int
+    change_hash: str
+    status: str
+    created_at: float
+    expires_at: float
+    # Who decided and when: the approver (status ``approved``) or the refuser (``refused``);
+    # "" and 0 while ``issued``.
+    approved_by: str = ""
+    approved_at: float = 0.0
+    # The preview's facts kept with it: counts, whether approval was required and why; a
+    # refusal adds ``refusal_reason``.
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def refusal_reason(self) -> str:
+        """Why it was refused ("" unless ``status`` is ``refused``)."""
+        return str(self.detail.get("refusal_reason", ""))
 
 
 class Store(abc.ABC):
@@ -304,9 +344,14 @@ class Store(abc.ABC):
         idle_before: float | None = None,
         limit: int = 100,
         after_id: str = "",
+        newest_first: bool = False,
+        created_after: float | None = None,
+        created_before: float | None = None,
     ) -> list[TxRow]:
         """Up to ``limit`` rows, oldest first (by ``created_at``, then ``id``), filtered;
-        ``idle_before`` keeps rows with last activity before it.
+        ``idle_before`` keeps rows with last activity before it; ``created_after`` /
+        ``created_before`` keep rows created at or after / before that time. ``newest_first``
+        reverses the order (``after_id`` then continues towards older rows).
 
         ``after_id`` continues a listing after that transaction (the last row of the
         previous page): a row's creation time never changes, so a listing continued this way
@@ -321,9 +366,14 @@ class Store(abc.ABC):
     # -- steps, journal, undo log, staged effects ------------------------------------------
 
     @abc.abstractmethod
-    async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
+    async def load_steps(
+        self, tx_id: str, *, live_only: bool, after_seq: int = 0, large: bool = False
+    ) -> list[StepRow]:
         """Attempts ordered by ``seq``; only those with ``seq > after_seq`` (live ones only if
-        ``live_only``). A read of one consistent state."""
+        ``live_only``). A read of one consistent state. ``large``: the caller expects a long
+        history (many attempts): fetching and decoding megabytes of rows must not hold the
+        event loop, so the store does that work on a thread of its own, at the price of a
+        thread hop a short read would not be worth."""
 
     @abc.abstractmethod
     async def load_undo(self, tx_id: str) -> list[UndoRow]:
@@ -373,9 +423,12 @@ class Store(abc.ABC):
         attempts: int,
         error: str,
         audit: Sequence[AuditRecord] = (),
+        *,
+        audit_seq: int = 0,
     ) -> None:
         """Record the result of running a compensation (an unknown id changes nothing), with
-        ``audit`` (the compensation's record) in the same unit."""
+        ``audit`` (the compensation's record) in the same unit, and ``audit_seq`` (> 0) as its
+        transaction's watermark (``TxUpdate.audit_seq``)."""
 
     @abc.abstractmethod
     async def finish_rewind(
@@ -450,9 +503,17 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def list_outbox(
-        self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        tx_id: str | None = None,
+        limit: int = 1000,
+        after_id: int = 0,
+        ids: Sequence[int] = (),
+        tenant: str | None = None,
     ) -> list[OutboxRow]:
-        """Outbox rows, oldest first."""
+        """Outbox rows, oldest first: with ``id > after_id`` (a page's continuation), of
+        these ``ids`` and this ``tenant`` if given. One read."""
 
     async def wait_for_outbox(self, timeout_s: float) -> bool:
         """Wait until another process queues effects, or ``timeout_s``; True if woken.
@@ -479,12 +540,17 @@ class Store(abc.ABC):
 
     # Records are appended with the write of the event they record (``TxUpdate.audit``,
     # ``create_transaction``, ``set_undo_status``, ``settle_outbox``); nothing AgentTx does
-    # updates or deletes one.
+    # updates one, and only retention deletes them, a whole chain at a time (``prune_audit``).
+    # A successful state-only step's record waits (pending) for the next such write, which
+    # chains it first and moves the transaction's ``audit_seq`` past it in the same unit
+    # (``audit_seq`` > 0 on the methods below; ``docs/audit.md``).
 
     @abc.abstractmethod
-    async def append_audit(self, records: Sequence[AuditRecord]) -> None:
-        """Append records of an event that has no other write, as one unit. A position
-        already taken is a ``RevisionConflict`` (someone else appended; reload the head)."""
+    async def append_audit(self, records: Sequence[AuditRecord], *, audit_seq: int = 0) -> None:
+        """Append records of an event that has no other write, as one unit (with
+        ``audit_seq`` > 0, setting the transaction's watermark to it in the same unit). A
+        position already taken is a ``RevisionConflict`` (someone else appended; reload the
+        head)."""
 
     @abc.abstractmethod
     async def load_audit(
@@ -498,12 +564,69 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def audit_anchor(self, tx_id: str) -> Anchor:
-        """What the transaction row and outbox say the chain must reach (``Anchor``). A read."""
+        """What the transaction row and outbox say the chain must reach (``Anchor``), and how
+        many successful steps after the row's ``audit_seq`` wait to be chained. A read."""
 
     @abc.abstractmethod
     async def list_audited(self, *, after_id: str = "", limit: int = 500) -> list[str]:
         """Ids of transactions that have a chain or a row (either may be gone), in id order,
         after ``after_id``. A read."""
+
+    # -- receipts (preview and approval) ----------------------------------------------------
+
+    @abc.abstractmethod
+    async def put_receipt(
+        self, row: ReceiptRow, audit: Sequence[AuditRecord] = (), *, audit_seq: int = 0
+    ) -> None:
+        """Insert a receipt, and ``audit`` (the preview's record) in the same unit. The
+        transaction's revision is not touched: a preview changes none (``audit_seq`` > 0 sets
+        only its watermark)."""
+
+    @abc.abstractmethod
+    async def get_receipt(self, receipt_id: str) -> ReceiptRow | None:
+        """The receipt, or None. A read."""
+
+    @abc.abstractmethod
+    async def approve_receipt(
+        self,
+        receipt_id: str,
+        *,
+        approved_by: str,
+        at: float,
+        audit: Sequence[AuditRecord] = (),
+        audit_seq: int = 0,
+    ) -> bool:
+        """Compare-and-set the receipt from ``issued`` to ``approved`` with ``audit`` (the
+        approval's record, and ``audit_seq`` > 0 as the transaction's watermark) in the same
+        unit; False, with nothing written, iff it was not ``issued`` any more (approved
+        already: the second of two approvals loses)."""
+
+    @abc.abstractmethod
+    async def refuse_receipt(
+        self,
+        receipt_id: str,
+        *,
+        refused_by: str,
+        at: float,
+        detail: dict[str, Any],
+        audit: Sequence[AuditRecord] = (),
+        audit_seq: int = 0,
+    ) -> bool:
+        """Compare-and-set the receipt from ``issued`` to ``refused``, recording ``refused_by``
+        and ``at`` as its decision and ``detail`` (the row's, with the reason) whole, with
+        ``audit`` (the refusal's record) in the same unit; False, with nothing written, iff it
+        was not ``issued`` any more (approved or refused already: the later decision loses)."""
+
+    @abc.abstractmethod
+    async def list_receipts(self, tx_id: str, *, limit: int) -> list[ReceiptRow]:
+        """The transaction's newest ``limit`` receipts, newest first. A read."""
+
+    @abc.abstractmethod
+    async def read_states(
+        self, tenant: str, keys: Sequence[str]
+    ) -> dict[str, tuple[str | None, int]]:
+        """``read_state`` of many keys at once, at the newest committed version: each key
+        present in the result, ``(None, 0)`` if never written. One consistent read."""
 
     # -- request idempotency ----------------------------------------------------------------
 
@@ -528,3 +651,38 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def prune_requests(self, older_than: float) -> int:
         """Forget replies stored before ``older_than``; returns how many."""
+
+    # -- undo records kept after a commit ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def prune_kept_undo(self, now: float) -> int:
+        """Delete the undo records a commit kept (``CommitPlan.keep_undo``) whose window
+        ended at or before ``now``; returns how many. One unit."""
+
+    # -- retention (``docs/security.md``) --------------------------------------------------
+
+    @abc.abstractmethod
+    async def prune_ended(self, ended_before: float, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` ended transactions (terminal status, last changed before
+        ``ended_before``) with their steps (and context), undo rows and preview receipts, each
+        transaction in one unit; one whose outbox still holds an undelivered effect is kept
+        (its delivery writes to it). Their audit chains stay. Returns how many were deleted."""
+
+    @abc.abstractmethod
+    async def prune_delivered(self, delivered_before: float) -> int:
+        """Delete outbox rows delivered before ``delivered_before``; pending and dead ones
+        stay (dead ones have ``prune_dead``). Returns how many."""
+
+    @abc.abstractmethod
+    async def prune_dead(self, died_before: float) -> int:
+        """Delete the dead outbox rows whose last attempt (``next_attempt_at``: a dead row is
+        never attempted again, so the dispatcher sets it to the attempt that killed it) was
+        before ``died_before``, unless their transaction is still open (not terminal). One
+        statement; a row retried meanwhile is pending, not dead, and stays. Returns how
+        many."""
+
+    @abc.abstractmethod
+    async def prune_audit(self, newest_before: float, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` whole audit chains whose newest record is older than
+        ``newest_before`` and whose transaction row is gone; a chain goes in one statement,
+        so it is never left partial. Returns how many chains were deleted."""

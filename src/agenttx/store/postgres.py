@@ -42,8 +42,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from agenttx.audit import AuditRecord
 from agenttx.errors import AgentTxError, DeadlineExceeded, InternalError, StoreFull
-from agenttx.store import sql
-from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
+from agenttx.jsontext import compact
+from agenttx.store import receipts_sql, sql
+from agenttx.store.contract import HeldTx, ReceiptRow, StepRow, StoredReply, TxRow, TxUpdate
 from agenttx.store.postgres_target import Target
 from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
 
@@ -85,6 +86,24 @@ def _audit_params(records: Sequence[AuditRecord]) -> list[Any]:
     return [v for r in records for v in sql.audit_values(r)]
 
 
+def _seal_cte(records: Sequence[AuditRecord], audit_seq: int, source: str) -> str:
+    """The CTE that moves the transaction's watermark with records that chained its pending
+    step records (``audit_seq`` > 0; ``source`` as in ``_audit_ctes``); "" if none."""
+    if audit_seq <= 0 or not records:
+        return ""
+    where = f" AND EXISTS (SELECT 1 FROM {source})" if source else ""
+    return (
+        ", seal AS (UPDATE transactions SET audit_seq = ? "
+        f"WHERE id = ? AND audit_seq < ?{where} RETURNING 1)"
+    )
+
+
+def _seal_params(records: Sequence[AuditRecord], audit_seq: int) -> list[Any]:
+    if audit_seq <= 0 or not records:
+        return []
+    return [audit_seq, records[0].tx_id, audit_seq]
+
+
 @functools.lru_cache(maxsize=128)
 def _step_write(cas: str, with_reply: bool, n_audit: int = 0) -> str:
     """The step write as one statement: the step row (and with ``with_reply`` the stored
@@ -120,6 +139,13 @@ def _insert_tx(with_reply: bool, n_audit: int) -> str:
     if audit:
         ctes.append(audit)
     return _pg(f"WITH {', '.join(ctes)} {sql.INSERT_TX}" if ctes else sql.INSERT_TX)
+
+
+# The newest committed version of each of many keys (a preview's batch read).
+_READ_STATES = (
+    "SELECT DISTINCT ON (key) key, value, version FROM kv WHERE tenant = ? AND key = ANY(?) "
+    "ORDER BY key, version DESC"
+)
 
 
 def _taken(exc: psycopg.errors.UniqueViolation) -> bool:
@@ -181,12 +207,14 @@ class PostgresStore(SqlStore):
     async def open(self) -> None:
         target = self.target
         where = f"cannot open PostgreSQL store {target.safe_url()}"
+        connected = False
         try:
             # One connection before any pool: a pool would retry a bad URL until its timeout
             # and then report only that it timed out.
             first = await AsyncConnection.connect(
                 target.dsn, autocommit=True, **target.connect_kwargs
             )
+            connected = True
             async with first:
                 await self._migrate_on(first)
             self._pool = self._new_pool(1, target.pool_size)
@@ -195,7 +223,7 @@ class PostgresStore(SqlStore):
             await self._locks.open(wait=False)
         except psycopg.Error as exc:
             await self.close()
-            raise InternalError(f"{where}: {target.failure(exc)}") from exc
+            raise InternalError(f"{where}: {target.failure(exc, connected=connected)}") from exc
         except InternalError as exc:
             await self.close()
             exc.with_message(f"{where}: {exc.message}")  # e.g. the schema is newer
@@ -210,14 +238,16 @@ class PostgresStore(SqlStore):
             row = await (await c.execute("SELECT max(version) FROM agenttx_schema")).fetchone()
             version = row[0] if row and row[0] is not None else 0
             if version > sql.SCHEMA_VERSION:
-                raise InternalError(
-                    f"store schema version {version} is newer than this AgentTx "
-                    f"({sql.SCHEMA_VERSION})"
-                )
+                raise sql.newer_schema(version)
             if version < sql.SCHEMA_VERSION:
                 # Only then: CREATE INDEX takes a table lock even when the index exists.
                 for statement in _SCHEMA:
                     await c.execute(statement)
+                if version < sql.AUDIT_SEQ_SINCE_VERSION:
+                    await c.execute(
+                        sql.ADD_AUDIT_SEQ.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")
+                    )
+                    await c.execute(sql.FILL_AUDIT_SEQ)
                 if version < sql.AUDIT_SINCE_VERSION:
                     # Transactions the store held before the chains existed get one each.
                     await start_chains_on(_Connection(c), time.time())
@@ -299,6 +329,86 @@ class PostgresStore(SqlStore):
         assert found is not None
         row.snapshot = int(found[0])
         return row
+
+    # -- receipts: one statement each (the shared forms are four-trip transactions) --------
+
+    async def put_receipt(
+        self, row: ReceiptRow, audit: Sequence[AuditRecord] = (), *, audit_seq: int = 0
+    ) -> None:
+        ctes = _audit_ctes(len(audit), "").removeprefix(", ")
+        seal = _seal_cte(audit, audit_seq, "")
+        if seal:
+            ctes += seal
+        query = _pg(
+            f"WITH {ctes} {receipts_sql.INSERT_RECEIPT}" if ctes else receipts_sql.INSERT_RECEIPT
+        )
+        params = [*_audit_params(audit), *_seal_params(audit, audit_seq)]
+        async with self._connection() as c:
+            try:
+                await c.execute(query, [*params, *receipts_sql.receipt_values(row)])
+            except psycopg.errors.UniqueViolation as exc:
+                if audit and _chain_taken(exc):
+                    raise sql.chain_taken(audit[0]) from None
+                raise
+
+    async def approve_receipt(
+        self,
+        receipt_id: str,
+        *,
+        approved_by: str,
+        at: float,
+        audit: Sequence[AuditRecord] = (),
+        audit_seq: int = 0,
+    ) -> bool:
+        return await self._decide_receipt(
+            receipts_sql.APPROVE_RECEIPT, [approved_by, at, receipt_id], audit, audit_seq
+        )
+
+    async def refuse_receipt(
+        self,
+        receipt_id: str,
+        *,
+        refused_by: str,
+        at: float,
+        detail: dict[str, Any],
+        audit: Sequence[AuditRecord] = (),
+        audit_seq: int = 0,
+    ) -> bool:
+        return await self._decide_receipt(
+            receipts_sql.REFUSE_RECEIPT,
+            [refused_by, at, compact(detail), receipt_id],
+            audit,
+            audit_seq,
+        )
+
+    async def _decide_receipt(
+        self, update: str, params: list[Any], audit: Sequence[AuditRecord], audit_seq: int
+    ) -> bool:
+        """One statement: the compare-and-set ``update`` and, only if it applied, ``audit``
+        (the records select from it) and the move of the sealed watermark."""
+        records = _audit_ctes(len(audit), "upd") + _seal_cte(audit, audit_seq, "upd")
+        query = _pg(f"WITH upd AS ({update} RETURNING 1){records} SELECT count(*) FROM upd")
+        async with self._connection() as c:
+            try:
+                cur = await c.execute(
+                    query, [*params, *_audit_params(audit), *_seal_params(audit, audit_seq)]
+                )
+            except psycopg.errors.UniqueViolation as exc:
+                if audit and _chain_taken(exc):
+                    raise sql.chain_taken(audit[0]) from None
+                raise
+            found = await cur.fetchone()
+        return found is not None and int(found[0]) == 1
+
+    async def read_states(
+        self, tenant: str, keys: Sequence[str]
+    ) -> dict[str, tuple[str | None, int]]:
+        # DISTINCT ON walks the primary key once per key: a third of the shared form's time.
+        found: dict[str, tuple[str | None, int]] = dict.fromkeys(keys, (None, 0))
+        if keys:
+            for key, value, version in await self._rows(_READ_STATES, (tenant, list(keys))):
+                found[str(key)] = (value, int(version))
+        return found
 
     @contextlib.asynccontextmanager
     async def _advisory(

@@ -17,6 +17,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from agenttx.errors import InvalidArgument
+from agenttx.store.factory import POSTGRES_EXAMPLE, shown_url
 
 CONNECT_TIMEOUT_S = 5
 
@@ -37,10 +38,18 @@ class Target:
 
     @classmethod
     def parse(cls, url: str, *, pool_size: int, lock_pool_size: int) -> Target:
-        parts = urlsplit(url)
+        where = f"cannot open PostgreSQL store {shown_url(url)}"
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # e.g. an unclosed [ of an IPv6 address
+            raise InvalidArgument(
+                f"{where}: the URL cannot be read ({exc}); write it as {POSTGRES_EXAMPLE}"
+            ) from None
         query = parse_qs(parts.query)
-        pools = _size(query.pop("pool_size", [str(pool_size)])[0], "pool_size")
-        locks = _size(query.pop("lock_pool_size", [str(lock_pool_size)])[0], "lock_pool_size")
+        pools = _size(query.pop("pool_size", [str(pool_size)])[0], "pool_size", where)
+        locks = _size(
+            query.pop("lock_pool_size", [str(lock_pool_size)])[0], "lock_pool_size", where
+        )
         rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
         dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
         timeout, kwargs = float(CONNECT_TIMEOUT_S), {"connect_timeout": CONNECT_TIMEOUT_S}
@@ -54,23 +63,37 @@ class Target:
 
     def safe_url(self) -> str:
         """The URL without password or parameters, for messages."""
-        parts = urlsplit(self.url)
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{parts.username or ''}@{parts.hostname or ''}{port}{parts.path}"
+        return shown_url(self.url)
 
-    def failure(self, exc: BaseException) -> str:
-        """Why connecting failed, on one line (libpq spreads its message over several)."""
+    def failure(self, exc: BaseException, *, connected: bool) -> str:
+        """Why opening failed and what to do, on one line (libpq spreads its message over
+        several); ``connected``: the first connection was made (the failure came after)."""
         if isinstance(exc, psycopg.errors.ConnectionTimeout):
             return (
                 f"no answer within {self.connect_timeout_s:g} s ({exc}); the server may be down "
                 "or unreachable, or set connect_timeout in the URL to wait longer"
             )
-        return " ".join(str(exc).split()) or type(exc).__name__
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            then = (
+                "the user may not create AgentTx's tables there (it makes them on open): "
+                "grant it CREATE on the database, or use a database it owns"
+            )
+        elif connected:
+            then = "AgentTx could not set up its tables in that database"
+        elif isinstance(exc, psycopg.ProgrammingError):  # libpq could not read the URL
+            then = f"write the URL as {POSTGRES_EXAMPLE} (parameters as libpq names them)"
+        else:
+            then = (
+                "check that the PostgreSQL server is running and reachable from here, and the "
+                "URL's host, port, database, user and password"
+            )
+        return f"{reason}; {then}"
 
 
-def _size(text: str, name: str) -> int:
+def _size(text: str, name: str, where: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise InvalidArgument(
-            f"PostgreSQL store URL: {name} must be a whole number >= 1, got {text!r}"
+            f"{where}: the URL's {name} must be a whole number >= 1, got {text!r}"
         )
     return int(text)

@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agenttx.audit import AuditRecord, ChainHead
-from agenttx.errors import AlreadyExists, RevisionConflict
+from agenttx.errors import AlreadyExists, InternalError, RevisionConflict
 from agenttx.jsontext import compact
 from agenttx.store.contract import OutboxRow, StepRow, StoredReply, TxRow, TxUpdate, UndoRow
 
 TX_COLS = (
     "id, tenant, agent_id, status, revision, next_step_id, snapshot, isolation, body, "
-    "created_at, updated_at, last_activity_at"
+    "created_at, updated_at, last_activity_at, audit_seq"
 )
 STEP_COLS = (
     "tx_id, seq, step_id, attempt, epoch, tool, effect, status, live, arguments, output, "
@@ -52,9 +52,20 @@ OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 # 2: the ``transactions_by_age`` index (listings oldest first). A SQLite file left at 2 by the
 # withdrawn one-statement step write opens too: its extra view is never used. 3: the
 # ``audit`` table (the hash chains); opening an older store starts a chain for each
-# transaction it holds (``audit.started``).
-SCHEMA_VERSION = 3
+# transaction it holds (``audit.started``). 4: ``transactions.audit_seq``, the watermark of
+# batched step records; opening an older store adds it (``ADD_AUDIT_SEQ``) set past every step
+# the store holds, whose records were all written with their steps (``FILL_AUDIT_SEQ``).
+SCHEMA_VERSION = 4
 AUDIT_SINCE_VERSION = 3  # stores older than this get their chains started on open
+AUDIT_SEQ_SINCE_VERSION = 4  # stores older than this get ``transactions.audit_seq`` on open
+
+
+def newer_schema(version: int) -> InternalError:
+    """The refusal to open a store whose schema a newer AgentTx made."""
+    return InternalError(
+        f"store schema version {version} is newer than this AgentTx ({SCHEMA_VERSION}); run "
+        "the AgentTx release that made it (or a newer one), or use another store"
+    )
 
 
 def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
@@ -71,7 +82,8 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           status TEXT NOT NULL, revision BIGINT NOT NULL, next_step_id INTEGER NOT NULL,
           snapshot BIGINT NOT NULL, isolation TEXT NOT NULL, body TEXT NOT NULL,
           created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
-          last_activity_at DOUBLE PRECISION NOT NULL)""",
+          last_activity_at DOUBLE PRECISION NOT NULL,
+          audit_seq BIGINT NOT NULL DEFAULT 0)""",
         "CREATE INDEX IF NOT EXISTS transactions_status ON transactions (status, last_activity_at)",
         # Listings go oldest first and continue from the last row a page ended on.
         "CREATE INDEX IF NOT EXISTS transactions_by_age ON transactions (created_at, id)",
@@ -91,6 +103,13 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           status TEXT NOT NULL, attempts INTEGER NOT NULL, last_error TEXT NOT NULL,
           created_at DOUBLE PRECISION NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS undo_by_step ON undo (tx_id, step_id)",
+        # Undo records a commit keeps for a later compensation, until their window ends
+        # (``docs/compensation.md``); the maintenance pass deletes both rows then.
+        """CREATE TABLE IF NOT EXISTS undo_kept (
+          undo_id BIGINT PRIMARY KEY, tx_id TEXT NOT NULL,
+          expires_at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS undo_kept_by_tx ON undo_kept (tx_id)",
+        "CREATE INDEX IF NOT EXISTS undo_kept_by_end ON undo_kept (expires_at)",
         f"""CREATE TABLE IF NOT EXISTS outbox (
           id {serial_key}, tenant TEXT NOT NULL, tx_id TEXT NOT NULL,
           step_id INTEGER NOT NULL, channel TEXT NOT NULL, payload TEXT NOT NULL,
@@ -115,6 +134,15 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           tx_id TEXT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL,
           at DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, hash TEXT NOT NULL,
           PRIMARY KEY (tx_id, seq)){clustered}""",
+        # Preview receipts (``store/receipts_sql.py``): written by a preview, changed once by
+        # its approval; they outlive the transaction as its audit chain does.
+        """CREATE TABLE IF NOT EXISTS receipts (
+          id TEXT PRIMARY KEY, tx_id TEXT NOT NULL, tenant TEXT NOT NULL,
+          revision BIGINT NOT NULL, change_hash TEXT NOT NULL, status TEXT NOT NULL,
+          created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL,
+          approved_by TEXT NOT NULL, approved_at DOUBLE PRECISION NOT NULL,
+          detail TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS receipts_by_tx ON receipts (tx_id)",
     )
 
 
@@ -123,7 +151,7 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
 # The snapshot is the commit counter as the row is written: one statement, so they agree.
 INSERT_TX = (
     f"INSERT INTO transactions ({TX_COLS}) VALUES (?,?,?,?,?,?,"
-    "(SELECT value FROM meta WHERE name = 'commit_seq'),?,?,?,?,?) RETURNING snapshot"
+    "(SELECT value FROM meta WHERE name = 'commit_seq'),?,?,?,?,?,?) RETURNING snapshot"
 )
 SELECT_TX = f"SELECT {TX_COLS} FROM transactions WHERE id = ?"
 TX_STATE = "SELECT revision, status FROM transactions WHERE id = ?"
@@ -132,22 +160,28 @@ TX_EXISTS = "SELECT 1 FROM transactions WHERE id = ?"
 # changes, so the id alone is a cursor that neither repeats nor skips a row.
 AFTER_TX = "(created_at, id) > (SELECT created_at, id FROM transactions WHERE id = ?)"
 LIST_TX_ORDER = "ORDER BY created_at, id LIMIT ?"
+BEFORE_TX = "(created_at, id) < (SELECT created_at, id FROM transactions WHERE id = ?)"
+LIST_TX_NEWEST = "ORDER BY created_at DESC, id DESC LIMIT ?"  # the same index, read backwards
 OLDEST_OPEN_SNAPSHOT = (
     "SELECT min(snapshot) FROM transactions "
-    "WHERE status NOT IN ('COMMITTED', 'ROLLED_BACK', 'FAILED')"
+    "WHERE status NOT IN ('COMMITTED', 'ROLLED_BACK', 'FAILED', 'COMPENSATED')"
 )
 
 
 @functools.cache
-def cas_sql(status_in: Callable[[str, int], str], with_body: bool, touch: bool, n: int) -> str:
+def cas_sql(
+    status_in: Callable[[str, int], str], with_body: bool, touch: bool, n: int, seal: bool = False
+) -> str:
     """The compare-and-set UPDATE for one shape of ``TxUpdate`` (it affects one row iff it
-    applies), ``status_in`` being the dialect's test for one of ``n`` statuses. Built once
-    per shape: a form of it runs on every step."""
+    applies), ``status_in`` being the dialect's test for one of ``n`` statuses; ``seal``: it
+    sets ``audit_seq`` too. Built once per shape: a form of it runs on every step."""
     sets = "status = ?, revision = ?, next_step_id = ?, updated_at = ?"
     if with_body:
         sets += ", body = ?"
     if touch:
         sets += ", last_activity_at = ?"
+    if seal:
+        sets += ", audit_seq = ?"
     test = status_in("status", n)
     return f"UPDATE transactions SET {sets} WHERE id = ? AND revision = ? AND {test}"
 
@@ -159,6 +193,8 @@ def cas_params(u: TxUpdate, statuses: Sequence[Any]) -> list[Any]:
         params.append(compact(u.body))
     if u.touch_activity:
         params.append(u.now)
+    if u.audit_seq > 0:
+        params.append(u.audit_seq)
     params.append(u.tx_id)
     params.append(u.expected_revision)
     params.extend(statuses)
@@ -202,6 +238,14 @@ INSERT_UNDO = (
 SET_UNDO_STATUS = "UPDATE undo SET status = ?, attempts = ?, last_error = ? WHERE id = ?"
 DROP_DONE_UNDO = "DELETE FROM undo WHERE tx_id = ? AND step_id >= ? AND status = 'done'"
 DROP_UNDO = "DELETE FROM undo WHERE tx_id = ?"
+KEEP_UNDO = "INSERT INTO undo_kept (undo_id, tx_id, expires_at) VALUES (?,?,?)"
+DROP_UNKEPT_UNDO = (
+    "DELETE FROM undo WHERE tx_id = ? AND id NOT IN (SELECT undo_id FROM undo_kept WHERE tx_id = ?)"
+)
+PRUNE_KEPT_UNDO = (
+    "DELETE FROM undo WHERE id IN (SELECT undo_id FROM undo_kept WHERE expires_at <= ?)"
+)
+PRUNE_UNDO_KEPT = "DELETE FROM undo_kept WHERE expires_at <= ?"
 
 # -- managed state and commit -----------------------------------------------------------------
 
@@ -287,11 +331,73 @@ CLAIM_TX_REQUEST = f"{_FOR_TX} {_FILLS_CLAIM}"
 GET_REQUEST = f"SELECT {REQUEST_COLS} FROM requests WHERE tenant = ? AND request_id = ?"
 PRUNE_REQUESTS = "DELETE FROM requests WHERE created_at < ?"
 
+# -- retention --------------------------------------------------------------------------------
+
+# Ended, older than the horizon, and no effect left to deliver (a delivery writes to the row).
+# Kept: a transaction with an effect not yet delivered (its delivery writes to it) or with
+# undo records a commit kept for a compensation whose window has not ended (compensate needs
+# the transaction and its steps; ``prune_kept_undo`` drops those records when the window ends).
+ENDED_BEFORE = (
+    "SELECT id FROM transactions t WHERE status IN "
+    "('COMMITTED', 'ROLLED_BACK', 'FAILED', 'COMPENSATED') "
+    "AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.tx_id = t.id "
+    "AND o.status <> 'delivered') "
+    "AND NOT EXISTS (SELECT 1 FROM undo_kept k WHERE k.tx_id = t.id) ORDER BY updated_at LIMIT ?"
+)
+DELETE_STEPS = "DELETE FROM steps WHERE tx_id = ?"
+DELETE_UNDO = "DELETE FROM undo WHERE tx_id = ?"
+DELETE_RECEIPTS = "DELETE FROM receipts WHERE tx_id = ?"  # previews of a pruned transaction
+# The status test again: a terminal status never changes, but the row is re-checked anyway.
+DELETE_ENDED = (
+    "DELETE FROM transactions WHERE id = ? "
+    "AND status IN ('COMMITTED', 'ROLLED_BACK', 'FAILED', 'COMPENSATED') AND updated_at < ?"
+)
+PRUNE_DELIVERED = "DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < ?"
+# Dead letters whose last attempt is older than the horizon (a dead row's next_attempt_at; the
+# outbox_due index covers both columns), unless their transaction is still open (not in a
+# terminal status); one whose transaction is gone has nothing left to keep it.
+PRUNE_DEAD = (
+    "DELETE FROM outbox WHERE status = 'dead' AND next_attempt_at < ? AND NOT EXISTS "
+    "(SELECT 1 FROM transactions t WHERE t.id = outbox.tx_id AND t.status NOT IN "
+    "('COMMITTED', 'ROLLED_BACK', 'FAILED', 'COMPENSATED'))"
+)
+# Chains whose newest record is older than the horizon and whose transaction is gone; each
+# chain is deleted by one statement (all its records or none).
+AUDIT_EXPIRED = (
+    "SELECT a.tx_id FROM audit a WHERE NOT EXISTS "
+    "(SELECT 1 FROM transactions t WHERE t.id = a.tx_id) "
+    "GROUP BY a.tx_id HAVING max(a.at) < ? LIMIT ?"
+)
+DELETE_CHAIN = (
+    "DELETE FROM audit WHERE tx_id = ? AND NOT EXISTS "
+    "(SELECT 1 FROM transactions t WHERE t.id = ?) "
+    "AND (SELECT max(at) FROM audit b WHERE b.tx_id = ?) < ?"
+)
+
 # -- audit chains -----------------------------------------------------------------------------
 
 # A position already taken inserts nothing (the caller turns that into RevisionConflict).
 INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLS}) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING"
 AUDIT_KEY = "audit_pkey"  # PostgreSQL's name of the primary key a taken position hits
+AUDIT_ROWS = 256  # records per INSERT (six parameters each: far below either driver's limit)
+
+
+@functools.lru_cache(maxsize=64)
+def insert_audit_sql(n: int) -> str:
+    """``INSERT_AUDIT`` of ``n`` records in one statement: a write that chains a batch of
+    pending step records costs one statement (on PostgreSQL one round trip), not ``n``. It
+    affects fewer than ``n`` rows iff a position was taken."""
+    return (
+        f"INSERT INTO audit ({AUDIT_COLS}) VALUES {','.join(['(?,?,?,?,?,?)'] * n)} "
+        "ON CONFLICT DO NOTHING"
+    )
+
+
+def audit_batch_values(records: Sequence[AuditRecord]) -> list[Any]:
+    """The parameters of ``insert_audit_sql(len(records))``."""
+    return [v for r in records for v in (r.tx_id, r.seq, r.kind, r.at, r.body, r.hash)]
+
+
 LOAD_AUDIT = f"SELECT {AUDIT_COLS} FROM audit WHERE tx_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 AUDIT_HEAD = "SELECT seq, hash FROM audit WHERE tx_id = ? ORDER BY seq DESC LIMIT 1"
 # Every transaction with a chain or a row: a row whose chain was removed whole is listed too.
@@ -305,6 +411,21 @@ UNCHAINED_TX = (
     "(SELECT 1 FROM audit a WHERE a.tx_id = t.id) ORDER BY id"
 )
 TX_REVISION = "SELECT tenant, revision FROM transactions WHERE id = ?"
+# A write that chained pending step records moves the watermark past them (never back).
+SET_AUDIT_SEQ = "UPDATE transactions SET audit_seq = ? WHERE id = ? AND audit_seq < ?"
+# The step records not chained yet: successful steps after the watermark (``docs/audit.md``).
+PENDING_STEPS = (
+    "SELECT count(*) FROM steps s JOIN transactions t ON t.id = s.tx_id "
+    "WHERE s.tx_id = ? AND s.seq > t.audit_seq AND s.status = 'SUCCESS'"
+)
+# Migrating to schema 4: the column (PostgreSQL adds ``IF NOT EXISTS``; SQLite has no such
+# clause and checks first), set past every step the store holds: each had its record written
+# with it then.
+ADD_AUDIT_SEQ = "ALTER TABLE transactions ADD COLUMN audit_seq BIGINT NOT NULL DEFAULT 0"
+FILL_AUDIT_SEQ = (
+    "UPDATE transactions SET audit_seq = "
+    "(SELECT coalesce(max(s.seq), 0) FROM steps s WHERE s.tx_id = transactions.id)"
+)
 OUTBOX_ATTEMPTS = "SELECT id, attempts FROM outbox WHERE tx_id = ?"
 
 
@@ -334,12 +455,15 @@ def tx_values(t: TxRow) -> tuple[Any, ...]:
     """``INSERT_TX``'s parameters (the snapshot comes from the database)."""
     return (
         t.id, t.tenant, t.agent_id, t.status, t.revision, t.next_step_id, t.isolation,
-        compact(t.body), t.created_at, t.updated_at, t.last_activity_at,
+        compact(t.body), t.created_at, t.updated_at, t.last_activity_at, t.audit_seq,
     )  # fmt: skip
 
 
 def tx_row(r: Sequence[Any]) -> TxRow:
-    return TxRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), *r[9:12])
+    return TxRow(
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9], r[10], r[11],
+        int(r[12]),
+    )  # fmt: skip
 
 
 def step_row(r: Sequence[Any]) -> StepRow:

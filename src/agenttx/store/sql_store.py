@@ -26,6 +26,7 @@ writer thread drives such a unit to its end with no event loop (``sqlite.py``).
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -39,11 +40,13 @@ from agenttx.audit import (
     make_record,
 )
 from agenttx.errors import InvalidArgument, clip
-from agenttx.store import sql
+from agenttx.jsontext import compact
+from agenttx.store import receipts_sql, sql
 from agenttx.store.contract import (
     CommitOutcome,
     CommitPlan,
     OutboxRow,
+    ReceiptRow,
     StepRow,
     Store,
     StoredReply,
@@ -85,6 +88,15 @@ class SqlStore(Store):
     @abc.abstractmethod
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
         """Run a read; its rows. A driver error is raised as ``InternalError``."""
+
+    async def _rows_off_loop(
+        self, query: str, params: Sequence[Any], convert: Callable[[Sequence[Any]], T]
+    ) -> list[T]:
+        """``_rows`` with each row ``convert``ed, for a read of megabytes: the conversion (JSON
+        columns decoded) runs on a worker thread. A dialect whose driver can also fetch off
+        the loop does the whole read there."""
+        rows = await self._rows(query, params)
+        return await asyncio.to_thread(lambda: [convert(r) for r in rows])
 
     @abc.abstractmethod
     async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
@@ -128,7 +140,9 @@ class SqlStore(Store):
     def _cas(self, u: TxUpdate) -> tuple[str, list[Any]]:
         """The compare-and-set statement of ``u`` and its parameters."""
         statuses = u.from_statuses
-        query = sql.cas_sql(self._in, u.body is not None, u.touch_activity, len(statuses))
+        query = sql.cas_sql(
+            self._in, u.body is not None, u.touch_activity, len(statuses), u.audit_seq > 0
+        )
         return query, sql.cas_params(u, self._in_params(statuses))
 
     async def _insert_reply_on(self, conn: Connection, tenant: str, reply: StoredReply) -> None:
@@ -197,11 +211,14 @@ class SqlStore(Store):
         idle_before: float | None = None,
         limit: int = 100,
         after_id: str = "",
+        newest_first: bool = False,
+        created_after: float | None = None,
+        created_before: float | None = None,
     ) -> list[TxRow]:
         where: list[str] = []
         params: list[Any] = []
         if after_id:
-            where.append(sql.AFTER_TX)
+            where.append(sql.BEFORE_TX if newest_first else sql.AFTER_TX)
             params.append(after_id)
         if statuses:
             where.append(self._in("status", len(statuses)))
@@ -210,12 +227,15 @@ class SqlStore(Store):
             ("agent_id = ?", agent_id),
             ("tenant = ?", tenant),
             ("last_activity_at < ?", idle_before),
+            ("created_at >= ?", created_after),
+            ("created_at < ?", created_before),
         ):
             if value is not None:
                 where.append(test)
                 params.append(value)
         condition = " AND ".join(where) if where else "TRUE"
-        query = f"SELECT {sql.TX_COLS} FROM transactions WHERE {condition} {sql.LIST_TX_ORDER}"
+        order = sql.LIST_TX_NEWEST if newest_first else sql.LIST_TX_ORDER
+        query = f"SELECT {sql.TX_COLS} FROM transactions WHERE {condition} {order}"
         rows = [sql.tx_row(r) for r in await self._rows(query, [*params, limit])]
         # An empty page after a cursor: the end of the listing, or a cursor naming nothing
         # (which a caller must hear of rather than take for the end).
@@ -237,8 +257,12 @@ class SqlStore(Store):
 
     # -- steps, undo log --------------------------------------------------------------------
 
-    async def load_steps(self, tx_id: str, *, live_only: bool, after_seq: int = 0) -> list[StepRow]:
+    async def load_steps(
+        self, tx_id: str, *, live_only: bool, after_seq: int = 0, large: bool = False
+    ) -> list[StepRow]:
         query = sql.LOAD_LIVE_STEPS if live_only else sql.LOAD_STEPS
+        if large:
+            return await self._rows_off_loop(query, (tx_id, after_seq), sql.step_row)
         return [sql.step_row(r) for r in await self._rows(query, (tx_id, after_seq))]
 
     async def load_undo(self, tx_id: str) -> list[UndoRow]:
@@ -255,6 +279,8 @@ class SqlStore(Store):
         attempts: int,
         error: str,
         audit: Sequence[AuditRecord] = (),
+        *,
+        audit_seq: int = 0,
     ) -> None:
         if not audit:
             await self._execute(sql.SET_UNDO_STATUS, (status, attempts, error, undo_id))
@@ -262,7 +288,7 @@ class SqlStore(Store):
 
         async def unit(conn: Connection) -> None:
             await conn.execute(sql.SET_UNDO_STATUS, (status, attempts, error, undo_id))
-            await _append_on(conn, audit)
+            await _append_on(conn, audit, audit_seq)
 
         await self._atomic(unit)
 
@@ -319,7 +345,12 @@ class SqlStore(Store):
             outbox.append(sql.outbox_row(got.rows[0]))
         if outbox and status == "pending":
             await self._effects_queued_on(conn)
-        await conn.execute(sql.DROP_UNDO, (tx_id,))
+        if plan.keep_undo:
+            # Records a compensation may still need outlive the commit, until their window.
+            await conn.execute_many(sql.KEEP_UNDO, [(u, tx_id, end) for u, end in plan.keep_undo])
+            await conn.execute(sql.DROP_UNKEPT_UNDO, (tx_id, tx_id))
+        else:
+            await conn.execute(sql.DROP_UNDO, (tx_id,))
         return CommitOutcome(True, version, revision, [], outbox)
 
     # -- managed state ------------------------------------------------------------------------
@@ -400,10 +431,23 @@ class SqlStore(Store):
         await _append_on(conn, (record,))
 
     async def list_outbox(
-        self, *, statuses: Sequence[str] = (), tx_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        tx_id: str | None = None,
+        limit: int = 1000,
+        after_id: int = 0,
+        ids: Sequence[int] = (),
+        tenant: str | None = None,
     ) -> list[OutboxRow]:
-        where: list[str] = ["TRUE"]
-        params: list[Any] = []
+        where: list[str] = ["id > ?"]
+        params: list[Any] = [after_id]
+        if ids:
+            where.append(self._in("id", len(ids)))
+            params.extend(self._in_params(ids))
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
         if statuses:
             where.append(self._in("status", len(statuses)))
             params.extend(self._in_params(statuses))
@@ -426,9 +470,9 @@ class SqlStore(Store):
 
     # -- audit chains -----------------------------------------------------------------------
 
-    async def append_audit(self, records: Sequence[AuditRecord]) -> None:
+    async def append_audit(self, records: Sequence[AuditRecord], *, audit_seq: int = 0) -> None:
         if records:
-            await self._atomic(lambda conn: _append_on(conn, records))
+            await self._atomic(lambda conn: _append_on(conn, records, audit_seq))
 
     async def load_audit(
         self, tx_id: str, *, after_seq: int = 0, limit: int = 10_000
@@ -442,11 +486,85 @@ class SqlStore(Store):
     async def audit_anchor(self, tx_id: str) -> Anchor:
         found = await self._rows(sql.TX_REVISION, (tx_id,))
         attempts = await self._rows(sql.OUTBOX_ATTEMPTS, (tx_id,))
-        return Anchor(int(found[0][1]) if found else 0, {int(i): int(n) for i, n in attempts})
+        pending = await self._rows(sql.PENDING_STEPS, (tx_id,)) if found else [(0,)]
+        return Anchor(
+            int(found[0][1]) if found else 0,
+            {int(i): int(n) for i, n in attempts},
+            int(pending[0][0]),
+        )
 
     async def list_audited(self, *, after_id: str = "", limit: int = 500) -> list[str]:
         rows = await self._rows(sql.LIST_AUDITED, (after_id, after_id, limit))
         return [str(r[0]) for r in rows]
+
+    # -- receipts ---------------------------------------------------------------------------
+
+    async def put_receipt(
+        self, row: ReceiptRow, audit: Sequence[AuditRecord] = (), *, audit_seq: int = 0
+    ) -> None:
+        async def unit(conn: Connection) -> None:
+            await conn.execute(receipts_sql.INSERT_RECEIPT, receipts_sql.receipt_values(row))
+            await _append_on(conn, audit, audit_seq)
+
+        await self._atomic(unit)
+
+    async def get_receipt(self, receipt_id: str) -> ReceiptRow | None:
+        rows = await self._rows(receipts_sql.GET_RECEIPT, (receipt_id,))
+        return receipts_sql.receipt_row(rows[0]) if rows else None
+
+    async def approve_receipt(
+        self,
+        receipt_id: str,
+        *,
+        approved_by: str,
+        at: float,
+        audit: Sequence[AuditRecord] = (),
+        audit_seq: int = 0,
+    ) -> bool:
+        async def unit(conn: Connection) -> bool:
+            got = await conn.execute(receipts_sql.APPROVE_RECEIPT, (approved_by, at, receipt_id))
+            if got.rowcount != 1:
+                return False  # approved already: the other approval won; nothing written
+            await _append_on(conn, audit, audit_seq)
+            return True
+
+        return await self._atomic(unit)
+
+    async def refuse_receipt(
+        self,
+        receipt_id: str,
+        *,
+        refused_by: str,
+        at: float,
+        detail: dict[str, Any],
+        audit: Sequence[AuditRecord] = (),
+        audit_seq: int = 0,
+    ) -> bool:
+        params = (refused_by, at, compact(detail), receipt_id)
+
+        async def unit(conn: Connection) -> bool:
+            got = await conn.execute(receipts_sql.REFUSE_RECEIPT, params)
+            if got.rowcount != 1:
+                return False  # decided already: the other decision won; nothing written
+            await _append_on(conn, audit, audit_seq)
+            return True
+
+        return await self._atomic(unit)
+
+    async def list_receipts(self, tx_id: str, *, limit: int) -> list[ReceiptRow]:
+        rows = await self._rows(receipts_sql.LIST_RECEIPTS, (tx_id, limit))
+        return [receipts_sql.receipt_row(r) for r in rows]
+
+    async def read_states(
+        self, tenant: str, keys: Sequence[str]
+    ) -> dict[str, tuple[str | None, int]]:
+        found: dict[str, tuple[str | None, int]] = dict.fromkeys(keys, (None, 0))
+        for i in range(0, len(keys), receipts_sql.READ_BATCH):
+            batch = keys[i : i + receipts_sql.READ_BATCH]
+            query = receipts_sql.read_states_sql(self._in("key", len(batch)))
+            for key, value, version in await self._rows(query, [tenant, *self._in_params(batch)]):
+                found[str(key)] = (value, int(version))
+        return found
 
     # -- request idempotency ----------------------------------------------------------------
 
@@ -466,13 +584,61 @@ class SqlStore(Store):
     async def prune_requests(self, older_than: float) -> int:
         return (await self._execute(sql.PRUNE_REQUESTS, (older_than,))).rowcount
 
+    async def prune_kept_undo(self, now: float) -> int:
+        async def unit(conn: Connection) -> int:
+            removed = (await conn.execute(sql.PRUNE_KEPT_UNDO, (now,))).rowcount
+            await conn.execute(sql.PRUNE_UNDO_KEPT, (now,))
+            return removed
 
-async def _append_on(conn: Connection, records: Sequence[AuditRecord]) -> None:
+        return await self._atomic(unit)
+
+    # -- retention ----------------------------------------------------------------------------
+
+    async def prune_ended(self, ended_before: float, *, limit: int = 500) -> int:
+        found = await self._rows(sql.ENDED_BEFORE, (ended_before, limit))
+        pruned = 0
+        for (tx_id,) in found:
+            # One unit per transaction: a crash leaves each one whole or gone, and no unit
+            # holds the writer for more than one transaction's rows.
+            async def unit(conn: Connection, tx_id: str = str(tx_id)) -> int:
+                gone = await conn.execute(sql.DELETE_ENDED, (tx_id, ended_before))
+                if gone.rowcount != 1:
+                    return 0
+                await conn.execute(sql.DELETE_STEPS, (tx_id,))
+                await conn.execute(sql.DELETE_UNDO, (tx_id,))
+                await conn.execute(sql.DELETE_RECEIPTS, (tx_id,))
+                return 1
+
+            pruned += await self._atomic(unit)
+        return pruned
+
+    async def prune_delivered(self, delivered_before: float) -> int:
+        return (await self._execute(sql.PRUNE_DELIVERED, (delivered_before,))).rowcount
+
+    async def prune_dead(self, died_before: float) -> int:
+        return (await self._execute(sql.PRUNE_DEAD, (died_before,))).rowcount
+
+    async def prune_audit(self, newest_before: float, *, limit: int = 500) -> int:
+        found = await self._rows(sql.AUDIT_EXPIRED, (newest_before, limit))
+        pruned = 0
+        for (tx_id,) in found:
+            params = (tx_id, tx_id, tx_id, newest_before)
+            pruned += 1 if (await self._execute(sql.DELETE_CHAIN, params)).rowcount else 0
+        return pruned
+
+
+async def _append_on(conn: Connection, records: Sequence[AuditRecord], audit_seq: int = 0) -> None:
     """Insert audit records in the caller's unit; a position already taken is a
-    ``RevisionConflict``, which rolls the unit back."""
-    for record in records:
-        if (await conn.execute(sql.INSERT_AUDIT, sql.audit_values(record))).rowcount != 1:
-            raise sql.chain_taken(record)
+    ``RevisionConflict``, which rolls the unit back. ``audit_seq`` > 0: the records chained
+    the transaction's pending step records up to that step row, so its watermark moves there
+    in the same unit."""
+    for i in range(0, len(records), sql.AUDIT_ROWS):
+        rows = records[i : i + sql.AUDIT_ROWS]
+        got = await conn.execute(sql.insert_audit_sql(len(rows)), sql.audit_batch_values(rows))
+        if got.rowcount != len(rows):
+            raise sql.chain_taken(rows[0])
+    if audit_seq > 0 and records:
+        await conn.execute(sql.SET_AUDIT_SEQ, (audit_seq, records[0].tx_id, audit_seq))
 
 
 async def start_chains_on(conn: Connection, now: float) -> int:

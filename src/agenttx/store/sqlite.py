@@ -21,10 +21,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
@@ -42,6 +45,8 @@ T = TypeVar("T")
 # A checkpoint fsyncs the database file; every step dirties a few pages, so the default (1000
 # pages) checkpoints every few hundred steps. 16k pages (64 MiB of WAL) makes that rare.
 WAL_AUTOCHECKPOINT_PAGES = 16384
+# Step rows with more text than this are written off the event loop (GroupCommitWriter).
+LARGE_ROW_CHARS = 64 << 10
 _IN_CHUNK = 500  # keys per IN (…) query: far below SQLite's variable limit
 # Transactions whose row this store remembers handing out (a few bytes each); past this many
 # it forgets them all, which costs each one a row read at its next call.
@@ -97,9 +102,16 @@ def _write_step_on(
     if c.execute(cas, params).rowcount != 1:
         raise sql.revision_conflict(update, c.execute(sql.TX_STATE, (update.tx_id,)).fetchone())
     c.execute(sql.UPSERT_STEP, sql.step_values(step))
-    for record in update.audit:
-        if c.execute(sql.INSERT_AUDIT, sql.audit_values(record)).rowcount != 1:
-            raise sql.chain_taken(record)
+    audit = update.audit
+    if len(audit) == 1:
+        if c.execute(sql.INSERT_AUDIT, sql.audit_values(audit[0])).rowcount != 1:
+            raise sql.chain_taken(audit[0])
+    elif audit:  # a batch of pending step records with this step's: one statement
+        for i in range(0, len(audit), sql.AUDIT_ROWS):
+            rows = audit[i : i + sql.AUDIT_ROWS]
+            query = sql.insert_audit_sql(len(rows))
+            if c.execute(query, sql.audit_batch_values(rows)).rowcount != len(rows):
+                raise sql.chain_taken(rows[0])
     if request is not None:
         statement, reply = request
         if c.execute(statement, sql.tx_request_values(update.tx_id, reply)).fetchone() is None:
@@ -118,6 +130,11 @@ class SqliteStore(SqlStore):
         self._wconn: sqlite3.Connection | None = None
         self._rconn: sqlite3.Connection | None = None
         self._writer: GroupCommitWriter | None = None
+        # Large reads (``load_steps(large=True)``): one thread with a connection of its own,
+        # opened on first use, so megabytes of rows are fetched and decoded beside the loop.
+        self._bulk: ThreadPoolExecutor | None = None
+        self._bconn: sqlite3.Connection | None = None
+        self._bulk_lock = threading.Lock()  # guards opening and closing the two
         self._concurrency: Callable[[], int] = lambda: 1
         self._locks: LockFile | None = None  # open iff the store is
         # Transaction id -> the writer connection's data_version when its row was last handed
@@ -142,8 +159,9 @@ class SqliteStore(SqlStore):
         return conn
 
     async def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        where = f"cannot open SQLite store at {self.path}"
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._locks = LockFile(self.path.with_name(self.path.name + "-locks"))
             await self._locks.join()
             self.opened_alone = self._locks.alone_at_open
@@ -154,10 +172,29 @@ class SqliteStore(SqlStore):
             self._writer.run_sync(self._migrate_on)
         except (sqlite3.Error, OSError) as exc:
             await self.close()
-            raise InternalError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-        except InternalError:
-            await self.close()  # a schema newer than this code
+            raise InternalError(f"{where}: {exc}; {self._remedy(exc)}") from exc
+        except AgentTxError as exc:
+            # A schema newer than this code, a process not making room, a full disk.
+            await self.close()
+            exc.with_message(f"{where}: {exc.message}")
             raise
+
+    def _remedy(self, exc: sqlite3.Error | OSError) -> str:
+        """What to do about a file that would not open with ``exc``."""
+        if self.path.is_dir():
+            return f"it is a directory: name a file, e.g. {self.path / 'agenttx.db'}"
+        blocking = next((p for p in self.path.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            return f"{blocking} is a file, not a directory: name a path in a directory"
+        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+            return (
+                "the file is not an SQLite database: name an AgentTx store, or a file that "
+                "does not exist yet"
+            )
+        return (
+            "check that its directory exists or can be created and that this process may "
+            "write there (the store keeps -wal, -shm and -locks files beside it)"
+        )
 
     @staticmethod
     def _migrate_on(c: sqlite3.Connection) -> None:
@@ -166,11 +203,16 @@ class SqliteStore(SqlStore):
         # so a file at any older version gains what it lacks.
         version = c.execute("PRAGMA user_version").fetchone()[0]
         if version > sql.SCHEMA_VERSION:
-            raise InternalError(
-                f"store schema version {version} is newer than this AgentTx ({sql.SCHEMA_VERSION})"
-            )
+            raise sql.newer_schema(version)
         for statement in _SCHEMA:
             c.execute(statement)
+        if version < sql.AUDIT_SEQ_SINCE_VERSION:
+            # SQLite's ADD COLUMN has no IF NOT EXISTS: a file made by CREATE TABLE above
+            # (a new one) has the column already.
+            columns = {r[1] for r in c.execute("PRAGMA table_info(transactions)")}
+            if "audit_seq" not in columns:
+                c.execute(sql.ADD_AUDIT_SEQ)
+            c.execute(sql.FILL_AUDIT_SEQ)
         if version < sql.AUDIT_SINCE_VERSION:
             # Transactions this file held before the chains existed get one each.
             _run_unit_on(c, lambda conn: start_chains_on(conn, time.time()))
@@ -191,10 +233,14 @@ class SqliteStore(SqlStore):
     async def close(self) -> None:
         if self._writer is not None:
             self._writer.shutdown()
-        for conn in (self._wconn, self._rconn):
+        with self._bulk_lock:
+            bulk, self._bulk = self._bulk, None
+        if bulk is not None:
+            bulk.shutdown(wait=True)  # a large read in progress ends before its connection
+        for conn in (self._wconn, self._rconn, self._bconn):
             if conn is not None:
                 conn.close()
-        self._wconn = self._rconn = None
+        self._wconn = self._rconn = self._bconn = None
         self._writer = None
         if self._locks is not None:
             self._locks.close()
@@ -228,11 +274,11 @@ class SqliteStore(SqlStore):
 
     # -- unit of work -------------------------------------------------------------------------
 
-    async def _write(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write(self, unit: Callable[[sqlite3.Connection], T], *, large: bool = False) -> T:
         if self._writer is None:
             raise InternalError("store is closed")
         try:
-            return await self._writer.run(unit)
+            return await self._writer.run(unit, large=large)
         except sqlite3.Error as exc:
             raise self._failure("write", exc) from exc
 
@@ -244,6 +290,34 @@ class SqliteStore(SqlStore):
             # GroupCommitWriter.read_if_idle); else on the reader, beside the flush thread.
             rows = self._writer.read_if_idle(query, params)
             return self._rconn.execute(query, params).fetchall() if rows is None else rows
+        except sqlite3.Error as exc:
+            raise self._failure("read", exc) from exc
+
+    async def _rows_off_loop(
+        self, query: str, params: Sequence[Any], convert: Callable[[Sequence[Any]], T]
+    ) -> list[T]:
+        # The whole read on the bulk thread: sqlite3 lets go of the interpreter inside each
+        # step of the statement and holds it only to build one row's values, so the loop
+        # runs between rows (a 3 MB history: 60-250 ms of fetching and decoding, on the
+        # loop before, every other client waiting).
+        with self._bulk_lock:
+            if self._writer is None:
+                raise InternalError("store is closed")
+            if self._bulk is None:
+                self._bulk = ThreadPoolExecutor(1, thread_name_prefix="agenttx-sqlite-read")
+            bulk = self._bulk
+        return await asyncio.get_running_loop().run_in_executor(
+            bulk, self._read_converted, query, params, convert
+        )
+
+    def _read_converted(
+        self, query: str, params: Sequence[Any], convert: Callable[[Sequence[Any]], T]
+    ) -> list[T]:
+        """On the bulk thread (the only user of ``_bconn``)."""
+        try:
+            if self._bconn is None:
+                self._bconn = self._connect()
+            return [convert(r) for r in self._bconn.execute(query, params)]
         except sqlite3.Error as exc:
             raise self._failure("read", exc) from exc
 
@@ -292,7 +366,15 @@ class SqliteStore(SqlStore):
         self, update: TxUpdate, step: StepRow, request: tuple[str, StoredReply] | None
     ) -> int:
         cas, params = self._cas(update)
-        return await self._write(lambda c: _write_step_on(c, cas, params, update, step, request))
+        # A step row of a megabyte (arguments, output, its write set in ``detail``) is written
+        # off the event loop; a typical row of a few hundred bytes commits inline.
+        large = (
+            len(step.arguments_json) + len(step.output_json) + len(step.raw_context)
+            > LARGE_ROW_CHARS
+        )
+        return await self._write(
+            lambda c: _write_step_on(c, cas, params, update, step, request), large=large
+        )
 
     # -- commit -------------------------------------------------------------------------------
 

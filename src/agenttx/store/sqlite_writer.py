@@ -15,6 +15,10 @@ Two modes:
 - Under concurrency with ``sync_writes`` (``synchronous=FULL``, threaded mode), the flush, with
   its fsync, runs on one dedicated thread; while it runs, new units queue up and share the
   next fsync, and the loop stays free.
+- A large unit (the caller says so: a step row holding a megabyte of arguments and output)
+  alone runs on a worker thread in either mode: binding and writing its text takes tens of
+  milliseconds, every other client's wait on the loop thread. Units submitted meanwhile queue
+  up and are flushed together once it is done, as behind any flush.
 """
 
 from __future__ import annotations
@@ -60,8 +64,12 @@ class GroupCommitWriter:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
-    async def run(self, unit: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, unit: Callable[[sqlite3.Connection], T], *, large: bool = False) -> T:
+        """Run ``unit`` in a database transaction; its value once committed. ``large``: the
+        unit writes enough text that it should not run on the loop thread (module doc)."""
         loop = asyncio.get_running_loop()
+        if large and not self._scheduled:
+            return await self._run_off_loop(loop, unit)
         if not self._scheduled and self.concurrency() <= 1:
             # Alone: commit now, on the loop thread. Waiting a loop turn for company would
             # cost more than the ~10 µs commit it could share; with sync_writes, the thread
@@ -95,6 +103,31 @@ class GroupCommitWriter:
                 loop.call_soon(self._flush_inline)
         return await fut
 
+    async def _run_off_loop(
+        self, loop: asyncio.AbstractEventLoop, unit: Callable[[sqlite3.Connection], T]
+    ) -> T:
+        # Marked as a running flush: units submitted meanwhile queue up (and never block the
+        # loop on the connection's lock), and go out together once this one is done.
+        self._scheduled = True
+        done = loop.run_in_executor(self._executor, self._execute_one, unit)
+        # Reset by the thread's completion, not by this caller: a caller cancelled meanwhile
+        # leaves the unit to finish (or not) atomically, as a cancelled caller of a flush does.
+        done.add_done_callback(lambda _: self._after_off_loop(loop))
+        value, exc = await asyncio.shield(done)
+        if exc is not None:
+            raise exc
+        return value  # type: ignore[no-any-return]
+
+    def _after_off_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        self._scheduled = True
+        if self._threaded:
+            loop.run_in_executor(self._executor, self._flush_threaded, loop)
+        else:
+            loop.call_soon(self._flush_inline)
+
     def _flush_inline(self) -> None:
         batch, self._pending = self._pending, []
         self._scheduled = False
@@ -121,9 +154,13 @@ class GroupCommitWriter:
             self._lock.release()
 
     def run_sync(self, unit: Callable[[sqlite3.Connection], T]) -> T:
-        """Run one unit now, outside the batcher (start-up and shutdown only)."""
+        """Run one unit now, outside the batcher (start-up and shutdown only); its error, if
+        it failed (the unit rolled back), is raised here."""
         with self._lock:
-            return self._execute_units([unit])[0][0]  # type: ignore[no-any-return]
+            [(value, error)] = self._execute_units([unit])
+        if error is not None:
+            raise error
+        return value  # type: ignore[no-any-return]
 
     def _flush_threaded(self, loop: asyncio.AbstractEventLoop) -> None:
         while True:
@@ -148,6 +185,10 @@ class GroupCommitWriter:
     ) -> list[tuple[Any, BaseException | None]]:
         with self._lock:
             return self._execute_units([u for u, _ in batch])
+
+    def _execute_one(self, unit: Unit) -> tuple[Any, BaseException | None]:
+        with self._lock:
+            return self._execute_units([unit])[0]
 
     def _execute_units(self, units: list[Unit]) -> list[tuple[Any, BaseException | None]]:
         """``_execute_batch`` on this writer's connection, counting its commits. The caller

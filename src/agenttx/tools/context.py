@@ -36,6 +36,7 @@ class StepScope(Protocol):
     async def report_progress(
         self, done: float, total: float | None, message: str | None
     ) -> None: ...
+    async def checkpoint_operation(self, provider: str, operation_id: str, cursor: Any) -> None: ...
 
 
 class StateView:
@@ -100,6 +101,15 @@ class ToolContext(_StepIdentity):
         """Queue an effect released only after the transaction commits; returns its key."""
         return self._scope.stage_effect(channel, payload, idempotency_key)
 
+    async def checkpoint_operation(
+        self, provider: str, operation_id: str, cursor: Any = None
+    ) -> None:
+        """Record the outside system's id for the call this step is about to make (or just
+        made), durable before it returns: if the outcome turns out unknown, reconcile asks
+        ``provider`` about ``operation_id``. Immutable once set: another id raises
+        ``OperationIdConflict``; the same id again may update ``cursor`` (any JSON)."""
+        await self._scope.checkpoint_operation(provider, operation_id, cursor)
+
     async def report_progress(
         self, done: float, total: float | None = None, message: str | None = None
     ) -> None:
@@ -160,4 +170,9 @@ class SyncToolContext(_StepIdentity):
     ) -> None:
         asyncio.run_coroutine_threadsafe(
             self._scope.report_progress(done, total, message), self._loop
+        ).result()
+
+    def checkpoint_operation(self, provider: str, operation_id: str, cursor: Any = None) -> None:
+        asyncio.run_coroutine_threadsafe(
+            self._scope.checkpoint_operation(provider, operation_id, cursor), self._loop
         ).result()

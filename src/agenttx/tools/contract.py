@@ -24,6 +24,7 @@ from typing import (
     get_origin,
     get_type_hints,
     is_typeddict,
+    overload,
 )
 
 import typing_extensions
@@ -44,7 +45,21 @@ from agenttx.tools.argument_errors import describe_validation_errors, unexpected
 from agenttx.types import EffectClass
 
 Compensation = Literal["not_required", "supported", "best_effort", "rollback_not_supported"]
-DryRunFidelity = Literal["schema_only", "validated", "read_only_preview", "full_simulation"]
+COMPENSATION_CONTRACTS: tuple[str, ...] = get_args(Compensation)
+MAX_COMPENSATION_WINDOW_S = 366 * 86_400.0  # a year: a window past it is a typo
+# The dry-run fidelity a tool declares (``agenttx.types.Fidelity``, ``docs/dry-run.md``), or
+# one of the two labels used before the four levels, still read (``LEGACY_FIDELITY``).
+DryRunFidelity = Literal[
+    "schema_only",
+    "policy_and_schema",
+    "downstream_validation",
+    "full_simulation",
+    "validated",
+    "read_only_preview",
+]
+# The old labels and the level each now means: ``validated`` ran a validation,
+# ``read_only_preview`` showed what would happen without doing it.
+LEGACY_FIDELITY = {"validated": "downstream_validation", "read_only_preview": "full_simulation"}
 
 MAX_TOOL_NAME_BYTES = 128
 DEFAULT_TIMEOUT_S = 30.0
@@ -59,7 +74,12 @@ class Tool:
     timeout_s: float = DEFAULT_TIMEOUT_S
     idempotent: bool = False
     compensation: Compensation = "not_required"
+    # How long after its undo was recorded the undo may still run (None: no limit before the
+    # commit; after it, the engine's default keep). Past it the undo is not run and the
+    # transaction needs a human (``docs/compensation.md``).
     compensation_window_s: float | None = None
+    # True iff running this tool's undo (in a rollback or a compensation) needs an approver.
+    compensation_approval: bool = False
     dry_run: DryRunFidelity = "schema_only"
     examples: list[dict[str, Any]] = field(default_factory=list)
     extra_arguments: Literal["forbid", "ignore"] = "forbid"
@@ -68,6 +88,11 @@ class Tool:
     bounded: bool = False
     undo_fn: Callable[..., Any] | None = None
     reconcile_fn: Callable[..., Any] | None = None
+    # Dry-run handlers, called like ``fn`` (``docs/dry-run.md``): ``validate_fn`` asks the
+    # outside system whether the call would be accepted (raises if not); ``simulate_fn``
+    # returns what the call would return, changing nothing.
+    validate_fn: Callable[..., Any] | None = None
+    simulate_fn: Callable[..., Any] | None = None
     input_model: type[BaseModel] | None = None
     # A tool given ``schema`` receives the raw argument object as ``fn(ctx, arguments)`` and
     # validates it itself (the built-ins do, to keep the reference's exact error wording);
@@ -75,15 +100,33 @@ class Tool:
     schema: dict[str, Any] | None = None
     takes_context: bool = True
     is_async: bool = True
+    # The output schema to show when the function's return annotation cannot say it (a tool
+    # forwarding to another MCP server shows that server's ``outputSchema``); None: derived.
+    declared_output_schema: dict[str, Any] | None = None
+    # The downstream MCP server this tool forwards to (the gateway); "" for local tools.
+    server: str = ""
 
     def __post_init__(self) -> None:
         check_tool_name(self.name)
+        self.dry_run = check_fidelity(self.name, self.dry_run)
         if not 0 < self.timeout_s <= 86_400:
             raise InvalidArgument(f"tool {self.name}: timeout must be in (0, 86400] s")
         self.is_async = inspect.iscoroutinefunction(self.fn)
         if self.schema is None:
             self.input_model, self.takes_context = _input_model(
                 self.name, self.fn, self.extra_arguments
+            )
+        if self.compensation not in COMPENSATION_CONTRACTS:
+            allowed = ", ".join(COMPENSATION_CONTRACTS)
+            raise InvalidArgument(
+                f"tool {self.name}: unknown compensation {self.compensation!r}; use one of "
+                f"{allowed}"
+            )
+        window = self.compensation_window_s
+        if window is not None and not 0 < window <= MAX_COMPENSATION_WINDOW_S:
+            raise InvalidArgument(
+                f"tool {self.name}: compensation_window_s must be in "
+                f"(0, {MAX_COMPENSATION_WINDOW_S:g}] s, got {window!r}"
             )
         if self.effect is EffectClass.COMPENSATABLE and self.compensation == "not_required":
             self.compensation = "supported"
@@ -111,6 +154,8 @@ class Tool:
     @functools.cached_property
     def output_schema(self) -> dict[str, Any]:
         """JSON schema of what the tool returns, from its return annotation."""
+        if self.declared_output_schema is not None:
+            return self.declared_output_schema
         return output_schema(self.fn)
 
     def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,8 +168,47 @@ class Tool:
         self.reconcile_fn = fn
         return fn
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Validated arguments (coerced as the schema says); raises ``ArgumentError``."""
+    @property
+    def dry_run_reach(self) -> str:
+        """The fidelity a dry run of this tool reaches, given the handlers it has: the declared
+        level, or the highest below it whose handler exists (``core/dryrun.py``)."""
+        level = self.dry_run
+        if level == "full_simulation":
+            context_only = self.effect in (EffectClass.READ, EffectClass.STATE, EffectClass.STAGED)
+            if self.simulate_fn is not None or context_only:
+                return level
+            level = "downstream_validation"
+        if level == "downstream_validation" and self.validate_fn is None:
+            return "policy_and_schema"
+        return level
+
+    @property
+    def undoable(self) -> bool:
+        """True iff ``undo_step`` may undo a step of this tool (``core/revisions.py``)."""
+        return (
+            self.effect is not EffectClass.IRREVERSIBLE
+            and self.compensation != "rollback_not_supported"
+        )
+
+    def simulate(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: the dry-run simulation (``full_simulation``), called as the tool is; it
+        returns what the tool would return and changes nothing outside."""
+        self.simulate_fn = fn
+        return fn
+
+    @overload
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]: ...
+    @overload
+    def validate(self, arguments: Callable[..., Any]) -> Callable[..., Any]: ...
+
+    def validate(self, arguments: Any) -> Any:
+        """Two uses, told apart by the argument. Given the arguments (a mapping): the validated
+        arguments, coerced as the schema says; raises ``ArgumentError``. Given a function, as a
+        decorator (``@my_tool.validate``): the dry-run validation (``downstream_validation``),
+        called as the tool is; it raises if the outside system would refuse the call."""
+        if callable(arguments) and not isinstance(arguments, Mapping):
+            self.validate_fn = arguments
+            return arguments
         if self.input_model is None:
             self.refuse_unknown(arguments)
             return dict(arguments)
@@ -154,18 +238,26 @@ class Tool:
         )
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described = {
             "name": self.name,
             "description": self.description,
             "effect": self.effect.value,
             "timeout_s": self.timeout_s,
             "idempotent": self.idempotent,
             "compensation": self.compensation,
+            "compensation_window_s": self.compensation_window_s,
+            "compensation_approval": self.compensation_approval,
             "dry_run": self.dry_run,
+            "dry_run_reached": self.dry_run_reach,
+            "undoable": self.undoable,
+            "reconcilable": self.reconcile_fn is not None,
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
             "examples": self.examples,
         }
+        if self.server:
+            described["server"] = self.server
+        return described
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self.fn(*args, **kwargs)
@@ -194,6 +286,17 @@ def _json_type_name(prop: Any) -> str:
     return " or ".join(names)
 
 
+def check_fidelity(name: str, declared: str) -> DryRunFidelity:
+    """The declared dry-run fidelity as one of the four levels (an old label is mapped)."""
+    level = LEGACY_FIDELITY.get(declared, declared)
+    allowed = ("schema_only", "policy_and_schema", "downstream_validation", "full_simulation")
+    if level not in allowed:
+        raise InvalidArgument(
+            f"tool {name}: unknown dry_run fidelity {declared!r}; use one of {', '.join(allowed)}"
+        )
+    return level  # type: ignore[return-value]  # one of ``allowed``
+
+
 def check_tool_name(name: str) -> None:
     size = len(name.encode())
     if not 1 <= size <= MAX_TOOL_NAME_BYTES:
@@ -209,6 +312,7 @@ def tool(
     idempotent: bool = False,
     compensation: Compensation = "not_required",
     compensation_window_s: float | None = None,
+    compensation_approval: bool = False,
     dry_run: DryRunFidelity = "schema_only",
     examples: list[dict[str, Any]] | None = None,
     extra_arguments: Literal["forbid", "ignore"] = "forbid",
@@ -233,6 +337,7 @@ def tool(
             idempotent=idempotent,
             compensation=compensation,
             compensation_window_s=compensation_window_s,
+            compensation_approval=compensation_approval,
             dry_run=dry_run,
             examples=list(examples or []),
             extra_arguments=extra_arguments,

@@ -39,6 +39,16 @@ class ToolRegistry:
         if t.undo_fn is not None:
             self._undo[t.undo_name] = t.undo_fn
 
+    def replace(self, t: Tool) -> None:
+        """Register ``t`` in place of any tool of that name (the gateway, when a downstream
+        server's tools change while the engine runs)."""
+        self._tools.pop(t.name, None)
+        self.register(t)
+
+    def remove(self, name: str) -> None:
+        """Forget the tool ``name`` (a downstream tool that is gone); a no-op if unknown."""
+        self._tools.pop(name, None)
+
     def register_undo(self, name: str, fn: Callable[..., Any]) -> None:
         """An undo handler not tied to one tool (``ctx.register_undo(args, handler=name)``)."""
         self._undo[name] = fn

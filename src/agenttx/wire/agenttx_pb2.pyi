@@ -42,6 +42,14 @@ ROLLBACK_STRATEGY_MANUAL: RollbackStrategy
 ROLLBACK_STRATEGY_ABORT: RollbackStrategy
 ROLLBACK_STRATEGY_RETRY: RollbackStrategy
 
+class Snapshot(_message.Message):
+    __slots__ = ("transaction_id", "revision")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    revision: int
+    def __init__(self, transaction_id: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class RollbackPolicy(_message.Message):
     __slots__ = ("max_local_depth", "max_global_resets", "replay_budget_factor", "max_step_retries")
     MAX_LOCAL_DEPTH_FIELD_NUMBER: _ClassVar[int]
@@ -55,7 +63,7 @@ class RollbackPolicy(_message.Message):
     def __init__(self, max_local_depth: _Optional[int] = ..., max_global_resets: _Optional[int] = ..., replay_budget_factor: _Optional[float] = ..., max_step_retries: _Optional[int] = ...) -> None: ...
 
 class BeginTransactionRequest(_message.Message):
-    __slots__ = ("agent_id", "metadata", "policy", "request_id", "isolation", "labels")
+    __slots__ = ("agent_id", "metadata", "policy", "request_id", "isolation", "labels", "mode", "principal")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,44 +77,54 @@ class BeginTransactionRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     metadata: _containers.ScalarMap[str, str]
     policy: RollbackPolicy
     request_id: str
     isolation: str
     labels: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, agent_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., policy: _Optional[_Union[RollbackPolicy, _Mapping]] = ..., request_id: _Optional[str] = ..., isolation: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
+    mode: str
+    principal: str
+    def __init__(self, agent_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., policy: _Optional[_Union[RollbackPolicy, _Mapping]] = ..., request_id: _Optional[str] = ..., isolation: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., mode: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class BeginTransactionResponse(_message.Message):
-    __slots__ = ("transaction_id", "next_step_id", "transaction_status", "revision")
+    __slots__ = ("transaction_id", "next_step_id", "transaction_status", "revision", "snapshot", "mode")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_STEP_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     next_step_id: int
     transaction_status: str
     revision: int
-    def __init__(self, transaction_id: _Optional[str] = ..., next_step_id: _Optional[int] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+    snapshot: Snapshot
+    mode: str
+    def __init__(self, transaction_id: _Optional[str] = ..., next_step_id: _Optional[int] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class ExecuteStepRequest(_message.Message):
-    __slots__ = ("transaction_id", "step_id", "tool_name", "arguments_json", "raw_context", "request_id")
+    __slots__ = ("transaction_id", "step_id", "tool_name", "arguments_json", "raw_context", "request_id", "dry_run")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     RAW_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     step_id: int
     tool_name: str
     arguments_json: str
     raw_context: str
     request_id: str
-    def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., raw_context: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., tool_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., raw_context: _Optional[str] = ..., request_id: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class ExecuteStepResponse(_message.Message):
-    __slots__ = ("status", "output_json", "clean_hint", "strategy", "rollback_to_step", "next_step_id", "constraints", "context_reset", "error_category", "rollback_latency_ms", "abort_reason", "compensation_errors", "transaction_status", "revision", "hint_key", "error_category_detail")
+    __slots__ = ("status", "output_json", "clean_hint", "strategy", "rollback_to_step", "next_step_id", "constraints", "context_reset", "error_category", "rollback_latency_ms", "abort_reason", "compensation_errors", "transaction_status", "revision", "hint_key", "error_category_detail", "snapshot", "dry_run", "fidelity", "policy_decision", "dry_run_json", "retry_after_ms", "operation_provider", "operation_id")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     CLEAN_HINT_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +141,14 @@ class ExecuteStepResponse(_message.Message):
     REVISION_FIELD_NUMBER: _ClassVar[int]
     HINT_KEY_FIELD_NUMBER: _ClassVar[int]
     ERROR_CATEGORY_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_FIELD_NUMBER: _ClassVar[int]
+    POLICY_DECISION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_JSON_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     status: StepStatus
     output_json: str
     clean_hint: str
@@ -139,18 +165,30 @@ class ExecuteStepResponse(_message.Message):
     revision: int
     hint_key: str
     error_category_detail: str
-    def __init__(self, status: _Optional[_Union[StepStatus, str]] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., strategy: _Optional[_Union[RollbackStrategy, str]] = ..., rollback_to_step: _Optional[int] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., context_reset: _Optional[bool] = ..., error_category: _Optional[str] = ..., rollback_latency_ms: _Optional[float] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., hint_key: _Optional[str] = ..., error_category_detail: _Optional[str] = ...) -> None: ...
+    snapshot: Snapshot
+    dry_run: bool
+    fidelity: str
+    policy_decision: str
+    dry_run_json: str
+    retry_after_ms: int
+    operation_provider: str
+    operation_id: str
+    def __init__(self, status: _Optional[_Union[StepStatus, str]] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., strategy: _Optional[_Union[RollbackStrategy, str]] = ..., rollback_to_step: _Optional[int] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., context_reset: _Optional[bool] = ..., error_category: _Optional[str] = ..., rollback_latency_ms: _Optional[float] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., hint_key: _Optional[str] = ..., error_category_detail: _Optional[str] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., dry_run: _Optional[bool] = ..., fidelity: _Optional[str] = ..., policy_decision: _Optional[str] = ..., dry_run_json: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., operation_provider: _Optional[str] = ..., operation_id: _Optional[str] = ...) -> None: ...
 
 class CommitTransactionRequest(_message.Message):
-    __slots__ = ("transaction_id", "request_id")
+    __slots__ = ("transaction_id", "request_id", "expected_revision", "receipt_id")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     request_id: str
-    def __init__(self, transaction_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    expected_revision: int
+    receipt_id: str
+    def __init__(self, transaction_id: _Optional[str] = ..., request_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., receipt_id: _Optional[str] = ...) -> None: ...
 
 class CommitTransactionResponse(_message.Message):
-    __slots__ = ("committed", "steps_committed", "effects_dispatched", "dispatch_errors", "transaction_status", "revision", "effects_queued")
+    __slots__ = ("committed", "steps_committed", "effects_dispatched", "dispatch_errors", "transaction_status", "revision", "effects_queued", "snapshot")
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     STEPS_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     EFFECTS_DISPATCHED_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +196,7 @@ class CommitTransactionResponse(_message.Message):
     TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     EFFECTS_QUEUED_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     committed: bool
     steps_committed: int
     effects_dispatched: int
@@ -165,7 +204,8 @@ class CommitTransactionResponse(_message.Message):
     transaction_status: str
     revision: int
     effects_queued: int
-    def __init__(self, committed: _Optional[bool] = ..., steps_committed: _Optional[int] = ..., effects_dispatched: _Optional[int] = ..., dispatch_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., effects_queued: _Optional[int] = ...) -> None: ...
+    snapshot: Snapshot
+    def __init__(self, committed: _Optional[bool] = ..., steps_committed: _Optional[int] = ..., effects_dispatched: _Optional[int] = ..., dispatch_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., effects_queued: _Optional[int] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
 
 class RollbackTransactionRequest(_message.Message):
     __slots__ = ("transaction_id", "to_step", "reason", "request_id")
@@ -180,20 +220,24 @@ class RollbackTransactionRequest(_message.Message):
     def __init__(self, transaction_id: _Optional[str] = ..., to_step: _Optional[int] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RollbackTransactionResponse(_message.Message):
-    __slots__ = ("rolled_back", "next_step_id", "compensations_run", "compensation_errors", "transaction_status", "revision")
+    __slots__ = ("rolled_back", "next_step_id", "compensations_run", "compensation_errors", "transaction_status", "revision", "compensation_approval_pending", "snapshot")
     ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
     NEXT_STEP_ID_FIELD_NUMBER: _ClassVar[int]
     COMPENSATIONS_RUN_FIELD_NUMBER: _ClassVar[int]
     COMPENSATION_ERRORS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_APPROVAL_PENDING_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     rolled_back: bool
     next_step_id: int
     compensations_run: int
     compensation_errors: _containers.RepeatedScalarFieldContainer[str]
     transaction_status: str
     revision: int
-    def __init__(self, rolled_back: _Optional[bool] = ..., next_step_id: _Optional[int] = ..., compensations_run: _Optional[int] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+    compensation_approval_pending: bool
+    snapshot: Snapshot
+    def __init__(self, rolled_back: _Optional[bool] = ..., next_step_id: _Optional[int] = ..., compensations_run: _Optional[int] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., compensation_approval_pending: _Optional[bool] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
 
 class GetTransactionRequest(_message.Message):
     __slots__ = ("transaction_id",)
@@ -224,7 +268,7 @@ class DependencyEdge(_message.Message):
     def __init__(self, from_step: _Optional[int] = ..., to_step: _Optional[int] = ..., key: _Optional[str] = ...) -> None: ...
 
 class StepRecord(_message.Message):
-    __slots__ = ("step_id", "attempt", "tool_name", "status", "live", "arguments_json", "output_json", "clean_hint", "error_category", "epoch", "started_at", "finished_at", "error_category_detail", "elided")
+    __slots__ = ("step_id", "attempt", "tool_name", "status", "live", "arguments_json", "output_json", "clean_hint", "error_category", "epoch", "started_at", "finished_at", "error_category_detail", "elided", "operation_provider", "operation_id")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -239,6 +283,8 @@ class StepRecord(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     ERROR_CATEGORY_DETAIL_FIELD_NUMBER: _ClassVar[int]
     ELIDED_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     attempt: int
     tool_name: str
@@ -253,10 +299,12 @@ class StepRecord(_message.Message):
     finished_at: float
     error_category_detail: str
     elided: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., tool_name: _Optional[str] = ..., status: _Optional[str] = ..., live: _Optional[bool] = ..., arguments_json: _Optional[str] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., error_category: _Optional[str] = ..., epoch: _Optional[int] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., error_category_detail: _Optional[str] = ..., elided: _Optional[_Iterable[str]] = ...) -> None: ...
+    operation_provider: str
+    operation_id: str
+    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., tool_name: _Optional[str] = ..., status: _Optional[str] = ..., live: _Optional[bool] = ..., arguments_json: _Optional[str] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., error_category: _Optional[str] = ..., epoch: _Optional[int] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., error_category_detail: _Optional[str] = ..., elided: _Optional[_Iterable[str]] = ..., operation_provider: _Optional[str] = ..., operation_id: _Optional[str] = ...) -> None: ...
 
 class GetTransactionResponse(_message.Message):
-    __slots__ = ("transaction_id", "status", "next_step_id", "constraints", "global_resets", "context", "agent_id", "revision", "metadata", "isolation", "epoch", "requires_human", "abort_reason", "compensation_errors", "outcome_unknown_step", "edges", "steps", "created_at", "updated_at", "policy", "history_trimmed", "steps_omitted", "steps_page_token")
+    __slots__ = ("transaction_id", "status", "next_step_id", "constraints", "global_resets", "context", "agent_id", "revision", "metadata", "isolation", "epoch", "requires_human", "abort_reason", "compensation_errors", "outcome_unknown_step", "edges", "steps", "created_at", "updated_at", "policy", "history_trimmed", "steps_omitted", "steps_page_token", "snapshot", "mode", "principal", "revision_count", "max_revisions", "remaining_revisions", "can_undo", "can_redo", "can_commit", "can_rollback", "reconcile_state", "reconcile_after", "operation_provider", "operation_id", "compensation_for", "compensation_approval_pending", "tenant", "edge_kinds", "decisions", "receipts")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -287,6 +335,26 @@ class GetTransactionResponse(_message.Message):
     HISTORY_TRIMMED_FIELD_NUMBER: _ClassVar[int]
     STEPS_OMITTED_FIELD_NUMBER: _ClassVar[int]
     STEPS_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    REVISION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    CAN_UNDO_FIELD_NUMBER: _ClassVar[int]
+    CAN_REDO_FIELD_NUMBER: _ClassVar[int]
+    CAN_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    CAN_ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    RECONCILE_STATE_FIELD_NUMBER: _ClassVar[int]
+    RECONCILE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_FOR_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_APPROVAL_PENDING_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    EDGE_KINDS_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     status: str
     next_step_id: int
@@ -310,24 +378,72 @@ class GetTransactionResponse(_message.Message):
     history_trimmed: bool
     steps_omitted: int
     steps_page_token: str
-    def __init__(self, transaction_id: _Optional[str] = ..., status: _Optional[str] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., global_resets: _Optional[int] = ..., context: _Optional[_Iterable[_Union[ContextEntry, _Mapping]]] = ..., agent_id: _Optional[str] = ..., revision: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., isolation: _Optional[str] = ..., epoch: _Optional[int] = ..., requires_human: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., outcome_unknown_step: _Optional[int] = ..., edges: _Optional[_Iterable[_Union[DependencyEdge, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., policy: _Optional[_Union[RollbackPolicy, _Mapping]] = ..., history_trimmed: _Optional[bool] = ..., steps_omitted: _Optional[int] = ..., steps_page_token: _Optional[str] = ...) -> None: ...
+    snapshot: Snapshot
+    mode: str
+    principal: str
+    revision_count: int
+    max_revisions: int
+    remaining_revisions: int
+    can_undo: bool
+    can_redo: bool
+    can_commit: bool
+    can_rollback: bool
+    reconcile_state: str
+    reconcile_after: float
+    operation_provider: str
+    operation_id: str
+    compensation_for: str
+    compensation_approval_pending: bool
+    tenant: str
+    edge_kinds: _containers.RepeatedScalarFieldContainer[str]
+    decisions: _containers.RepeatedCompositeFieldContainer[StepDecision]
+    receipts: _containers.RepeatedCompositeFieldContainer[Receipt]
+    def __init__(self, transaction_id: _Optional[str] = ..., status: _Optional[str] = ..., next_step_id: _Optional[int] = ..., constraints: _Optional[_Iterable[str]] = ..., global_resets: _Optional[int] = ..., context: _Optional[_Iterable[_Union[ContextEntry, _Mapping]]] = ..., agent_id: _Optional[str] = ..., revision: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., isolation: _Optional[str] = ..., epoch: _Optional[int] = ..., requires_human: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., outcome_unknown_step: _Optional[int] = ..., edges: _Optional[_Iterable[_Union[DependencyEdge, _Mapping]]] = ..., steps: _Optional[_Iterable[_Union[StepRecord, _Mapping]]] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., policy: _Optional[_Union[RollbackPolicy, _Mapping]] = ..., history_trimmed: _Optional[bool] = ..., steps_omitted: _Optional[int] = ..., steps_page_token: _Optional[str] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., mode: _Optional[str] = ..., principal: _Optional[str] = ..., revision_count: _Optional[int] = ..., max_revisions: _Optional[int] = ..., remaining_revisions: _Optional[int] = ..., can_undo: _Optional[bool] = ..., can_redo: _Optional[bool] = ..., can_commit: _Optional[bool] = ..., can_rollback: _Optional[bool] = ..., reconcile_state: _Optional[str] = ..., reconcile_after: _Optional[float] = ..., operation_provider: _Optional[str] = ..., operation_id: _Optional[str] = ..., compensation_for: _Optional[str] = ..., compensation_approval_pending: _Optional[bool] = ..., tenant: _Optional[str] = ..., edge_kinds: _Optional[_Iterable[str]] = ..., decisions: _Optional[_Iterable[_Union[StepDecision, _Mapping]]] = ..., receipts: _Optional[_Iterable[_Union[Receipt, _Mapping]]] = ...) -> None: ...
+
+class StepDecision(_message.Message):
+    __slots__ = ("step_id", "attempt", "strategy", "rollback_to_step", "root_cause_step", "hint_key", "history_index")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    ROLLBACK_TO_STEP_FIELD_NUMBER: _ClassVar[int]
+    ROOT_CAUSE_STEP_FIELD_NUMBER: _ClassVar[int]
+    HINT_KEY_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    attempt: int
+    strategy: str
+    rollback_to_step: int
+    root_cause_step: int
+    hint_key: str
+    history_index: int
+    def __init__(self, step_id: _Optional[int] = ..., attempt: _Optional[int] = ..., strategy: _Optional[str] = ..., rollback_to_step: _Optional[int] = ..., root_cause_step: _Optional[int] = ..., hint_key: _Optional[str] = ..., history_index: _Optional[int] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
-    __slots__ = ("statuses", "agent_id", "label", "page_size", "page_token")
+    __slots__ = ("statuses", "agent_id", "label", "page_size", "page_token", "principal", "tenant", "newest_first", "created_after", "created_before")
     STATUSES_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     statuses: _containers.RepeatedScalarFieldContainer[str]
     agent_id: str
     label: str
     page_size: int
     page_token: str
-    def __init__(self, statuses: _Optional[_Iterable[str]] = ..., agent_id: _Optional[str] = ..., label: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    principal: str
+    tenant: str
+    newest_first: bool
+    created_after: float
+    created_before: float
+    def __init__(self, statuses: _Optional[_Iterable[str]] = ..., agent_id: _Optional[str] = ..., label: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., principal: _Optional[str] = ..., tenant: _Optional[str] = ..., newest_first: _Optional[bool] = ..., created_after: _Optional[float] = ..., created_before: _Optional[float] = ...) -> None: ...
 
 class TransactionSummary(_message.Message):
-    __slots__ = ("transaction_id", "status", "agent_id", "next_step_id", "revision", "labels", "created_at", "updated_at", "abort_reason")
+    __slots__ = ("transaction_id", "status", "agent_id", "next_step_id", "revision", "labels", "created_at", "updated_at", "abort_reason", "snapshot", "compensation_for", "principal", "tenant")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +453,10 @@ class TransactionSummary(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_FOR_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     status: str
     agent_id: str
@@ -346,7 +466,11 @@ class TransactionSummary(_message.Message):
     created_at: float
     updated_at: float
     abort_reason: str
-    def __init__(self, transaction_id: _Optional[str] = ..., status: _Optional[str] = ..., agent_id: _Optional[str] = ..., next_step_id: _Optional[int] = ..., revision: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., abort_reason: _Optional[str] = ...) -> None: ...
+    snapshot: Snapshot
+    compensation_for: str
+    principal: str
+    tenant: str
+    def __init__(self, transaction_id: _Optional[str] = ..., status: _Optional[str] = ..., agent_id: _Optional[str] = ..., next_step_id: _Optional[int] = ..., revision: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., abort_reason: _Optional[str] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., compensation_for: _Optional[str] = ..., principal: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ListTransactionsResponse(_message.Message):
     __slots__ = ("transactions", "next_page_token")
@@ -383,7 +507,7 @@ class ListToolsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ToolInfo(_message.Message):
-    __slots__ = ("name", "description", "effect", "input_schema_json", "output_schema_json", "examples_json", "timeout_ms", "idempotent", "compensation", "dry_run")
+    __slots__ = ("name", "description", "effect", "input_schema_json", "output_schema_json", "examples_json", "timeout_ms", "idempotent", "compensation", "dry_run", "dry_run_reached", "undoable", "reconcilable", "compensation_window_s", "compensation_approval", "server")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
@@ -394,6 +518,12 @@ class ToolInfo(_message.Message):
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
     COMPENSATION_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_REACHED_FIELD_NUMBER: _ClassVar[int]
+    UNDOABLE_FIELD_NUMBER: _ClassVar[int]
+    RECONCILABLE_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     effect: str
@@ -404,7 +534,13 @@ class ToolInfo(_message.Message):
     idempotent: bool
     compensation: str
     dry_run: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., effect: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., examples_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., idempotent: _Optional[bool] = ..., compensation: _Optional[str] = ..., dry_run: _Optional[str] = ...) -> None: ...
+    dry_run_reached: str
+    undoable: bool
+    reconcilable: bool
+    compensation_window_s: float
+    compensation_approval: bool
+    server: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., effect: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., examples_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., idempotent: _Optional[bool] = ..., compensation: _Optional[str] = ..., dry_run: _Optional[str] = ..., dry_run_reached: _Optional[str] = ..., undoable: _Optional[bool] = ..., reconcilable: _Optional[bool] = ..., compensation_window_s: _Optional[float] = ..., compensation_approval: _Optional[bool] = ..., server: _Optional[str] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
     __slots__ = ("tools",)
@@ -503,3 +639,457 @@ class ListAuditRecordsResponse(_message.Message):
     records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
     next_after_seq: int
     def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_after_seq: _Optional[int] = ...) -> None: ...
+
+class PreviewCommitRequest(_message.Message):
+    __slots__ = ("transaction_id",)
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    def __init__(self, transaction_id: _Optional[str] = ...) -> None: ...
+
+class StateChange(_message.Message):
+    __slots__ = ("key", "before_json", "after_json", "before_sha256", "after_sha256")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_JSON_FIELD_NUMBER: _ClassVar[int]
+    AFTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SHA256_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    before_json: str
+    after_json: str
+    before_sha256: str
+    after_sha256: str
+    def __init__(self, key: _Optional[str] = ..., before_json: _Optional[str] = ..., after_json: _Optional[str] = ..., before_sha256: _Optional[str] = ..., after_sha256: _Optional[str] = ...) -> None: ...
+
+class FileChange(_message.Message):
+    __slots__ = ("path", "before_sha256", "after_sha256", "diff", "note")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SHA256_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    before_sha256: str
+    after_sha256: str
+    diff: str
+    note: str
+    def __init__(self, path: _Optional[str] = ..., before_sha256: _Optional[str] = ..., after_sha256: _Optional[str] = ..., diff: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class EffectChange(_message.Message):
+    __slots__ = ("step_id", "channel", "idempotency_key", "payload_bytes", "payload_sha256", "summary")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    channel: str
+    idempotency_key: str
+    payload_bytes: int
+    payload_sha256: str
+    summary: str
+    def __init__(self, step_id: _Optional[int] = ..., channel: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., payload_bytes: _Optional[int] = ..., payload_sha256: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
+
+class IrreversibleStep(_message.Message):
+    __slots__ = ("step_id", "tool", "arguments_sha256")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_SHA256_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    tool: str
+    arguments_sha256: str
+    def __init__(self, step_id: _Optional[int] = ..., tool: _Optional[str] = ..., arguments_sha256: _Optional[str] = ...) -> None: ...
+
+class UndoAction(_message.Message):
+    __slots__ = ("step_id", "handler", "idempotency_key")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    handler: str
+    idempotency_key: str
+    def __init__(self, step_id: _Optional[int] = ..., handler: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class ChangeSet(_message.Message):
+    __slots__ = ("state", "files", "effects", "irreversible", "discarded_undo", "values_elided")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    IRREVERSIBLE_FIELD_NUMBER: _ClassVar[int]
+    DISCARDED_UNDO_FIELD_NUMBER: _ClassVar[int]
+    VALUES_ELIDED_FIELD_NUMBER: _ClassVar[int]
+    state: _containers.RepeatedCompositeFieldContainer[StateChange]
+    files: _containers.RepeatedCompositeFieldContainer[FileChange]
+    effects: _containers.RepeatedCompositeFieldContainer[EffectChange]
+    irreversible: _containers.RepeatedCompositeFieldContainer[IrreversibleStep]
+    discarded_undo: _containers.RepeatedCompositeFieldContainer[UndoAction]
+    values_elided: int
+    def __init__(self, state: _Optional[_Iterable[_Union[StateChange, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileChange, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[EffectChange, _Mapping]]] = ..., irreversible: _Optional[_Iterable[_Union[IrreversibleStep, _Mapping]]] = ..., discarded_undo: _Optional[_Iterable[_Union[UndoAction, _Mapping]]] = ..., values_elided: _Optional[int] = ...) -> None: ...
+
+class PreviewCommitResponse(_message.Message):
+    __slots__ = ("transaction_id", "receipt_id", "change_hash", "revision", "expires_at", "changes", "approval_required", "approval_reasons", "mode", "snapshot", "compensation")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_HASH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_REASONS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    receipt_id: str
+    change_hash: str
+    revision: int
+    expires_at: float
+    changes: ChangeSet
+    approval_required: bool
+    approval_reasons: _containers.RepeatedScalarFieldContainer[str]
+    mode: str
+    snapshot: Snapshot
+    compensation: _containers.RepeatedCompositeFieldContainer[CompensateTransactionAction]
+    def __init__(self, transaction_id: _Optional[str] = ..., receipt_id: _Optional[str] = ..., change_hash: _Optional[str] = ..., revision: _Optional[int] = ..., expires_at: _Optional[float] = ..., changes: _Optional[_Union[ChangeSet, _Mapping]] = ..., approval_required: _Optional[bool] = ..., approval_reasons: _Optional[_Iterable[str]] = ..., mode: _Optional[str] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., compensation: _Optional[_Iterable[_Union[CompensateTransactionAction, _Mapping]]] = ...) -> None: ...
+
+class ApproveCommitRequest(_message.Message):
+    __slots__ = ("transaction_id", "receipt_id", "principal", "roles")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    receipt_id: str
+    principal: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, transaction_id: _Optional[str] = ..., receipt_id: _Optional[str] = ..., principal: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ApproveCommitResponse(_message.Message):
+    __slots__ = ("transaction_id", "receipt_id", "change_hash", "revision", "approved_by", "approved_at", "expires_at", "snapshot")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_HASH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_BY_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    receipt_id: str
+    change_hash: str
+    revision: int
+    approved_by: str
+    approved_at: float
+    expires_at: float
+    snapshot: Snapshot
+    def __init__(self, transaction_id: _Optional[str] = ..., receipt_id: _Optional[str] = ..., change_hash: _Optional[str] = ..., revision: _Optional[int] = ..., approved_by: _Optional[str] = ..., approved_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class RefuseCommitRequest(_message.Message):
+    __slots__ = ("transaction_id", "receipt_id", "principal", "roles", "reason")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    receipt_id: str
+    principal: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, transaction_id: _Optional[str] = ..., receipt_id: _Optional[str] = ..., principal: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RefuseCommitResponse(_message.Message):
+    __slots__ = ("transaction_id", "receipt_id", "refused_by", "refused_at", "reason", "snapshot")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_BY_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    receipt_id: str
+    refused_by: str
+    refused_at: float
+    reason: str
+    snapshot: Snapshot
+    def __init__(self, transaction_id: _Optional[str] = ..., receipt_id: _Optional[str] = ..., refused_by: _Optional[str] = ..., refused_at: _Optional[float] = ..., reason: _Optional[str] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class Receipt(_message.Message):
+    __slots__ = ("receipt_id", "status", "revision", "change_hash", "created_at", "expires_at", "decided_by", "decided_at", "reason")
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_HASH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    receipt_id: str
+    status: str
+    revision: int
+    change_hash: str
+    created_at: float
+    expires_at: float
+    decided_by: str
+    decided_at: float
+    reason: str
+    def __init__(self, receipt_id: _Optional[str] = ..., status: _Optional[str] = ..., revision: _Optional[int] = ..., change_hash: _Optional[str] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., decided_by: _Optional[str] = ..., decided_at: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class UndoStepRequest(_message.Message):
+    __slots__ = ("transaction_id", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    request_id: str
+    def __init__(self, transaction_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UndoStepResponse(_message.Message):
+    __slots__ = ("transaction_id", "step_id", "next_step_id", "transaction_status", "revision", "compensations_run", "compensation_errors", "effects_dropped", "can_undo", "can_redo", "snapshot")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATIONS_RUN_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    EFFECTS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    CAN_UNDO_FIELD_NUMBER: _ClassVar[int]
+    CAN_REDO_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    step_id: int
+    next_step_id: int
+    transaction_status: str
+    revision: int
+    compensations_run: int
+    compensation_errors: _containers.RepeatedScalarFieldContainer[str]
+    effects_dropped: int
+    can_undo: bool
+    can_redo: bool
+    snapshot: Snapshot
+    def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., next_step_id: _Optional[int] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., compensations_run: _Optional[int] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., effects_dropped: _Optional[int] = ..., can_undo: _Optional[bool] = ..., can_redo: _Optional[bool] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class RedoStepRequest(_message.Message):
+    __slots__ = ("transaction_id", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    request_id: str
+    def __init__(self, transaction_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RedoStepResponse(_message.Message):
+    __slots__ = ("transaction_id", "step_id", "next_step_id", "transaction_status", "revision", "can_undo", "can_redo", "snapshot")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    CAN_UNDO_FIELD_NUMBER: _ClassVar[int]
+    CAN_REDO_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    step_id: int
+    next_step_id: int
+    transaction_status: str
+    revision: int
+    can_undo: bool
+    can_redo: bool
+    snapshot: Snapshot
+    def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., next_step_id: _Optional[int] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., can_undo: _Optional[bool] = ..., can_redo: _Optional[bool] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class ReconcileStepRequest(_message.Message):
+    __slots__ = ("transaction_id", "step_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    step_id: int
+    def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ...) -> None: ...
+
+class ResolveStepRequest(_message.Message):
+    __slots__ = ("transaction_id", "step_id", "outcome", "output_json", "reason")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    step_id: int
+    outcome: str
+    output_json: str
+    reason: str
+    def __init__(self, transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., outcome: _Optional[str] = ..., output_json: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReconcileStepResponse(_message.Message):
+    __slots__ = ("outcome", "step_id", "next_step_id", "transaction_status", "revision", "retry_after_ms", "output_json", "clean_hint", "operation_provider", "operation_id", "transaction_id", "snapshot")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_HINT_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    step_id: int
+    next_step_id: int
+    transaction_status: str
+    revision: int
+    retry_after_ms: int
+    output_json: str
+    clean_hint: str
+    operation_provider: str
+    operation_id: str
+    transaction_id: str
+    snapshot: Snapshot
+    def __init__(self, outcome: _Optional[str] = ..., step_id: _Optional[int] = ..., next_step_id: _Optional[int] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., retry_after_ms: _Optional[int] = ..., output_json: _Optional[str] = ..., clean_hint: _Optional[str] = ..., operation_provider: _Optional[str] = ..., operation_id: _Optional[str] = ..., transaction_id: _Optional[str] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class CompensateTransactionRequest(_message.Message):
+    __slots__ = ("transaction_id", "reason", "principal", "preview")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    PREVIEW_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    reason: str
+    principal: str
+    preview: bool
+    def __init__(self, transaction_id: _Optional[str] = ..., reason: _Optional[str] = ..., principal: _Optional[str] = ..., preview: _Optional[bool] = ...) -> None: ...
+
+class CompensateTransactionAction(_message.Message):
+    __slots__ = ("step_id", "tool", "contract", "handler", "undo_id", "verdict", "expires_at", "reason", "needs_approval")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    UNDO_ID_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    tool: str
+    contract: str
+    handler: str
+    undo_id: int
+    verdict: str
+    expires_at: float
+    reason: str
+    needs_approval: bool
+    def __init__(self, step_id: _Optional[int] = ..., tool: _Optional[str] = ..., contract: _Optional[str] = ..., handler: _Optional[str] = ..., undo_id: _Optional[int] = ..., verdict: _Optional[str] = ..., expires_at: _Optional[float] = ..., reason: _Optional[str] = ..., needs_approval: _Optional[bool] = ...) -> None: ...
+
+class CompensateTransactionResponse(_message.Message):
+    __slots__ = ("transaction_id", "compensation_for", "status", "reason", "actions", "evidence_json", "requires_human", "revision", "needs_approval")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_FOR_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_JSON_FIELD_NUMBER: _ClassVar[int]
+    REQUIRES_HUMAN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    compensation_for: str
+    status: str
+    reason: str
+    actions: _containers.RepeatedCompositeFieldContainer[CompensateTransactionAction]
+    evidence_json: str
+    requires_human: bool
+    revision: int
+    needs_approval: bool
+    def __init__(self, transaction_id: _Optional[str] = ..., compensation_for: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., actions: _Optional[_Iterable[_Union[CompensateTransactionAction, _Mapping]]] = ..., evidence_json: _Optional[str] = ..., requires_human: _Optional[bool] = ..., revision: _Optional[int] = ..., needs_approval: _Optional[bool] = ...) -> None: ...
+
+class ApproveCompensationRequest(_message.Message):
+    __slots__ = ("transaction_id", "principal", "roles")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    principal: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, transaction_id: _Optional[str] = ..., principal: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ApproveCompensationResponse(_message.Message):
+    __slots__ = ("transaction_id", "finished", "compensations_run", "compensation_errors", "transaction_status", "revision", "compensation_approval_pending", "snapshot")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATIONS_RUN_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    COMPENSATION_APPROVAL_PENDING_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    finished: bool
+    compensations_run: int
+    compensation_errors: _containers.RepeatedScalarFieldContainer[str]
+    transaction_status: str
+    revision: int
+    compensation_approval_pending: bool
+    snapshot: Snapshot
+    def __init__(self, transaction_id: _Optional[str] = ..., finished: _Optional[bool] = ..., compensations_run: _Optional[int] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., compensation_approval_pending: _Optional[bool] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class ListEffectsRequest(_message.Message):
+    __slots__ = ("statuses", "transaction_id", "after_id", "page_size")
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    statuses: _containers.RepeatedScalarFieldContainer[str]
+    transaction_id: str
+    after_id: int
+    page_size: int
+    def __init__(self, statuses: _Optional[_Iterable[str]] = ..., transaction_id: _Optional[str] = ..., after_id: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class EffectRecord(_message.Message):
+    __slots__ = ("effect_id", "transaction_id", "step_id", "channel", "idempotency_key", "status", "attempts", "last_error", "created_at", "next_attempt_at", "delivered_at", "payload_json")
+    EFFECT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    effect_id: int
+    transaction_id: str
+    step_id: int
+    channel: str
+    idempotency_key: str
+    status: str
+    attempts: int
+    last_error: str
+    created_at: float
+    next_attempt_at: float
+    delivered_at: float
+    payload_json: str
+    def __init__(self, effect_id: _Optional[int] = ..., transaction_id: _Optional[str] = ..., step_id: _Optional[int] = ..., channel: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., status: _Optional[str] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., created_at: _Optional[float] = ..., next_attempt_at: _Optional[float] = ..., delivered_at: _Optional[float] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class ListEffectsResponse(_message.Message):
+    __slots__ = ("effects", "next_after_id")
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    effects: _containers.RepeatedCompositeFieldContainer[EffectRecord]
+    next_after_id: int
+    def __init__(self, effects: _Optional[_Iterable[_Union[EffectRecord, _Mapping]]] = ..., next_after_id: _Optional[int] = ...) -> None: ...
+
+class RetryEffectRequest(_message.Message):
+    __slots__ = ("effect_id",)
+    EFFECT_ID_FIELD_NUMBER: _ClassVar[int]
+    effect_id: int
+    def __init__(self, effect_id: _Optional[int] = ...) -> None: ...
+
+class RetryEffectResponse(_message.Message):
+    __slots__ = ("effect",)
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    effect: EffectRecord
+    def __init__(self, effect: _Optional[_Union[EffectRecord, _Mapping]] = ...) -> None: ...

@@ -93,6 +93,61 @@ class AgentTxServiceStub:
                 request_serializer=agenttx__pb2.ListAuditRecordsRequest.SerializeToString,
                 response_deserializer=agenttx__pb2.ListAuditRecordsResponse.FromString,
                 _registered_method=True)
+        self.PreviewCommit = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/PreviewCommit',
+                request_serializer=agenttx__pb2.PreviewCommitRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.PreviewCommitResponse.FromString,
+                _registered_method=True)
+        self.ApproveCommit = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ApproveCommit',
+                request_serializer=agenttx__pb2.ApproveCommitRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ApproveCommitResponse.FromString,
+                _registered_method=True)
+        self.RefuseCommit = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/RefuseCommit',
+                request_serializer=agenttx__pb2.RefuseCommitRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.RefuseCommitResponse.FromString,
+                _registered_method=True)
+        self.UndoStep = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/UndoStep',
+                request_serializer=agenttx__pb2.UndoStepRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.UndoStepResponse.FromString,
+                _registered_method=True)
+        self.RedoStep = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/RedoStep',
+                request_serializer=agenttx__pb2.RedoStepRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.RedoStepResponse.FromString,
+                _registered_method=True)
+        self.ReconcileStep = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ReconcileStep',
+                request_serializer=agenttx__pb2.ReconcileStepRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ReconcileStepResponse.FromString,
+                _registered_method=True)
+        self.ResolveStep = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ResolveStep',
+                request_serializer=agenttx__pb2.ResolveStepRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ReconcileStepResponse.FromString,
+                _registered_method=True)
+        self.CompensateTransaction = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/CompensateTransaction',
+                request_serializer=agenttx__pb2.CompensateTransactionRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.CompensateTransactionResponse.FromString,
+                _registered_method=True)
+        self.ApproveCompensation = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ApproveCompensation',
+                request_serializer=agenttx__pb2.ApproveCompensationRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ApproveCompensationResponse.FromString,
+                _registered_method=True)
+        self.ListEffects = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/ListEffects',
+                request_serializer=agenttx__pb2.ListEffectsRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ListEffectsResponse.FromString,
+                _registered_method=True)
+        self.RetryEffect = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/RetryEffect',
+                request_serializer=agenttx__pb2.RetryEffectRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.RetryEffectResponse.FromString,
+                _registered_method=True)
 
 
 class AgentTxServiceServicer:
@@ -175,6 +230,87 @@ class AgentTxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreviewCommit(self, request, context):
+        """--- preview receipts and approvals (issue 13; docs/safety.md) ---
+        The exact change a commit would make now, with a receipt bound to its hash and revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveCommit(self, request, context):
+        """Approve a receipt, once, as a principal other than the transaction's, with `approver`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RefuseCommit(self, request, context):
+        """Refuse a receipt, once, with a reason, under the same rules as an approval: the transaction
+        stays ACTIVE and a commit naming the receipt fails with who refused it and why.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoStep(self, request, context):
+        """undo/redo (issue 13.6): undo the last live step; re-apply the step just undone (docs/undo.md)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RedoStep(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReconcileStep(self, request, context):
+        """Outcome unknown, reconciled (docs/reconcile.md): ask the tool's reconcile handler, or
+        settle it by an operator's word.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveStep(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompensateTransaction(self, request, context):
+        """compensation (issue 13 points 5 and 8, docs/compensation.md)
+        Compensate a committed transaction in a new compensating transaction, or (`preview`)
+        show what it would run and what it would report as not undoable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveCompensation(self, request, context):
+        """Approve the undo a rollback or a compensating transaction waits for (approver role, not
+        the transaction's own principal); the rollback or compensation then goes on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEffects(self, request, context):
+        """Effects (docs/effects.md): the outbox with each effect's last error, and a dead letter
+        retried.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryEffect(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentTxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -232,6 +368,61 @@ def add_AgentTxServiceServicer_to_server(servicer, server):
                     servicer.ListAuditRecords,
                     request_deserializer=agenttx__pb2.ListAuditRecordsRequest.FromString,
                     response_serializer=agenttx__pb2.ListAuditRecordsResponse.SerializeToString,
+            ),
+            'PreviewCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewCommit,
+                    request_deserializer=agenttx__pb2.PreviewCommitRequest.FromString,
+                    response_serializer=agenttx__pb2.PreviewCommitResponse.SerializeToString,
+            ),
+            'ApproveCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveCommit,
+                    request_deserializer=agenttx__pb2.ApproveCommitRequest.FromString,
+                    response_serializer=agenttx__pb2.ApproveCommitResponse.SerializeToString,
+            ),
+            'RefuseCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RefuseCommit,
+                    request_deserializer=agenttx__pb2.RefuseCommitRequest.FromString,
+                    response_serializer=agenttx__pb2.RefuseCommitResponse.SerializeToString,
+            ),
+            'UndoStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoStep,
+                    request_deserializer=agenttx__pb2.UndoStepRequest.FromString,
+                    response_serializer=agenttx__pb2.UndoStepResponse.SerializeToString,
+            ),
+            'RedoStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedoStep,
+                    request_deserializer=agenttx__pb2.RedoStepRequest.FromString,
+                    response_serializer=agenttx__pb2.RedoStepResponse.SerializeToString,
+            ),
+            'ReconcileStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReconcileStep,
+                    request_deserializer=agenttx__pb2.ReconcileStepRequest.FromString,
+                    response_serializer=agenttx__pb2.ReconcileStepResponse.SerializeToString,
+            ),
+            'ResolveStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveStep,
+                    request_deserializer=agenttx__pb2.ResolveStepRequest.FromString,
+                    response_serializer=agenttx__pb2.ReconcileStepResponse.SerializeToString,
+            ),
+            'CompensateTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompensateTransaction,
+                    request_deserializer=agenttx__pb2.CompensateTransactionRequest.FromString,
+                    response_serializer=agenttx__pb2.CompensateTransactionResponse.SerializeToString,
+            ),
+            'ApproveCompensation': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveCompensation,
+                    request_deserializer=agenttx__pb2.ApproveCompensationRequest.FromString,
+                    response_serializer=agenttx__pb2.ApproveCompensationResponse.SerializeToString,
+            ),
+            'ListEffects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEffects,
+                    request_deserializer=agenttx__pb2.ListEffectsRequest.FromString,
+                    response_serializer=agenttx__pb2.ListEffectsResponse.SerializeToString,
+            ),
+            'RetryEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryEffect,
+                    request_deserializer=agenttx__pb2.RetryEffectRequest.FromString,
+                    response_serializer=agenttx__pb2.RetryEffectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -532,6 +723,303 @@ class AgentTxService:
             '/agenttx.v1.AgentTxService/ListAuditRecords',
             agenttx__pb2.ListAuditRecordsRequest.SerializeToString,
             agenttx__pb2.ListAuditRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/PreviewCommit',
+            agenttx__pb2.PreviewCommitRequest.SerializeToString,
+            agenttx__pb2.PreviewCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ApproveCommit',
+            agenttx__pb2.ApproveCommitRequest.SerializeToString,
+            agenttx__pb2.ApproveCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RefuseCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/RefuseCommit',
+            agenttx__pb2.RefuseCommitRequest.SerializeToString,
+            agenttx__pb2.RefuseCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/UndoStep',
+            agenttx__pb2.UndoStepRequest.SerializeToString,
+            agenttx__pb2.UndoStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedoStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/RedoStep',
+            agenttx__pb2.RedoStepRequest.SerializeToString,
+            agenttx__pb2.RedoStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReconcileStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ReconcileStep',
+            agenttx__pb2.ReconcileStepRequest.SerializeToString,
+            agenttx__pb2.ReconcileStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ResolveStep',
+            agenttx__pb2.ResolveStepRequest.SerializeToString,
+            agenttx__pb2.ReconcileStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompensateTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/CompensateTransaction',
+            agenttx__pb2.CompensateTransactionRequest.SerializeToString,
+            agenttx__pb2.CompensateTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveCompensation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ApproveCompensation',
+            agenttx__pb2.ApproveCompensationRequest.SerializeToString,
+            agenttx__pb2.ApproveCompensationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEffects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/ListEffects',
+            agenttx__pb2.ListEffectsRequest.SerializeToString,
+            agenttx__pb2.ListEffectsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/RetryEffect',
+            agenttx__pb2.RetryEffectRequest.SerializeToString,
+            agenttx__pb2.RetryEffectResponse.FromString,
             options,
             channel_credentials,
             insecure,

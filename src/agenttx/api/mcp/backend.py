@@ -11,11 +11,25 @@ neither (a step cancelled over ``--server`` still runs to its end on the server)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agenttx.api.mcp.compensation import CompensationService
+from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.tools.context import ProgressSink
-from agenttx.types import BeginResult, CommitResult, RollbackResult, StepResult, TransactionInfo
+from agenttx.types import (
+    BeginResult,
+    Caller,
+    CommitResult,
+    CompensationPlan,
+    CompensationResult,
+    ReconcileResult,
+    RollbackResult,
+    StepResult,
+    TransactionInfo,
+    UndoResult,
+)
 
 if TYPE_CHECKING:
     from agenttx.client import AsyncAgentTxClient
@@ -27,8 +41,12 @@ class Backend(Protocol):
 
     # True iff progress is relayed and cancel_step can stop a running tool.
     embedded: bool
+    # compensate, compensation_plan, approve_compensation (``compensation.py``).
+    compensation: CompensationService
 
-    async def begin(self, agent_id: str, metadata: dict[str, str]) -> BeginResult: ...
+    async def begin(
+        self, agent_id: str, metadata: dict[str, str], principal: str = "", mode: str = ""
+    ) -> BeginResult: ...
 
     async def execute_step(
         self,
@@ -40,13 +58,45 @@ class Backend(Protocol):
         progress: ProgressSink | None,
     ) -> StepResult: ...
 
-    async def commit(self, transaction_id: str) -> CommitResult: ...
+    async def dry_run_step(
+        self, transaction_id: str, step_id: int, tool: str, arguments: Any, raw_context: str
+    ) -> StepResult: ...
+
+    async def undo_step(self, transaction_id: str) -> UndoResult: ...
+
+    async def redo_step(self, transaction_id: str) -> UndoResult: ...
+
+    async def commit(
+        self, transaction_id: str, expected_revision: int | None = None, receipt_id: str = ""
+    ) -> CommitResult: ...
+
+    async def preview_commit(self, transaction_id: str) -> Preview: ...
+
+    async def approve_commit(
+        self, transaction_id: str, receipt_id: str, principal: str, roles: Sequence[str]
+    ) -> Approval: ...
+
+    async def refuse_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        reason: str,
+        principal: str,
+        roles: Sequence[str],
+    ) -> Refusal: ...
 
     async def rollback(
         self, transaction_id: str, to_step: int | None, reason: str
     ) -> RollbackResult: ...
 
-    async def get_transaction(self, transaction_id: str) -> TransactionInfo: ...
+    async def get_transaction(
+        self, transaction_id: str, recent: int | None = None
+    ) -> TransactionInfo:
+        """``recent``: the newest that many attempts and no edges (``earlier_steps_omitted``
+        counts the rest); None: the whole history."""
+        ...
+
+    async def reconcile_step(self, transaction_id: str, step_id: int) -> ReconcileResult: ...
 
     async def list_transactions(
         self, statuses: Sequence[str], agent_id: str, page_size: int, page_token: str
@@ -56,17 +106,35 @@ class Backend(Protocol):
 
     def cancel_step(self, transaction_id: str, step_id: int) -> bool: ...
 
+    def as_caller(self, caller: Caller) -> Backend:
+        """This backend acting for ``caller`` (an authenticated HTTP request's)."""
+        ...
+
 
 class EngineBackend:
-    """The engine in this process (``agenttx mcp``, ``agenttx serve --http-addr``)."""
+    """The engine in this process (``agenttx mcp``, ``agenttx serve --http-addr``), acting for
+    ``caller`` (None: the local operator, as embedded use)."""
 
     embedded = True
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, caller: Caller | None = None) -> None:
         self.engine = engine
+        self.caller = caller  # passed with every engine call: it scopes them (core.access)
+        self.compensation: CompensationService = _CallerCompensation(engine, caller)
 
-    async def begin(self, agent_id: str, metadata: dict[str, str]) -> BeginResult:
-        return await self.engine.begin(agent_id=agent_id, metadata=metadata)
+    def as_caller(self, caller: Caller) -> EngineBackend:
+        return EngineBackend(self.engine, caller)
+
+    async def begin(
+        self, agent_id: str, metadata: dict[str, str], principal: str = "", mode: str = ""
+    ) -> BeginResult:
+        return await self.engine.begin(
+            agent_id=agent_id,
+            metadata=metadata,
+            principal=principal,
+            mode=mode,
+            caller=self.caller,
+        )
 
     async def execute_step(
         self,
@@ -78,19 +146,77 @@ class EngineBackend:
         progress: ProgressSink | None,
     ) -> StepResult:
         return await self.engine.execute_step(
-            transaction_id, step_id, tool, arguments, raw_context, progress=progress
+            transaction_id,
+            step_id,
+            tool,
+            arguments,
+            raw_context,
+            progress=progress,
+            caller=self.caller,
         )
 
-    async def commit(self, transaction_id: str) -> CommitResult:
-        return await self.engine.commit(transaction_id)
+    async def dry_run_step(
+        self, transaction_id: str, step_id: int, tool: str, arguments: Any, raw_context: str
+    ) -> StepResult:
+        return await self.engine.execute_step(
+            transaction_id, step_id, tool, arguments, raw_context, dry_run=True, caller=self.caller
+        )
+
+    async def undo_step(self, transaction_id: str) -> UndoResult:
+        return await self.engine.undo_step(transaction_id, caller=self.caller)
+
+    async def redo_step(self, transaction_id: str) -> UndoResult:
+        return await self.engine.redo_step(transaction_id, caller=self.caller)
+
+    async def commit(
+        self, transaction_id: str, expected_revision: int | None = None, receipt_id: str = ""
+    ) -> CommitResult:
+        return await self.engine.commit(
+            transaction_id,
+            expected_revision=expected_revision,
+            receipt_id=receipt_id,
+            caller=self.caller,
+        )
+
+    async def preview_commit(self, transaction_id: str) -> Preview:
+        return await self.engine.preview_commit(transaction_id, caller=self.caller)
+
+    async def approve_commit(
+        self, transaction_id: str, receipt_id: str, principal: str, roles: Sequence[str]
+    ) -> Approval:
+        return await self.engine.approve_commit(
+            transaction_id, receipt_id, principal=principal, roles=roles, caller=self.caller
+        )
+
+    async def refuse_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        reason: str,
+        principal: str,
+        roles: Sequence[str],
+    ) -> Refusal:
+        return await self.engine.refuse_commit(
+            transaction_id,
+            receipt_id,
+            reason,
+            principal=principal,
+            roles=roles,
+            caller=self.caller,
+        )
 
     async def rollback(
         self, transaction_id: str, to_step: int | None, reason: str
     ) -> RollbackResult:
-        return await self.engine.rollback(transaction_id, to_step, reason)
+        return await self.engine.rollback(transaction_id, to_step, reason, caller=self.caller)
 
-    async def get_transaction(self, transaction_id: str) -> TransactionInfo:
-        return await self.engine.get_transaction(transaction_id)
+    async def get_transaction(
+        self, transaction_id: str, recent: int | None = None
+    ) -> TransactionInfo:
+        return await self.engine.get_transaction(transaction_id, recent=recent, caller=self.caller)
+
+    async def reconcile_step(self, transaction_id: str, step_id: int) -> ReconcileResult:
+        return await self.engine.reconcile_step(transaction_id, step_id, caller=self.caller)
 
     async def list_transactions(
         self, statuses: Sequence[str], agent_id: str, page_size: int, page_token: str
@@ -100,28 +226,15 @@ class EngineBackend:
             agent_id=agent_id or None,
             page_size=page_size,
             page_token=page_token,
+            caller=self.caller,
         )
-        rows = [
-            _summary(
-                t.transaction_id,
-                t.status.value,
-                t.agent_id,
-                t.next_step_id,
-                t.revision,
-                t.labels,
-                t.created_at,
-                t.updated_at,
-                t.abort_reason,
-            )
-            for t in page.transactions
-        ]
-        return rows, page.next_page_token
+        return [_summary(t) for t in page.transactions], page.next_page_token
 
     async def list_tools(self) -> list[dict[str, Any]]:
         return self.engine.list_tools()
 
     def cancel_step(self, transaction_id: str, step_id: int) -> bool:
-        return self.engine.cancel_step(transaction_id, step_id)
+        return self.engine.cancel_step(transaction_id, step_id, caller=self.caller)
 
 
 class ClientBackend:
@@ -131,9 +244,19 @@ class ClientBackend:
 
     def __init__(self, client: AsyncAgentTxClient) -> None:
         self.client = client
+        self.compensation: CompensationService = client
 
-    async def begin(self, agent_id: str, metadata: dict[str, str]) -> BeginResult:
-        return await self.client.begin(agent_id=agent_id, metadata=metadata)
+    def as_caller(self, caller: Caller) -> ClientBackend:
+        # Never reached: a ClientBackend serves stdio, where no request carries a key. The
+        # server it calls knows this process by the client's own key.
+        return self
+
+    async def begin(
+        self, agent_id: str, metadata: dict[str, str], principal: str = "", mode: str = ""
+    ) -> BeginResult:
+        return await self.client.begin(
+            agent_id=agent_id, metadata=metadata, principal=principal, mode=mode
+        )
 
     async def execute_step(
         self,
@@ -147,16 +270,67 @@ class ClientBackend:
         # The client sends a request id, so a step whose reply was lost is retried safely.
         return await self.client.execute_step(transaction_id, step_id, tool, arguments, raw_context)
 
-    async def commit(self, transaction_id: str) -> CommitResult:
-        return await self.client.commit(transaction_id)
+    async def dry_run_step(
+        self, transaction_id: str, step_id: int, tool: str, arguments: Any, raw_context: str
+    ) -> StepResult:
+        return await self.client.execute_step(
+            transaction_id, step_id, tool, arguments, raw_context, dry_run=True
+        )
+
+    async def undo_step(self, transaction_id: str) -> UndoResult:
+        return await self.client.undo_step(transaction_id)
+
+    async def redo_step(self, transaction_id: str) -> UndoResult:
+        return await self.client.redo_step(transaction_id)
+
+    async def commit(
+        self, transaction_id: str, expected_revision: int | None = None, receipt_id: str = ""
+    ) -> CommitResult:
+        return await self.client.commit(
+            transaction_id, expected_revision=expected_revision, receipt_id=receipt_id
+        )
+
+    async def preview_commit(self, transaction_id: str) -> Preview:
+        return await self.client.preview_commit(transaction_id)
+
+    async def approve_commit(
+        self, transaction_id: str, receipt_id: str, principal: str, roles: Sequence[str]
+    ) -> Approval:
+        return await self.client.approve_commit(
+            transaction_id, receipt_id, principal=principal, roles=roles
+        )
+
+    async def refuse_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        reason: str,
+        principal: str,
+        roles: Sequence[str],
+    ) -> Refusal:
+        return await self.client.refuse_commit(
+            transaction_id, receipt_id, reason, principal=principal, roles=roles
+        )
 
     async def rollback(
         self, transaction_id: str, to_step: int | None, reason: str
     ) -> RollbackResult:
         return await self.client.rollback(transaction_id, to_step, reason)
 
-    async def get_transaction(self, transaction_id: str) -> TransactionInfo:
-        return await self.client.get_transaction(transaction_id)
+    async def get_transaction(
+        self, transaction_id: str, recent: int | None = None
+    ) -> TransactionInfo:
+        # GetTransaction has no bound: the whole reply, bounded here as the engine would.
+        info = await self.client.get_transaction(transaction_id)
+        if recent is None:
+            return info
+        omitted = max(0, len(info.steps) - recent)
+        return dataclasses.replace(
+            info, steps=info.steps[omitted:], edges=[], edge_kinds=[], earlier_steps_omitted=omitted
+        )
+
+    async def reconcile_step(self, transaction_id: str, step_id: int) -> ReconcileResult:
+        return await self.client.reconcile_step(transaction_id, step_id)
 
     async def list_transactions(
         self, statuses: Sequence[str], agent_id: str, page_size: int, page_token: str
@@ -164,21 +338,7 @@ class ClientBackend:
         page = await self.client.list_transactions(
             statuses=statuses, agent_id=agent_id, page_size=page_size, page_token=page_token
         )
-        rows = [
-            _summary(
-                t.transaction_id,
-                t.status.value,
-                t.agent_id,
-                t.next_step_id,
-                t.revision,
-                t.labels,
-                t.created_at,
-                t.updated_at,
-                t.abort_reason,
-            )
-            for t in page.transactions
-        ]
-        return rows, page.next_page_token
+        return [_summary(t) for t in page.transactions], page.next_page_token
 
     async def list_tools(self) -> list[dict[str, Any]]:
         return [
@@ -190,9 +350,13 @@ class ClientBackend:
                 "idempotent": t.idempotent,
                 "compensation": t.compensation,
                 "dry_run": t.dry_run,
+                "dry_run_reached": t.dry_run_reached,
+                "undoable": t.undoable,
+                "reconcilable": t.reconcilable,
                 "input_schema": t.input_schema,
                 "output_schema": t.output_schema,
                 "examples": t.examples,
+                **({"server": t.server} if t.server else {}),
             }
             for t in await self.client.list_tools()
         ]
@@ -201,26 +365,42 @@ class ClientBackend:
         return False
 
 
-def _summary(
-    transaction_id: str,
-    status: str,
-    agent_id: str,
-    next_step_id: int,
-    revision: int,
-    labels: list[str],
-    created_at: float,
-    updated_at: float,
-    abort_reason: str,
-) -> dict[str, Any]:
-    """The fields of the wire's ``TransactionSummary``."""
+def _summary(t: Any) -> dict[str, Any]:
+    """The fields of the wire's ``TransactionSummary`` of a listed transaction (the engine's
+    ``TransactionInfo`` or the client's summary: both have them)."""
     return {
-        "transaction_id": transaction_id,
-        "status": status,
-        "agent_id": agent_id,
-        "next_step_id": next_step_id,
-        "revision": revision,
-        "labels": list(labels),
-        "created_at": created_at,
-        "updated_at": updated_at,
-        "abort_reason": abort_reason,
+        "transaction_id": t.transaction_id,
+        "status": t.status.value,
+        "agent_id": t.agent_id,
+        "next_step_id": t.next_step_id,
+        "revision": t.revision,
+        "labels": list(t.labels),
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "abort_reason": t.abort_reason,
     }
+
+
+class _CallerCompensation:
+    """The engine's three compensation calls, made as the backend's caller."""
+
+    def __init__(self, engine: Engine, caller: Caller | None) -> None:
+        self.engine = engine
+        self.caller = caller
+
+    async def compensate(
+        self, transaction_id: str, reason: str = "", *, principal: str = ""
+    ) -> CompensationResult:
+        return await self.engine.compensate(
+            transaction_id, reason, principal=principal, caller=self.caller
+        )
+
+    async def compensation_plan(self, transaction_id: str) -> CompensationPlan:
+        return await self.engine.compensation_plan(transaction_id, caller=self.caller)
+
+    async def approve_compensation(
+        self, transaction_id: str, principal: str, roles: Sequence[str] = ()
+    ) -> RollbackResult:
+        return await self.engine.approve_compensation(
+            transaction_id, principal, roles, caller=self.caller
+        )

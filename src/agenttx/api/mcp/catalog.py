@@ -3,9 +3,11 @@ output schemas, annotations, and the workflow ``instructions`` sent at initializ
 
 The six names and parameters are the reference server's (``begin_transaction``, ``run_step``,
 ``commit_transaction``, ``rollback_transaction``, ``get_transaction``, ``list_tools``), plus
-``list_transactions``. Inputs are declared strictly (``step_id`` an integer, ``arguments`` an
-object) and read leniently (``arguments.py``): models often send a number as a string or an
-object as JSON text, and refusing that would only cost them a turn.
+``list_transactions``, and ``preview_commit``, ``approve_commit`` and ``refuse_commit``
+(docs/safety.md). Inputs
+are declared strictly (``step_id`` an integer, ``arguments`` an object) and read leniently
+(``arguments.py``): models often send a number as a string or an object as JSON text, and
+refusing that would only cost them a turn.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ earlier output with ${steps.<id>.<field>} in arguments.
 4. If a step says ROLLBACK_TRIGGERED, read its hint and the constraints, then resume at the \
 step_id it names; the undone steps must be sent again.
 5. commit_transaction when every step succeeded (nothing outside happens before), or \
-rollback_transaction to undo everything.
+rollback_transaction to undo everything. preview_commit first shows exactly what the commit \
+would change and gives a receipt_id; pass it (and the snapshot's revision as \
+expected_revision) to commit_transaction to commit only that change. An approval_required \
+transaction commits only after an approver (someone else) called approve_commit on the receipt; \
+if the approver calls refuse_commit instead, the commit says who refused and why: change the \
+transaction as asked and preview_commit again, or roll back.
+6. A step that says OUTCOME_UNKNOWN may or may not have happened outside: never run it again; \
+call reconcile_step (after retry_after_ms) and follow its answer.
+7. run_step with dry_run: true shows what a step would do without doing it; undo_step takes \
+back the last step (redo_step puts it back if nothing ran since).
 A refused call has ok=false and a continuation saying exactly what to call next."""
 
 TRANSACTION_ID = {
@@ -33,92 +44,116 @@ TRANSACTION_ID = {
     "description": "The transaction_id begin_transaction returned.",
 }
 
-_FAILURE: dict[str, Any] = {
-    "type": "object",
-    "required": ["ok", "error", "continuation"],
-    "properties": {
-        "ok": {"const": False},
-        "error": {
+# The fields only a refused call's result has (``ok: false``, ``isError: true``).
+_FAILURE_FIELDS: dict[str, Any] = {
+    "error": {
+        "type": "object",
+        "required": ["code", "message", "correlationId"],
+        "properties": {
+            "code": {"type": "string", "description": "Stable reason, e.g. WRONG_STEP."},
+            "message": {"type": "string"},
+            "correlationId": {
+                "type": "string",
+                "description": "Finds the matching line in the server log.",
+            },
+        },
+        "description": "Refused calls only: why.",
+    },
+    "continuation": {
+        "type": "object",
+        "required": ["kind", "instruction"],
+        "properties": {
+            "kind": {
+                "enum": [
+                    "CallTool",
+                    "ChooseTool",
+                    "RetryRequest",
+                    "ReviseRequest",
+                    "ResolveExternally",
+                ]
+            },
+            "tool": {"type": "string"},
+            "tools": {"type": "array", "items": {"type": "string"}},
+            "instruction": {"type": "string", "minLength": 1},
+        },
+        "description": "Refused calls only: what to do next; follow it instead of guessing.",
+    },
+    "diagnostics": {
+        "type": "array",
+        "items": {
             "type": "object",
-            "required": ["code", "message", "correlationId"],
+            "required": ["id", "message"],
             "properties": {
-                "code": {"type": "string", "description": "Stable reason, e.g. WRONG_STEP."},
+                "id": {"type": "string"},
+                "severity": {"enum": ["Info", "Warning", "Error"]},
                 "message": {"type": "string"},
-                "correlationId": {
-                    "type": "string",
-                    "description": "Finds the matching line in the server log.",
-                },
-            },
-        },
-        "continuation": {
-            "type": "object",
-            "required": ["kind", "instruction"],
-            "properties": {
-                "kind": {
-                    "enum": [
-                        "CallTool",
-                        "ChooseTool",
-                        "RetryRequest",
-                        "ReviseRequest",
-                        "ResolveExternally",
-                    ]
-                },
-                "tool": {"type": "string"},
-                "tools": {"type": "array", "items": {"type": "string"}},
-                "instruction": {"type": "string", "minLength": 1},
-            },
-            "description": "What to do next; follow it instead of guessing.",
-        },
-        "diagnostics": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "message"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "severity": {"enum": ["Info", "Warning", "Error"]},
-                    "message": {"type": "string"},
-                },
             },
         },
     },
 }
 
+_OK = {
+    "type": "boolean",
+    "description": "true: the call's fields; false (isError): refused, see error and continuation.",
+}
 
-def _output(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    """Success (``ok: true``, the wire fields) or failure (``ok: false``, error, continuation)."""
-    success = {
+
+def _output(fields: dict[str, Any], named: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One object for both shapes a result has: ``ok: true`` with the wire fields, or
+    ``ok: false`` with error, continuation and diagnostics; only ``ok`` always appears.
+
+    ``fields`` are described and typed; ``named`` fields are declared ``true`` (any value;
+    docs/mcp.md says what each is). Why not a ``oneOf`` of the two shapes with every field
+    typed: the SDK client validates every successful result against this schema with the
+    pure-Python ``jsonschema``, which pays ~15-30 µs for each declared subschema present in
+    the result (a ``true`` one: ~2 µs) — for ``run_step`` that was most of the client's cost
+    beyond a no-op tool (docs/benchmarks.md, "MCP"). So the fields a model acts on are
+    described, the rest are named, and the failure-only fields cost nothing on success."""
+    return {
         "type": "object",
-        "required": ["ok", *required],
-        "properties": {"ok": {"const": True}, **properties},
+        "required": ["ok"],
+        "properties": {
+            "ok": _OK,
+            **fields,
+            **dict.fromkeys(named, True),
+            **_FAILURE_FIELDS,
+        },
     }
-    return {"type": "object", "oneOf": [success, _FAILURE]}
 
 
 _INT = {"type": "integer"}
 _STR = {"type": "string"}
 _STRS = {"type": "array", "items": _STR}
 _BOOL = {"type": "boolean"}
+_SNAPSHOT = {
+    "type": "object",
+    "properties": {"transaction_id": _STR, "revision": _INT},
+    "description": "Echo snapshot.revision as expected_revision to commit only this state.",
+}
 
+# What a model reads of a run_step result, described; the rest of the reference's fields
+# named (a run_step result is validated by the client on every step: ``_output``).
 _STEP_FIELDS = {
     "status": {
         "enum": ["SUCCESS", "ROLLBACK_TRIGGERED", "FAILED", "OUTCOME_UNKNOWN"],
         "description": "SUCCESS; ROLLBACK_TRIGGERED: rewound, resume at next_step_id; FAILED: "
         "the transaction was aborted; OUTCOME_UNKNOWN: an outside call may have happened.",
     },
-    "step_id": _INT,
-    "tool": _STR,
     "output": {"description": "The tool's output (JSON), on success."},
     "clean_hint": {"type": "string", "description": "One line: why it failed, what to change."},
-    "strategy": _STR,
-    "rollback_to_step": _INT,
     "next_step_id": {"type": "integer", "description": "The step_id of your next run_step."},
     "constraints": {"type": "array", "items": _STR, "description": "Rules learned so far."},
-    "context_reset": _BOOL,
-    "error_category": _STR,
-    "abort_reason": _STR,
-    "compensation_errors": _STRS,
 }
+_STEP_NAMED = (
+    "step_id",
+    "tool",
+    "strategy",
+    "rollback_to_step",
+    "context_reset",
+    "error_category",
+    "abort_reason",
+    "compensation_errors",
+)
 
 
 def _tool(
@@ -159,9 +194,23 @@ TOOLS: tuple[types.Tool, ...] = (
                 "metadata goal; at most 4 KB).",
             },
             "agent_id": {"type": "string", "maxLength": 256, "description": "Who is acting."},
+            "principal": {
+                "type": "string",
+                "maxLength": 256,
+                "description": "The person or service the agent acts for (approval_required "
+                "needs one: a different principal approves).",
+            },
+            "mode": {
+                "enum": ["transactional", "approval_required", "autonomous_trusted"],
+                "description": "How the transaction may commit: transactional (default), "
+                "approval_required (an approver must approve the previewed change), "
+                "autonomous_trusted.",
+            },
         },
         [],
-        _output({"transaction_id": _STR, "next_step_id": _INT}, ["transaction_id"]),
+        _output(
+            {"transaction_id": _STR, "next_step_id": _INT, "snapshot": _SNAPSHOT},
+        ),
         types.ToolAnnotations(
             title="Begin a transaction",
             read_only_hint=False,
@@ -198,9 +247,15 @@ TOOLS: tuple[types.Tool, ...] = (
                 "type": "string",
                 "description": "Why this step (kept in the transaction's context log).",
             },
+            "dry_run": {
+                "type": "boolean",
+                "description": "true: only say what this step would do (validated as far as "
+                "the tool allows, a simulated output, the changes it would make); nothing is "
+                "run or kept and next_step_id stays.",
+            },
         },
         ["transaction_id", "step_id", "tool"],
-        _output(_STEP_FIELDS, ["status", "next_step_id"]),
+        _output(_STEP_FIELDS, _STEP_NAMED),
         types.ToolAnnotations(
             title="Run one step",
             read_only_hint=False,
@@ -214,8 +269,23 @@ TOOLS: tuple[types.Tool, ...] = (
         "Commit the transaction",
         "Make every step's changes take effect and release the staged effects (emails, "
         "webhooks) once. Call it only when all steps succeeded. A conflict with another "
-        "transaction aborts this one; the reply says what to redo.",
-        {"transaction_id": TRANSACTION_ID},
+        "transaction aborts this one; the reply says what to redo. With expected_revision "
+        "(the last snapshot's revision) and receipt_id (from preview_commit) it commits only "
+        "the change you previewed; if anything moved since, it is refused and nothing happens.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "expected_revision": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "snapshot.revision of the reply your decision is based on.",
+            },
+            "receipt_id": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "The receipt_id preview_commit returned (required, approved, "
+                "for an approval_required transaction).",
+            },
+        },
         ["transaction_id"],
         _output(
             {
@@ -225,7 +295,6 @@ TOOLS: tuple[types.Tool, ...] = (
                 "effects_queued": _INT,
                 "dispatch_errors": _STRS,
             },
-            ["committed"],
         ),
         types.ToolAnnotations(
             title="Commit the transaction",
@@ -257,8 +326,8 @@ TOOLS: tuple[types.Tool, ...] = (
                 "next_step_id": _INT,
                 "compensations_run": _INT,
                 "compensation_errors": _STRS,
+                "snapshot": _SNAPSHOT,
             },
-            ["rolled_back"],
         ),
         types.ToolAnnotations(
             title="Roll back",
@@ -271,13 +340,22 @@ TOOLS: tuple[types.Tool, ...] = (
     _tool(
         "get_transaction",
         "Show a transaction",
-        "The transaction's status, next_step_id, learned constraints, context log and step "
-        "history. Use it to find where you are after losing track.",
-        {"transaction_id": TRANSACTION_ID},
+        "The transaction's status, next_step_id, learned constraints, context log, its "
+        "newest step attempts (history: true for every attempt and the dependency edges) and "
+        "newest preview receipts (approved, refused or expired; by whom and why). Use it to "
+        "find where you are after losing track.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "history": {
+                "type": "boolean",
+                "description": "true: every attempt of every step and the dependency edges; "
+                "default: the newest 10 attempts (earlier_steps_omitted counts the rest).",
+            },
+        },
         ["transaction_id"],
         _output(
             {"transaction_id": _STR, "status": _STR, "next_step_id": _INT, "constraints": _STRS},
-            ["transaction_id", "status"],
+            ("steps", "earlier_steps_omitted"),
         ),
         types.ToolAnnotations(
             title="Show a transaction",
@@ -294,7 +372,7 @@ TOOLS: tuple[types.Tool, ...] = (
         "compensatable, staged, irreversible) and an example call. Call it once per session.",
         {},
         [],
-        _output({"tools": {"type": "array", "items": {"type": "object"}}}, ["tools"]),
+        _output({"tools": {"type": "array", "items": {"type": "object"}}}),
         types.ToolAnnotations(
             title="List AgentTx tools",
             read_only_hint=True,
@@ -320,13 +398,176 @@ TOOLS: tuple[types.Tool, ...] = (
                 "transactions": {"type": "array", "items": {"type": "object"}},
                 "next_page_token": _STR,
             },
-            ["transactions"],
         ),
         types.ToolAnnotations(
             title="List transactions",
             read_only_hint=True,
             destructive_hint=False,
             idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    ),
+    # Outcome unknown, reconciled (docs/reconcile.md).
+    _tool(
+        "reconcile_step",
+        "Reconcile an unknown outcome",
+        "Settle a step whose outside call may or may not have happened (OUTCOME_UNKNOWN): "
+        "AgentTx asks the outside system through the tool's reconcile handler. happened: the "
+        "step succeeded, go on; not_happened: run it again; still unknown: call again after "
+        "retry_after_ms. Never run such a step again without reconciling it first.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "step_id": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The OUTCOME_UNKNOWN step (get_transaction: outcome_unknown_step).",
+            },
+        },
+        ["transaction_id", "step_id"],
+        _output(
+            {
+                "outcome": {"enum": ["happened", "not_happened", "unknown"]},
+                "step_id": _INT,
+                "next_step_id": _INT,
+                "retry_after_ms": _INT,
+                "output": {"description": "happened: the step's output (JSON)."},
+                "clean_hint": _STR,
+                "operation_provider": _STR,
+                "operation_id": _STR,
+                "snapshot": _SNAPSHOT,
+            },
+        ),
+        types.ToolAnnotations(
+            title="Reconcile an unknown outcome",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+    ),
+)
+
+_RECEIPT_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "description": "The receipt_id preview_commit returned.",
+}
+
+TOOLS += (
+    _tool(
+        "preview_commit",
+        "Preview the commit",
+        "Show exactly what commit_transaction would change now: state keys (before → after), "
+        "files written (hashes and a diff), staged effects it would release, irreversible "
+        "steps already taken and undo actions it would discard — with a receipt_id bound to "
+        "this exact change (change_hash) and revision, valid for 15 minutes. Changes nothing.",
+        {"transaction_id": TRANSACTION_ID},
+        ["transaction_id"],
+        _output(
+            {
+                "receipt_id": _STR,
+                "change_hash": _STR,
+                "revision": _INT,
+                "expires_at": {"type": "number"},
+                "changes": {"type": "object"},
+                "approval_required": _BOOL,
+                "approval_reasons": _STRS,
+                "snapshot": _SNAPSHOT,
+            },
+        ),
+        types.ToolAnnotations(
+            title="Preview the commit",
+            read_only_hint=True,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    ),
+    _tool(
+        "approve_commit",
+        "Approve a previewed commit",
+        "For an approver only — a principal other than the one who began the transaction, "
+        "holding the approver role: approve the receipt's exact change, once. Any later step "
+        "voids the approval. Never call it to approve your own work.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "receipt_id": _RECEIPT_ID,
+            "principal": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "description": "Who approves.",
+            },
+            "roles": {
+                "type": "array",
+                "items": _STR,
+                "description": "The approver's roles; must include approver.",
+            },
+        },
+        ["transaction_id", "receipt_id", "principal", "roles"],
+        _output(
+            {
+                "receipt_id": _STR,
+                "change_hash": _STR,
+                "revision": _INT,
+                "approved_by": _STR,
+                "snapshot": _SNAPSHOT,
+            },
+        ),
+        types.ToolAnnotations(
+            title="Approve a previewed commit",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    ),
+    _tool(
+        "refuse_commit",
+        "Refuse a previewed commit",
+        "For an approver only — a principal other than the one who began the transaction, "
+        "holding the approver role: refuse the receipt's change, once, saying why. The "
+        "transaction stays open; its agent is told who refused and why when it commits, and "
+        "can change the transaction and preview again, or roll back. A receipt is decided "
+        "once: an approved one cannot be refused.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "receipt_id": _RECEIPT_ID,
+            "principal": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "description": "Who refuses.",
+            },
+            "roles": {
+                "type": "array",
+                "items": _STR,
+                "description": "The refuser's roles; must include approver.",
+            },
+            "reason": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "description": "Why, and what would make the change acceptable (at most 4096 "
+                "bytes of UTF-8; the agent reads it).",
+            },
+        },
+        ["transaction_id", "receipt_id", "principal", "roles", "reason"],
+        _output(
+            {
+                "receipt_id": _STR,
+                "refused_by": _STR,
+                "refused_at": {"type": "number"},
+                "reason": _STR,
+                "snapshot": _SNAPSHOT,
+            },
+        ),
+        types.ToolAnnotations(
+            title="Refuse a previewed commit",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
             open_world_hint=False,
         ),
     ),

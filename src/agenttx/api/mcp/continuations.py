@@ -5,10 +5,18 @@ what to do next (seed 003's continuation kinds).
     RetryRequest       wrong step id; a busy transaction            the same call, corrected
     CallTool           unknown or ended transaction; a commit       begin_transaction (what to
                        conflict; an aborted step                    redo, for a conflict)
+                       a snapshot that moved; a receipt refused;    preview_commit (review the
+                       a commit that needs a receipt first          current change again)
+                       an approval that was given already           commit_transaction
+                       an outside outcome is unknown                reconcile_step (reconcile.py)
     ChooseTool         run_step names no AgentTx tool               the closest names
-    ReviseRequest      an argument is malformed or over a limit     what to fix
-    ResolveExternally  an outside outcome is unknown; the server    who must act outside
-                       is unreachable or broke
+    ReviseRequest      an argument is malformed or over a limit;    what to fix
+                       a request_id reused for another request
+    ResolveExternally  a tool cannot reconcile itself; the server   who must act outside
+                       is unreachable or broke; an approval only
+                       another principal (an approver) can give;
+                       no or a wrong API key, or one whose roles
+                       do not allow the call; the store is full
 
 A ``Refusal`` is built here without a correlation id; the server gives it one and writes the
 matching log line (``server.py``), so the id finds that line.
@@ -21,16 +29,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttx.auth.http_auth import UNAUTHENTICATED_INSTRUCTION
 from agenttx.errors import (
     AgentTxError,
+    AlreadyExists,
+    ApprovalRefused,
+    ApprovalRequired,
     CommitConflict,
+    CompensationApprovalRefused,
+    CompensationRefused,
     DeadlineExceeded,
     InvalidArgument,
     NotActive,
     NotFound,
     OutcomeUnknownPending,
+    PermissionDenied,
+    PolicyViolation,
+    ReceiptRefused,
     RevisionConflict,
     ServerUnavailable,
+    SnapshotMismatch,
+    StoreFull,
+    Unauthenticated,
     WrongStep,
 )
 from agenttx.types import StepResult, StepStatus, TransactionInfo, TxStatus
@@ -102,8 +122,21 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
                 f"step of transaction {exc.transaction_id} (step {exc.got} is not)."
             ),
         )
+    receipt = _receipt_refusal(exc, tx, str(arguments.get("receipt_id", "")), tool)
+    if receipt is not None:
+        return receipt
+    if isinstance(exc, CompensationRefused):
+        return Refusal(
+            reason,
+            exc.message,
+            revise(
+                f"Step {exc.step_id} of transaction {exc.transaction_id} cannot be undone. "
+                f"Call rollback_transaction with to_step {exc.step_id + 1} or later, or "
+                "without to_step to abort (a person then settles that step)."
+            ),
+        )
     if isinstance(exc, OutcomeUnknownPending):
-        return Refusal(reason, exc.message, _settle_outside(exc.transaction_id, exc.step_id))
+        return Refusal(reason, exc.message, _reconcile(exc.transaction_id, exc.step_id, 0))
     if isinstance(exc, NotActive):
         if exc.status in _TERMINAL:
             return Refusal(
@@ -113,6 +146,20 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
                     "begin_transaction",
                     f"Transaction {exc.transaction_id} is {exc.status} and takes no more calls. "
                     "Start a new one with begin_transaction and run the task's steps there.",
+                ),
+            )
+        if exc.status == "ROLLING_BACK":
+            # A rollback may be waiting for an approver (docs/compensation.md): retrying
+            # would never end, so look first.
+            return Refusal(
+                reason,
+                exc.message,
+                call_tool(
+                    "get_transaction",
+                    f"Transaction {exc.transaction_id} is rolling back. Call get_transaction: "
+                    "if compensation_approval_pending is true it waits for an approver (ask "
+                    "the user to have another principal with the approver role call "
+                    "approve_compensation); otherwise send the same call again in a moment.",
                 ),
             )
         return Refusal(
@@ -139,6 +186,49 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
         return Refusal(
             reason, exc.message, revise(f"Fix the call and send it again: {exc.message}")
         )
+    if isinstance(exc, CompensationApprovalRefused):
+        return Refusal(
+            reason,
+            exc.message,
+            resolve_externally(
+                f"{exc.message}. Only a different principal holding the 'approver' role can "
+                "approve; ask the user to have one call approve_compensation."
+            ),
+        )
+    if isinstance(exc, AlreadyExists):
+        return Refusal(
+            reason,
+            exc.message,
+            revise(
+                "That request_id was used for a different request. Send this request with a "
+                "new request_id, or send the original request unchanged to get its reply."
+            ),
+        )
+    if isinstance(exc, Unauthenticated):
+        return Refusal(
+            reason,
+            exc.message,
+            resolve_externally(UNAUTHENTICATED_INSTRUCTION),
+        )
+    if isinstance(exc, PermissionDenied):
+        return Refusal(
+            reason,
+            exc.message,
+            resolve_externally(
+                "Your API key's principal and roles do not allow this call. Ask the user to "
+                "have it made by the transaction's owner or an admin of its tenant; do not "
+                "retry with the same key."
+            ),
+        )
+    if isinstance(exc, StoreFull):
+        return Refusal(
+            reason,
+            exc.message,
+            resolve_externally(
+                "The AgentTx store has no room left. Tell the user: the operator must free "
+                "space; then send the same call again."
+            ),
+        )
     if isinstance(exc, ServerUnavailable):
         return Refusal(
             reason,
@@ -156,6 +246,128 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
             "do not retry blindly."
         ),
     )
+
+
+def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> Refusal | None:
+    """The continuations of preview, receipts, approvals and the safety policy."""
+    reason = exc.reason
+    if isinstance(exc, SnapshotMismatch):
+        return Refusal(
+            reason,
+            exc.message,
+            call_tool(
+                "preview_commit",
+                f"Transaction {exc.transaction_id} changed since the snapshot you sent "
+                f"(revision {exc.expected_revision}, now {exc.revision}); nothing was committed. "
+                "Call preview_commit, review the current change (with the user, if they "
+                "approved the old one), then commit with its receipt_id and revision.",
+            ),
+            extra={"revision": exc.revision},
+        )
+    if isinstance(exc, ReceiptRefused) and exc.why == "refused":
+        return Refusal(
+            reason,
+            exc.message,
+            call_tool(
+                "preview_commit",
+                f"An approver refused receipt {exc.receipt_id}; nothing was committed and "
+                f"transaction {exc.transaction_id} is still open. The error says who refused "
+                "it and why: tell the user, change the transaction as the refusal asks "
+                "(run_step, undo_step), then call preview_commit for a new receipt and have it "
+                "approved — or call rollback_transaction if the change cannot be made "
+                "acceptable. Do not send this receipt again.",
+            ),
+        )
+    if isinstance(exc, ReceiptRefused):
+        return Refusal(
+            reason,
+            exc.message,
+            call_tool(
+                "preview_commit",
+                f"Receipt {receipt_id or exc.receipt_id} cannot be used ({exc.why}). Call "
+                f"preview_commit for transaction {exc.transaction_id} to get a current one.",
+            ),
+        )
+    if isinstance(exc, ApprovalRequired):
+        if not exc.receipt_id:
+            return Refusal(
+                reason,
+                exc.message,
+                call_tool(
+                    "preview_commit",
+                    f"Transaction {exc.transaction_id} needs an approved receipt to commit. Call "
+                    "preview_commit, show the change to the user, and ask an approver (not "
+                    "you, not the transaction's principal) to call approve_commit with its "
+                    "receipt_id; then commit_transaction with that receipt_id.",
+                ),
+            )
+        return Refusal(
+            reason,
+            exc.message,
+            resolve_externally(
+                f"Receipt {exc.receipt_id} is not approved yet. An approver — a principal other "
+                f"than the one who began transaction {exc.transaction_id}, holding the approver "
+                "role — must call approve_commit with it; then send this commit_transaction "
+                "again. Do not approve it yourself and do not run more steps meanwhile (a step "
+                "voids the receipt).",
+            ),
+        )
+    if isinstance(exc, ApprovalRefused):
+        if exc.why == "already_refused":
+            return Refusal(
+                reason,
+                exc.message,
+                resolve_externally(
+                    f"Receipt {exc.receipt_id} was refused already; a refused receipt is never "
+                    "approved or used. Its transaction's agent must change the transaction and "
+                    "preview it again; decide on that new receipt.",
+                ),
+            )
+        if exc.why == "already_approved" and tool == "refuse_commit":
+            return Refusal(
+                reason,
+                exc.message,
+                resolve_externally(
+                    f"Receipt {exc.receipt_id} was approved already and a receipt is decided "
+                    "once. To stop its commit, the transaction must change (a new step voids "
+                    "the approval) or be rolled back; tell the user.",
+                ),
+            )
+        if exc.why == "already_approved":
+            return Refusal(
+                reason,
+                exc.message,
+                call_tool(
+                    "commit_transaction",
+                    f"Receipt {exc.receipt_id} is approved already; commit with it "
+                    f"(transaction_id {exc.transaction_id}, receipt_id {exc.receipt_id}).",
+                ),
+            )
+        return Refusal(
+            reason,
+            exc.message,
+            resolve_externally(
+                "Only another principal holding the approver role can approve this commit. "
+                "Ask the user to have an approver call approve_commit.",
+            ),
+        )
+    if isinstance(exc, PolicyViolation):
+        if exc.rule == "max_steps":
+            return Refusal(
+                reason,
+                exc.message,
+                choose_tool(
+                    ["commit_transaction", "rollback_transaction"],
+                    f"Transaction {tx} reached the policy's step cap. Commit what is done, or "
+                    "roll back, and continue in a new transaction.",
+                ),
+            )
+        return Refusal(
+            reason,
+            exc.message,
+            revise(f"The safety policy refuses this call: {exc.message}"),
+        )
+    return None
 
 
 def commit_conflict(exc: CommitConflict, info: TransactionInfo | None) -> Refusal:
@@ -195,6 +407,21 @@ def aborted(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
         for e in r.compensation_errors
     ]
     constraints = "".join(f"\n- {c}" for c in r.constraints)
+    if r.transaction_status is TxStatus.ROLLING_BACK:
+        # The abort waits for an approver of an undo (docs/compensation.md): not undone yet.
+        return Refusal(
+            "TRANSACTION_ABORTED",
+            f"step {r.step_id} ({tool}) failed and transaction {r.transaction_id} is being "
+            f"aborted: {r.abort_reason}. {r.clean_hint} An undo action waits for an approver, "
+            "so not everything is undone yet.",
+            resolve_externally(
+                f"Ask the user to have another principal with the approver role call "
+                f"approve_compensation with transaction_id {r.transaction_id}; then start a new "
+                "transaction with begin_transaction if the task goes on."
+            ),
+            diagnostics,
+            {"reply": reply},
+        )
     return Refusal(
         "TRANSACTION_ABORTED",
         f"step {r.step_id} ({tool}) failed and transaction {r.transaction_id} was aborted: "
@@ -213,17 +440,24 @@ def outcome_unknown(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
     return Refusal(
         "OUTCOME_UNKNOWN",
         f"step {r.step_id} ({tool}): {r.clean_hint}",
-        _settle_outside(r.transaction_id, r.step_id),
+        _reconcile(r.transaction_id, r.step_id, r.retry_after_ms),
         [{"id": "hint", "severity": "Error", "message": r.clean_hint}],
         {"reply": reply},
     )
 
 
-def _settle_outside(transaction_id: str, step_id: int) -> dict[str, Any]:
-    # No reconcile tool yet (the safety issue adds one): a person checks the outside system.
-    return resolve_externally(
-        f"The outside call of step {step_id} in transaction {transaction_id} may or may not "
-        "have happened, and the transaction is blocked until that is settled. Ask the user to "
-        "check the outside system and settle the step; do not run it again meanwhile. "
-        "rollback_transaction (no to_step) abandons the transaction and runs its undo actions."
-    )
+def _reconcile(transaction_id: str, step_id: int, after_ms: int) -> dict[str, Any]:
+    """The continuation of an unknown outcome: call reconcile_step, never run the step again."""
+    wait = f"Wait {after_ms} ms, then call" if after_ms > 0 else "Call"
+    return {
+        **call_tool(
+            "reconcile_step",
+            f"The outside call of step {step_id} in transaction {transaction_id} may or may not "
+            f"have happened; do not run it again. {wait} reconcile_step with transaction_id "
+            f"{transaction_id} and step_id {step_id}: it asks the outside system and settles "
+            "the step. rollback_transaction (no to_step) instead abandons the transaction and "
+            "runs its undo actions.",
+        ),
+        "arguments": {"transaction_id": transaction_id, "step_id": step_id},
+        "retry_after_ms": after_ms,
+    }

@@ -15,11 +15,14 @@ from typing import Any
 
 import mcp_types as types
 
-from agenttx.api import history
+from agenttx.api import history, receipts_wire
 from agenttx.api.fields import message_fields
 from agenttx.api.grpc_server import commit_reply, rollback_reply, step_reply, transaction_reply
+from agenttx.api.mcp.compensation import waiting_rollback_text
 from agenttx.api.mcp.continuations import Refusal, aborted, outcome_unknown
 from agenttx.jsontext import compact
+from agenttx.receipts import Approval, Preview, ReceiptStatus
+from agenttx.receipts import Refusal as ReceiptRefusal
 from agenttx.types import (
     REFERENCE_FALLBACK,
     BeginResult,
@@ -28,6 +31,7 @@ from agenttx.types import (
     StepResult,
     StepStatus,
     TransactionInfo,
+    TxStatus,
 )
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -35,6 +39,10 @@ from agenttx.wire import agenttx_pb2 as pb
 _ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
 # Output shown in the text beyond this many characters is cut; structuredContent has it all.
 TEXT_OUTPUT_CHARS = 2000
+# State changes listed in a preview's text; structuredContent has them all.
+TEXT_CHANGES = 20
+# Step attempts get_transaction shows unless asked for the whole history (the newest).
+RECENT_STEPS = 10
 
 
 def ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
@@ -46,6 +54,9 @@ def ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
 
 def step_fields(r: StepResult, tool: str) -> dict[str, Any]:
     fields = message_fields(step_reply(r, _ALL_STRATEGIES), short_enums=True)
+    if r.dry_run is None:  # the dry-run fields (18-21) say nothing about a real step
+        for name in ("dry_run", "fidelity", "policy_decision"):
+            fields.pop(name, None)
     return {"step_id": r.step_id, "tool": tool, **fields}
 
 
@@ -86,7 +97,13 @@ def _rollback_text(r: StepResult, tool: str) -> str:
             f"Steps {r.next_step_id}..{r.step_id} were undone; send them again from step "
             f"{r.next_step_id}."
         )
-    lines.append(f"Resume with run_step step_id {r.next_step_id}.")
+    if r.transaction_status is TxStatus.ROLLING_BACK:
+        lines.append(
+            "An undo action waits for an approver: nothing runs until another principal with "
+            "the approver role calls approve_compensation for this transaction."
+        )
+    else:
+        lines.append(f"Resume with run_step step_id {r.next_step_id}.")
     if r.constraints:
         lines.append("Constraints learned (keep to them):")
         lines.extend(f"- {c}" for c in r.constraints)
@@ -95,13 +112,15 @@ def _rollback_text(r: StepResult, tool: str) -> str:
     return "\n".join(lines)
 
 
-def begin_result(b: BeginResult) -> types.CallToolResult:
+def begin_result(b: BeginResult, mode: str = "") -> types.CallToolResult:
     fields = message_fields(
         pb.BeginTransactionResponse(
             transaction_id=b.transaction_id,
             next_step_id=b.next_step_id,
             transaction_status=b.transaction_status.value,
             revision=b.revision,
+            snapshot=receipts_wire.snapshot(b.snapshot),
+            mode=mode or "transactional",
         ),
         short_enums=True,
     )
@@ -125,7 +144,9 @@ def commit_result(c: CommitResult) -> types.CallToolResult:
 
 def rollback_result(b: RollbackResult, to_step: int | None) -> types.CallToolResult:
     fields = message_fields(rollback_reply(b), short_enums=True)
-    if b.next_step_id:
+    if b.compensation_approval_pending:
+        text = waiting_rollback_text(b)
+    elif b.next_step_id:
         text = (
             f"Rolled transaction {b.transaction_id} back to before step {b.next_step_id} "
             f"({b.compensations_run} undo actions run). Resume with run_step step_id "
@@ -142,9 +163,15 @@ def rollback_result(b: RollbackResult, to_step: int | None) -> types.CallToolRes
     return ok(fields, text)
 
 
-def transaction_result(t: TransactionInfo) -> types.CallToolResult:
+def transaction_result(t: TransactionInfo, *, bounded: bool = False) -> types.CallToolResult:
+    """``bounded``: ``t`` is a bounded read (``Backend.get_transaction(recent=…)``): the reply
+    carries ``earlier_steps_omitted`` and no ``edges``/``edge_kinds`` (it has not read them)."""
     reply = history.fit_transaction(transaction_reply(t), history.MAX_MESSAGE_BYTES)
     fields = message_fields(reply, short_enums=True)
+    if bounded:
+        del fields["edges"], fields["edge_kinds"]
+        fields["earlier_steps_omitted"] = t.earlier_steps_omitted
+        fields["history_trimmed"] = fields["history_trimmed"] or t.earlier_steps_omitted > 0
     live = sum(1 for s in t.steps if s.live and s.status == StepStatus.SUCCESS.value)
     if t.status.terminal:
         text = (
@@ -154,7 +181,8 @@ def transaction_result(t: TransactionInfo) -> types.CallToolResult:
     elif t.outcome_unknown_step:
         text = (
             f"Transaction {t.transaction_id} is blocked: the outcome of step "
-            f"{t.outcome_unknown_step} is unknown and must be settled outside first."
+            f"{t.outcome_unknown_step} is unknown. Next: reconcile_step with step_id "
+            f"{t.outcome_unknown_step} (never run the step again), or rollback_transaction."
         )
     else:
         text = (
@@ -164,7 +192,95 @@ def transaction_result(t: TransactionInfo) -> types.CallToolResult:
         )
     if t.constraints:
         text += "\nConstraints learned:\n" + "\n".join(f"- {c}" for c in t.constraints)
+    # The newest receipt, if it is a refusal the agent has not answered with a new preview, or
+    # expired unused.
+    newest = t.receipts[0] if t.receipts and not t.status.terminal else None
+    if newest is not None and newest.status == ReceiptStatus.REFUSED:
+        text += (
+            f"\nAn approver ({newest.decided_by}) refused receipt {newest.receipt_id}: "
+            f"{newest.reason}. Change the transaction as asked, then preview_commit again — or "
+            "rollback_transaction."
+        )
+    elif newest is not None and newest.status == ReceiptStatus.EXPIRED:
+        text += (
+            f"\nReceipt {newest.receipt_id} expired unused: it can no longer be approved or "
+            "committed with. Call preview_commit again for a new receipt."
+        )
+    if t.earlier_steps_omitted:
+        text += (
+            f"\nShowing the newest {len(t.steps)} step attempts; {t.earlier_steps_omitted} "
+            "earlier ones: get_transaction with history true."
+        )
     return ok(fields, text)
+
+
+def preview_result(p: Preview) -> types.CallToolResult:
+    fields = message_fields(receipts_wire.preview_reply(p), short_enums=True)
+    c = p.changes
+    lines = [
+        f"Preview of transaction {p.transaction_id} at revision {p.revision}: "
+        f"{len(c.state)} state keys, {len(c.files)} files, {len(c.effects)} staged effects, "
+        f"{len(c.irreversible)} irreversible steps taken, {len(c.discarded_undo)} undo actions "
+        "the commit would discard (details in structuredContent.changes).",
+    ]
+    lines.extend(
+        f"- {s.key}: {_brief(s.before)} → {_brief(s.after)}" for s in c.state[:TEXT_CHANGES]
+    )
+    if len(c.state) > TEXT_CHANGES:
+        lines.append(f"- … {len(c.state) - TEXT_CHANGES} more keys")
+    lines.extend(
+        f"- file {f.path} ({'new' if not f.before_sha256 else 'changed'})" for f in c.files
+    )
+    lines.extend(f"- effect {e.channel} (key {e.idempotency_key})" for e in c.effects)
+    lines.extend(f"- irreversible step {i.step_id} {i.tool} (already done)" for i in c.irreversible)
+    lines.extend(
+        f"- undo of step {a.step_id} {a.tool}: {a.verdict.replace('_', ' ')}"
+        + (f" ({a.reason})" if a.reason else "")
+        for a in p.compensation
+        if a.verdict != "run"
+    )
+    lines.append(f"receipt_id {p.receipt_id}, change_hash {p.change_hash}.")
+    if p.approval_required:
+        lines.append(
+            "Approval required (" + "; ".join(p.approval_reasons) + "): ask an approver — "
+            "someone other than the transaction's principal — to call approve_commit with "
+            f"transaction_id {p.transaction_id} and receipt_id {p.receipt_id}; then call "
+            f"commit_transaction with receipt_id {p.receipt_id} and expected_revision "
+            f"{p.revision}."
+        )
+    else:
+        lines.append(
+            f"Next: commit_transaction with receipt_id {p.receipt_id} and expected_revision "
+            f"{p.revision} to commit exactly this change."
+        )
+    return ok(fields, "\n".join(lines))
+
+
+def approval_result(a: Approval) -> types.CallToolResult:
+    fields = message_fields(receipts_wire.approval_reply(a), short_enums=True)
+    return ok(
+        fields,
+        f"Receipt {a.receipt_id} of transaction {a.transaction_id} approved by {a.approved_by}. "
+        f"Next: commit_transaction with receipt_id {a.receipt_id} and expected_revision "
+        f"{a.revision}; any other step first voids this approval.",
+    )
+
+
+def refusal_result(r: ReceiptRefusal) -> types.CallToolResult:
+    fields = message_fields(receipts_wire.refusal_reply(r), short_enums=True)
+    return ok(
+        fields,
+        f"Receipt {r.receipt_id} of transaction {r.transaction_id} refused by {r.refused_by}: "
+        f"{r.reason}. The transaction stays open; a commit with this receipt is refused, "
+        "telling its agent who refused it and why.",
+    )
+
+
+def _brief(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    text = compact(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def tools_result(tools: list[dict[str, Any]]) -> types.CallToolResult:
@@ -180,6 +296,11 @@ def tools_result(tools: list[dict[str, Any]]) -> types.CallToolResult:
             "idempotent": d["idempotent"],
             "compensation": d["compensation"],
             "dry_run": d["dry_run"],
+            "dry_run_reached": d.get("dry_run_reached", d["dry_run"]),
+            "undoable": d.get("undoable", False),
+            "reconcilable": d.get("reconcilable", False),
+            # The downstream MCP server of a gateway tool; absent for AgentTx's own.
+            **({"server": d["server"]} if d.get("server") else {}),
         }
         for d in tools
     ]

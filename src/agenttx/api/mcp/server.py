@@ -34,13 +34,16 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from agenttx.api.mcp import compensation, reconcile, results, undo
 from agenttx.api.mcp import continuations as cont
-from agenttx.api.mcp import results
 from agenttx.api.mcp.backend import Backend
 from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
+from agenttx.api.tracing import incoming
+from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.errors import AgentTxError, CommitConflict
 from agenttx.tools.context import ProgressSink
+from agenttx.types import Caller
 
 log = logging.getLogger("agenttx.mcp")
 
@@ -86,6 +89,14 @@ class _Args:
             return value
         raise _BadArgument(f"{name} must be a whole number, got {value!r}")
 
+    def flag(self, name: str) -> bool:
+        value = self.values.get(name)
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise _BadArgument(f"{name} must be true or false, got {value!r}")
+
     def strings(self, name: str) -> list[str]:
         value = self.values.get(name)
         if value is None:
@@ -116,7 +127,8 @@ class AgentTxMCP:
 
     def __init__(self, backend: Backend, *, version: str = "") -> None:
         self.backend = backend
-        self._tool_names: list[str] | None = None  # the AgentTx tools; fixed once listed
+        # The AgentTx tools as last listed; listed again when a step names one not in it.
+        self._tool_names: list[str] | None = None
         self._handlers: dict[str, Handler] = {
             "begin_transaction": self._begin,
             "run_step": self._run_step,
@@ -125,9 +137,18 @@ class AgentTxMCP:
             "get_transaction": self._get,
             "list_tools": self._list_tools,
             "list_transactions": self._list_transactions,
+            "preview_commit": self._preview,
+            "approve_commit": self._approve,
+            "refuse_commit": self._refuse,
+            "undo_step": self._undo_step,
+            "redo_step": self._redo_step,
+            "reconcile_step": self._reconcile_step,
         }
-        assert set(self._handlers) == TOOL_NAMES
-        self._tools = list(TOOLS)
+        assert set(self._handlers) == TOOL_NAMES | undo.UNDO_TOOL_NAMES
+        self._tools = [*TOOLS, *undo.UNDO_TOOLS]
+        for tool in compensation.TOOLS:  # compensate_transaction, approve_compensation
+            self._handlers[tool.name] = _compensation_handler(compensation.HANDLERS[tool.name])
+            self._tools.append(tool)
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version,
@@ -153,6 +174,22 @@ class AgentTxMCP:
         self._handlers[tool.name] = call
         self._tools.append(tool)
 
+    def add_caller_tool(
+        self,
+        tool: types.Tool,
+        handler: Callable[[dict[str, Any], Caller | None], Awaitable[types.CallToolResult]],
+    ) -> None:
+        """``add_tool`` for a handler that acts as the request's caller (over HTTP with API
+        keys, the key's owner; None: the process's own user)."""
+        if tool.name in self._handlers:
+            raise ValueError(f"MCP tool {tool.name!r} exists already")
+
+        async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
+            return await handler(c.args.values, getattr(c.backend, "caller", None))
+
+        self._handlers[tool.name] = call
+        self._tools.append(tool)
+
     # ------------------------------------------------------------------ the two handlers
 
     async def _on_list_tools(
@@ -170,14 +207,17 @@ class AgentTxMCP:
                 types.INVALID_PARAMS,
                 f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(self._handlers))}",
             )
-        call = _Call(self.backend, _Args(params.arguments or {}), _progress_sink(ctx, params))
+        call = _Call(self._backend(ctx), _Args(params.arguments or {}), _progress_sink(ctx, params))
         started = time.perf_counter()
         try:
-            outcome = await handler(call)
+            # W3C trace context in the request's _meta (traceparent, tracestate): the
+            # transaction's spans join the caller's trace (api/tracing.py).
+            with incoming(_trace_carrier(params.meta)):
+                outcome = await handler(call)
         except _BadArgument as exc:
             outcome = cont.bad_request(str(exc))
         except AgentTxError as exc:
-            outcome = cont.refused(exc, params.name, call.args.values)
+            outcome = undo.refusal(exc) or cont.refused(exc, params.name, call.args.values)
         except Exception:
             correlation = uuid.uuid4().hex
             log.exception(
@@ -221,11 +261,24 @@ class AgentTxMCP:
 
     # ------------------------------------------------------------------ the tools
 
+    def _backend(self, ctx: ServerRequestContext[Any]) -> Backend:
+        """The backend acting for this request's caller: over HTTP with keys, the one the
+        request's bearer key named (``agenttx.auth.http_auth``), per request, so a session id
+        used with another key acts for that key's owner; otherwise the process's own."""
+        scope = getattr(ctx.request, "scope", None)
+        caller = caller_of(scope) if isinstance(scope, dict) else None
+        return self.backend if caller is None else self.backend.as_caller(caller)
+
     async def _begin(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         goal = call.args.text("goal")
         agent_id = call.args.text("agent_id")
-        b = await run_detached(call.backend.begin(agent_id, {"goal": goal} if goal else {}))
-        return results.begin_result(b)
+        mode = call.args.text("mode")
+        b = await run_detached(
+            call.backend.begin(
+                agent_id, {"goal": goal} if goal else {}, call.args.text("principal"), mode
+            )
+        )
+        return results.begin_result(b, mode)
 
     async def _run_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         args = call.args
@@ -238,7 +291,15 @@ class AgentTxMCP:
             raise _BadArgument("arguments must be a JSON object (or its text)")
         known = await self._agenttx_tools()
         if tool not in known:
+            # The MCP gateway adds tools while the engine runs (a server that came up late,
+            # or said its tools changed): list again before calling a name unknown.
+            self._tool_names = None
+            known = await self._agenttx_tools()
+        if tool not in known:
             return cont.unknown_tool(tool, known)
+        if args.flag("dry_run"):
+            dry = call.backend.dry_run_step(tx, step_id, tool, arguments, args.text("reasoning"))
+            return undo.dry_run_result(await dry, tool)
         step = run_detached(
             call.backend.execute_step(
                 tx, step_id, tool, arguments, args.text("reasoning"), call.progress
@@ -260,8 +321,10 @@ class AgentTxMCP:
 
     async def _commit(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
+        expected = call.args.integer("expected_revision")
+        receipt_id = call.args.text("receipt_id")
         try:
-            c = await run_detached(call.backend.commit(tx))
+            c = await run_detached(call.backend.commit(tx, expected, receipt_id))
         except CommitConflict as exc:
             try:
                 info = await call.backend.get_transaction(tx)
@@ -276,9 +339,54 @@ class AgentTxMCP:
         b = await run_detached(call.backend.rollback(tx, to_step or None, call.args.text("reason")))
         return results.rollback_result(b, to_step)
 
+    async def _preview(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        return results.preview_result(await run_detached(call.backend.preview_commit(tx)))
+
+    async def _approve(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        # An explicit call by an approver (never an elicitation: the 2026-07-28 protocol
+        # cannot carry one, and the agent must not approve its own work).
+        args = call.args
+        a = await run_detached(
+            call.backend.approve_commit(
+                args.text("transaction_id", required=True),
+                args.text("receipt_id", required=True),
+                args.text("principal", required=True),
+                args.strings("roles"),
+            )
+        )
+        return results.approval_result(a)
+
+    async def _refuse(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        # Like approve_commit: an explicit call by an approver, never asked of the agent.
+        args = call.args
+        r = await run_detached(
+            call.backend.refuse_commit(
+                args.text("transaction_id", required=True),
+                args.text("receipt_id", required=True),
+                args.text("reason", required=True),
+                args.text("principal", required=True),
+                args.strings("roles"),
+            )
+        )
+        return results.refusal_result(r)
+
+    async def _undo_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        return undo.undo_result(await run_detached(call.backend.undo_step(tx)))
+
+    async def _redo_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        return undo.redo_result(await run_detached(call.backend.redo_step(tx)))
+
     async def _get(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        return results.transaction_result(await call.backend.get_transaction(tx))
+        # By default the newest attempts only: a whole history (every attempt's arguments and
+        # output, the dependency graph) costs a read, a reply and a validation in proportion
+        # to its length on every call, and an agent finding its place needs the newest.
+        recent = None if call.args.flag("history") else results.RECENT_STEPS
+        info = await call.backend.get_transaction(tx, recent)
+        return results.transaction_result(info, bounded=recent is not None)
 
     async def _list_tools(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         return results.tools_result(await call.backend.list_tools())
@@ -293,11 +401,36 @@ class AgentTxMCP:
         )
         return results.transactions_result(rows, token)
 
+    async def _reconcile_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+        tx = call.args.text("transaction_id", required=True)
+        step_id = call.args.integer("step_id", required=True)
+        assert step_id is not None
+        try:
+            r = await run_detached(call.backend.reconcile_step(tx, step_id))
+        except AgentTxError as exc:
+            refusal = reconcile.refused(exc)
+            if refusal is None:
+                raise
+            return refusal
+        return reconcile.result(r)
+
     async def _agenttx_tools(self) -> list[str]:
-        # The registry is fixed once the engine is open, so one listing serves every call.
+        # One listing serves every call until a step names a tool it lacks (``_run_step``).
         if self._tool_names is None:
             self._tool_names = [d["name"] for d in await self.backend.list_tools()]
         return self._tool_names
+
+
+def _compensation_handler(
+    run: Callable[
+        [compensation.CompensationService, dict[str, Any]],
+        Awaitable[types.CallToolResult | cont.Refusal],
+    ],
+) -> Handler:
+    async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
+        return await run(c.backend.compensation, c.args.values)
+
+    return call
 
 
 def _refusal_result(refusal: cont.Refusal, correlation: str) -> types.CallToolResult:
@@ -318,6 +451,12 @@ def _refusal_result(refusal: cont.Refusal, correlation: str) -> types.CallToolRe
         structured_content=structured,
         is_error=True,
     )
+
+
+def _trace_carrier(meta: Any) -> dict[str, str]:
+    if not isinstance(meta, dict):
+        meta = dict(meta or {})
+    return {k: v for k in ("traceparent", "tracestate") if isinstance(v := meta.get(k), str)}
 
 
 def _progress_sink(

@@ -7,6 +7,7 @@ lowercased copy of the same length, so the spans they find index the original te
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import NamedTuple
 
 __all__ = ["MASK", "SECRET_NAME", "redact"]
@@ -79,8 +80,7 @@ def redact(text: str) -> str:
         done = redaction
         pieces: list[str] = []
         last = 0
-        for match in redaction.pattern.finditer(low):
-            start, end = match.span("s")
+        for start, end in _spans(redaction.pattern, low):
             pieces.append(text[last:start])
             pieces.append(MASK)
             last = end
@@ -89,6 +89,44 @@ def redact(text: str) -> str:
             text = "".join(pieces)
             low = _lower_same_length(text)
     return text
+
+
+# A regex scan is one C call that holds the interpreter, from a worker thread too: a long text
+# is scanned window by window, each search starting its matches in ``WINDOW`` characters and
+# seeing ``REACH`` more, so no call runs for more than a few milliseconds (the slowest pattern,
+# URLs with a password, is ~120 ms a MiB scanned whole). ``REACH`` exceeds every bounded match
+# (the longest: an Authorization value, 4,096 characters, and its prefix), so a match that ends
+# before the window's end is the one the whole text gives; one that reaches the end may go on
+# (the unbounded tails: JWTs, key shapes, a PEM block) and is taken again from the whole text.
+WINDOW = 16 << 10
+REACH = 8 << 10
+
+
+def _spans(pattern: re.Pattern[str], low: str) -> Iterator[tuple[int, int]]:
+    """The ``s`` spans of ``pattern``'s matches in ``low``, left to right, as ``finditer``
+    gives them."""
+    n = len(low)
+    if n <= WINDOW + REACH:
+        for found in pattern.finditer(low):
+            yield found.span("s")
+        return
+    pos = 0
+    while pos < n:
+        stop = min(pos + WINDOW, n)
+        seen = min(stop + REACH, n)
+        match = pattern.search(low, pos, seen)
+        if match is None or match.start() >= stop:
+            pos = stop
+            continue
+        if match.end() >= seen and seen < n:
+            # It touched the end of what the search saw: decide it on the whole text.
+            whole = pattern.match(low, match.start())
+            if whole is None:  # it matched only because the text seemed to end there
+                pos = match.start() + 1
+                continue
+            match = whole
+        yield match.span("s")
+        pos = max(match.end(), match.start() + 1)
 
 
 def _lower_same_length(text: str) -> str:

@@ -149,10 +149,22 @@ def _parse_rule(entry: Any, source: str, number: int) -> Rule:
     )
 
 
+# A rule file is a few dozen rules; the cap (as for --policy and --gateway files) keeps a
+# wrong path — a log, a dump — from being read whole and parsed at start.
+MAX_RULE_FILE_BYTES = 1 << 20
+
+
 def load_rule_file(path: str | os.PathLike[str]) -> tuple[Rule, ...]:
     name = os.fspath(path)
     try:
         with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_RULE_FILE_BYTES:
+                raise InvalidArgument(
+                    f"hint rules {name}: the file is {size} bytes, over the "
+                    f"{MAX_RULE_FILE_BYTES}-byte limit; a rule file holds a few dozen rules — "
+                    "check the path"
+                )
             document = tomllib.load(handle)
     except OSError as exc:
         raise InvalidArgument(f"hint rules {name}: cannot read the file: {exc}") from exc

@@ -6,11 +6,15 @@ import json
 import re
 from typing import Any
 
+from agenttx.errors import ArgumentError
+
 _IDENT = re.compile(r"[A-Za-z0-9_]{1,128}")
 
 
-class ToolArgumentError(ValueError):
-    """A built-in's argument is missing or of the wrong type."""
+# A built-in's argument is missing, of the wrong type or out of its range: the tree's
+# ArgumentError, like a schema's refusal. The step's own input is at fault, so the controller
+# retries the step (its hint says what to fix) instead of undoing the steps before it.
+ToolArgumentError = ArgumentError
 
 
 def json_type(value: Any) -> str:

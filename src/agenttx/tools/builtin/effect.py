@@ -21,6 +21,7 @@ class EffectStaged(TypedDict):
 @tool(
     name="effect.stage",
     bounded=True,
+    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="staged",
     description="Stage an effect (email, webhook, …) released once after a durable commit.",
     schema={

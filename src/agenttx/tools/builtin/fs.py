@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import os
 import re
 import secrets
@@ -198,6 +199,7 @@ class FileRead(TypedDict):
     name="fs.write",
     effect="compensatable",
     idempotent=True,  # writing the same bytes twice leaves the same file
+    dry_run="full_simulation",  # ``fs_write_preview`` says what the write would change
     description="Write a UTF-8 file in the sandbox; rollback restores the previous bytes.",
     schema={
         "type": "object",
@@ -225,6 +227,39 @@ async def fs_write(ctx: ToolContext, arguments: Any) -> FileWritten:
     )
     await asyncio.to_thread(_finish_write, tmp, target, data, path)
     return {"path": path, "bytes": len(data)}
+
+
+class FileWritePreview(TypedDict):
+    """What a dry run of ``fs.write`` says: the file's bytes before and after, by SHA-256
+    ("" for a file that does not exist), and the bytes it would write."""
+
+    path: str
+    bytes: int
+    before_sha256: str
+    after_sha256: str
+
+
+@fs_write.simulate
+async def fs_write_preview(ctx: ToolContext, arguments: Any) -> FileWritePreview:
+    args = as_object(arguments)
+    path = required_str(args, "path")
+    data = required_str(args, "contents").encode()
+    prior = await asyncio.to_thread(_prior_bytes, ctx.fs_root, path)
+    return {
+        "path": path,
+        "bytes": len(data),
+        "before_sha256": hashlib.sha256(prior).hexdigest() if prior is not None else "",
+        "after_sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+def _prior_bytes(root: Path, path: str) -> bytes | None:
+    # The checks of a real write (sandbox, a file in the way), reading what is there.
+    target = sandbox_path(root, path)
+    under = _under_a_file(root, target, path)
+    if under is not None:
+        raise under
+    return _read_prior(target, path, "of fs.write's preview; write a smaller file")
 
 
 def _restore(target: Path, prior_hex: str | None, tmp: str | None) -> None:
@@ -280,6 +315,7 @@ def _read(root: Path, path: str) -> bytes:
     name="fs.read",
     effect="read",
     idempotent=True,
+    dry_run="full_simulation",  # reading changes nothing: a dry run reads
     description="Read a UTF-8 file in the sandbox.",
     schema={
         "type": "object",

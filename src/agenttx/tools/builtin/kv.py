@@ -34,6 +34,7 @@ _KEY_ONLY = {
 @tool(
     name="kv.put",
     bounded=True,
+    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="state",
     idempotent=True,
     description="Set a key in transactional key-value state (visible to others after commit).",
@@ -56,6 +57,7 @@ async def kv_put(ctx: ToolContext, arguments: Any) -> KvEntry:
 @tool(
     name="kv.get",
     bounded=True,
+    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="read",
     idempotent=True,
     description="Read a key; this transaction's own writes first, then committed state.",
@@ -73,6 +75,7 @@ async def kv_get(ctx: ToolContext, arguments: Any) -> KvEntry:
 @tool(
     name="kv.delete",
     bounded=True,
+    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="state",
     idempotent=True,
     description="Delete a key; reports whether it existed.",

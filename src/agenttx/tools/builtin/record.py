@@ -58,6 +58,7 @@ _ID_SCHEMA = {"type": ["string", "number"]}
 @tool(
     name="record.insert",
     bounded=True,
+    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="state",
     description="Insert a row; duplicate ids and missing foreign-key targets fail.",
     schema={
@@ -137,6 +138,7 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
 @tool(
     name="record.get",
     bounded=True,
+    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="read",
     idempotent=True,
     description="Read a row by id.",

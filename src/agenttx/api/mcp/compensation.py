@@ -1,0 +1,227 @@
+"""The MCP tools for compensation: ``compensate_transaction`` (or its preview) and
+``approve_compensation``, each refusal with a continuation naming the next call.
+
+Approval is an explicit tool call by an approver: the 2026-07-28 protocol cannot carry a
+server-initiated elicitation, so a waiting rollback or compensation says who must call what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import mcp_types as types
+
+from agenttx.api.compensation_wire import approval_reply, plan_reply, result_reply
+from agenttx.api.fields import message_fields
+from agenttx.api.mcp import continuations as cont
+from agenttx.api.mcp.catalog import TRANSACTION_ID, _output, _tool
+from agenttx.core.eager import run_detached
+from agenttx.errors import (
+    AlreadyExists,
+    CompensationApprovalRefused,
+    InvalidArgument,
+    NotActive,
+)
+from agenttx.types import CompensationPlan, CompensationResult, RollbackResult
+
+
+class CompensationService(Protocol):
+    """What the tools call: the engine, or the client of a server (the same three calls)."""
+
+    async def compensate(
+        self, transaction_id: str, reason: str = "", *, principal: str = ""
+    ) -> CompensationResult: ...
+
+    async def compensation_plan(self, transaction_id: str) -> CompensationPlan: ...
+
+    async def approve_compensation(
+        self, transaction_id: str, principal: str, roles: Sequence[str] = ()
+    ) -> RollbackResult: ...
+
+
+_STR = {"type": "string"}
+_ACTIONS = {
+    "type": "array",
+    "items": {"type": "object"},
+    "description": "Newest step first: tool, contract, verdict (run, awaiting_approval, "
+    "past_window, not_supported, done, failed) and why.",
+}
+
+TOOLS: tuple[types.Tool, ...] = (
+    _tool(
+        "compensate_transaction",
+        "Compensate a committed transaction",
+        "Undo a COMMITTED transaction's outside effects in a new compensating transaction: "
+        "it runs the kept undo actions newest first and ends COMPENSATED, or FAILED with the "
+        "steps it could not undo (past their compensation window, or rollback_not_supported). "
+        "preview=true starts nothing and shows what would run. An open transaction is undone "
+        "with rollback_transaction instead.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "reason": {"type": "string", "description": "Why (at most 4 KB; audited)."},
+            "principal": {"type": "string", "description": "Who asks."},
+            "preview": {"type": "boolean", "description": "Only show what would run."},
+        },
+        ["transaction_id"],
+        _output(
+            {
+                "transaction_id": _STR,
+                "compensation_for": _STR,
+                "status": _STR,
+                "actions": _ACTIONS,
+                "requires_human": {"type": "boolean"},
+            },
+        ),
+        types.ToolAnnotations(
+            title="Compensate a committed transaction",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+    ),
+    _tool(
+        "approve_compensation",
+        "Approve a compensation",
+        "For an approver only: approve the undo a rollback or a compensating transaction "
+        "waits for (a tool's contract asks for an approver). The approver holds the "
+        "'approver' role and is not the transaction's own principal.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "principal": {"type": "string", "description": "The approver."},
+            "roles": {"type": "array", "items": _STR, "description": "Must hold approver."},
+        },
+        ["transaction_id", "principal"],
+        _output(
+            {
+                "transaction_id": _STR,
+                "finished": {"type": "boolean"},
+                "transaction_status": _STR,
+            },
+        ),
+        types.ToolAnnotations(
+            title="Approve a compensation",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+    ),
+)
+
+
+def _ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content={"ok": True, **fields},
+    )
+
+
+def _approver_needed(transaction_id: str) -> str:
+    return (
+        f"Transaction {transaction_id} waits for an approver. Ask the user to have a "
+        "different principal holding the 'approver' role call approve_compensation with "
+        f"transaction_id {transaction_id}; do not approve it yourself."
+    )
+
+
+async def compensate(
+    service: CompensationService, args: dict[str, Any]
+) -> types.CallToolResult | cont.Refusal:
+    tx = _text(args, "transaction_id", required=True)
+    if args.get("preview") is True:
+        plan = await run_detached(service.compensation_plan(tx))
+        fields = message_fields(plan_reply(plan))
+        lines = [f"A compensation of {tx} would:"]
+        lines += [
+            f"- step {a.step_id} {a.tool}: {a.verdict} {a.reason}".rstrip() for a in plan.actions
+        ]
+        if not plan.actions:
+            lines.append("- nothing: no step left an undo action or an unsupported effect")
+        lines.append("Call compensate_transaction without preview to start it.")
+        return _ok(fields, "\n".join(lines))
+    try:
+        k = await run_detached(
+            service.compensate(tx, _text(args, "reason"), principal=_text(args, "principal"))
+        )
+    except AlreadyExists as exc:
+        return cont.Refusal(
+            exc.reason,
+            exc.message,
+            cont.call_tool(
+                "get_transaction",
+                f"{tx} was compensated already: read the compensating transaction "
+                f"{tx}-compensation with get_transaction for its outcome; do not compensate "
+                "again.",
+            ),
+        )
+    except NotActive as exc:
+        return cont.Refusal(
+            exc.reason,
+            exc.message,
+            cont.choose_tool(
+                ["commit_transaction", "rollback_transaction"],
+                f"Only a COMMITTED transaction is compensated; {tx} is {exc.status}. An open "
+                "transaction is undone with rollback_transaction (or committed first).",
+            ),
+        )
+    fields = message_fields(result_reply(k))
+    if k.status == "awaiting_approval":
+        text = _approver_needed(k.transaction_id)
+    elif k.status == "compensated":
+        text = (
+            f"Compensated {tx} in transaction {k.transaction_id}: "
+            f"{sum(a.verdict == 'done' for a in k.actions)} undo actions ran, newest first."
+        )
+    else:
+        not_undone = "; ".join(f"step {e['step']}: {e['reason']}" for e in k.evidence)
+        text = (
+            f"The compensation {k.transaction_id} of {tx} ended {k.status}: not everything "
+            f"was undone ({not_undone}). Tell the user: a person must settle these steps."
+        )
+    return _ok(fields, text)
+
+
+async def approve(
+    service: CompensationService, args: dict[str, Any]
+) -> types.CallToolResult | cont.Refusal:
+    tx = _text(args, "transaction_id", required=True)
+    roles = args.get("roles") or []
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+        return cont.bad_request("roles must be a list of strings")
+    try:
+        r = await run_detached(
+            service.approve_compensation(tx, _text(args, "principal", required=True), roles)
+        )
+    except CompensationApprovalRefused as exc:
+        return cont.refused(exc, "approve_compensation", args)
+    fields = message_fields(approval_reply(r))
+    text = (
+        f"Approved: {tx} is {r.transaction_status.value} ({r.compensations_run} undo actions ran)."
+    )
+    if r.compensation_errors:
+        text += " Not undone: " + "; ".join(r.compensation_errors)
+    return _ok(fields, text)
+
+
+def _text(args: dict[str, Any], name: str, *, required: bool = False) -> str:
+    value = args.get(name)
+    if value is None or value == "":
+        if required:
+            raise InvalidArgument(f"{name} is required")
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a string")
+    return value
+
+
+HANDLERS = {"compensate_transaction": compensate, "approve_compensation": approve}
+
+
+def waiting_rollback_text(b: RollbackResult) -> str:
+    """The text of a rollback that waits for an approver (``rollback_transaction``)."""
+    return (
+        f"Transaction {b.transaction_id} is rolling back but waits for an approver before "
+        "an undo action runs. " + _approver_needed(b.transaction_id)
+    )

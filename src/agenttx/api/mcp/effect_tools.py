@@ -1,0 +1,208 @@
+"""The operator's MCP tools for the outbox: ``list_effects`` and ``retry_effect``.
+
+They are not among the agent's tools by default: retrying a dead letter sends an email or a
+webhook again, which is an operator's decision, not a step of an agent's task. ``agenttx mcp
+--effect-tools`` (and ``agenttx serve --mcp-effect-tools``) add them, through the adapter's
+``add_tool``, on the embedded engine or on a running server alike (``EffectSource``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import mcp_types as types
+
+from agenttx.api import effects_wire
+from agenttx.api.fields import message_fields
+from agenttx.api.mcp.results import ok
+from agenttx.errors import InvalidArgument
+from agenttx.types import Caller, EffectInfo, EffectPage
+
+if TYPE_CHECKING:
+    from agenttx.api.mcp.server import AgentTxMCP
+    from agenttx.client import AsyncAgentTxClient
+    from agenttx.core.engine import Engine
+
+STATUSES = ["pending", "delivering", "delivered", "dead"]
+
+
+class EffectSource(Protocol):
+    async def list_effects(
+        self,
+        statuses: list[str],
+        transaction_id: str,
+        after_id: int,
+        page_size: int,
+        caller: Caller | None = None,
+    ) -> EffectPage: ...
+
+    async def retry_effect(self, effect_id: int, caller: Caller | None = None) -> EffectInfo: ...
+
+
+class EngineEffects:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def list_effects(
+        self,
+        statuses: list[str],
+        transaction_id: str,
+        after_id: int,
+        page_size: int,
+        caller: Caller | None = None,
+    ) -> EffectPage:
+        return await self.engine.list_effects(
+            statuses=statuses,
+            transaction_id=transaction_id,
+            after_id=after_id,
+            limit=effects_wire.effects_per_page(page_size),
+            caller=caller,
+        )
+
+    async def retry_effect(self, effect_id: int, caller: Caller | None = None) -> EffectInfo:
+        return await self.engine.retry_effect(effect_id, caller=caller)
+
+
+class ClientEffects:
+    def __init__(self, client: AsyncAgentTxClient) -> None:
+        self.client = client
+
+    async def list_effects(
+        self,
+        statuses: list[str],
+        transaction_id: str,
+        after_id: int,
+        page_size: int,
+        caller: Caller | None = None,  # unused: the server scopes by the client's own key
+    ) -> EffectPage:
+        return await self.client.list_effects(
+            statuses=statuses,
+            transaction_id=transaction_id,
+            after_id=after_id,
+            page_size=page_size,
+        )
+
+    async def retry_effect(self, effect_id: int, caller: Caller | None = None) -> EffectInfo:
+        return await self.client.retry_effect(effect_id)
+
+
+_EFFECT = {
+    "type": "object",
+    "description": "effect_id, transaction_id, channel, status, attempts, last_error, payload …",
+}
+
+LIST_EFFECTS = types.Tool(
+    name="list_effects",
+    title="List the outbox's effects",
+    description="Effects (emails, webhooks …) released by committed transactions, oldest "
+    "first, each with its status (pending, delivering, delivered, dead), attempts and last "
+    'error. Filter with status (e.g. ["dead"]) and transaction_id; continue a page with '
+    "after_id = next_after_id.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "status": {"type": "array", "items": {"enum": STATUSES}},
+            "transaction_id": {"type": "string", "maxLength": 128},
+            "after_id": {"type": "integer", "minimum": 0},
+            "page_size": {"type": "integer", "minimum": 1, "maximum": effects_wire.MAX_EFFECTS},
+        },
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "effects": {"type": "array", "items": _EFFECT},
+            "next_after_id": {"type": "integer"},
+        },
+    },
+    annotations=types.ToolAnnotations(
+        title="List the outbox's effects",
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=False,
+    ),
+)
+
+RETRY_EFFECT = types.Tool(
+    name="retry_effect",
+    title="Retry a dead effect",
+    description="Requeue one dead effect (see list_effects) and try to deliver it once now; "
+    "the reply shows it after that attempt: delivered, pending (failed again, retried later) "
+    "or dead (refused again, with last_error). Sends the email or webhook again.",
+    input_schema={
+        "type": "object",
+        "properties": {"effect_id": {"type": "integer", "minimum": 1}},
+        "required": ["effect_id"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "effect": _EFFECT},
+    },
+    annotations=types.ToolAnnotations(
+        title="Retry a dead effect",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=False,
+        open_world_hint=True,
+    ),
+)
+
+
+def add_effect_tools(mcp: AgentTxMCP, source: EffectSource) -> None:
+    """Offer ``list_effects`` and ``retry_effect`` on ``mcp``, served by ``source``."""
+
+    async def list_effects(args: dict[str, Any], caller: Caller | None) -> types.CallToolResult:
+        statuses = args.get("status") or []
+        if isinstance(statuses, str):
+            statuses = [statuses]
+        if not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses):
+            raise InvalidArgument("status must be a list of statuses")
+        page = await source.list_effects(
+            statuses,
+            _text(args, "transaction_id"),
+            _integer(args, "after_id", 0),
+            _integer(args, "page_size", 0),
+            caller,
+        )
+        wire = effects_wire.effects_page(page.effects, page.next_after_id)
+        fields = message_fields(wire)
+        dead = sum(e.status == "dead" for e in page.effects)
+        text = f"{len(page.effects)} effect(s), {dead} dead" + (
+            f"; more after_id={wire.next_after_id}" if wire.next_after_id else ""
+        )
+        return ok({"effects": fields.get("effects", []), "next_after_id": wire.next_after_id}, text)
+
+    async def retry_effect(args: dict[str, Any], caller: Caller | None) -> types.CallToolResult:
+        effect_id = _integer(args, "effect_id", 0)
+        if not effect_id:
+            raise InvalidArgument("effect_id is required: the id list_effects shows")
+        e = await source.retry_effect(effect_id, caller)
+        text = f"effect {e.effect_id} ({e.channel}) is {e.status}" + (
+            f": {e.last_error}" if e.status != "delivered" and e.last_error else ""
+        )
+        return ok({"effect": message_fields(effects_wire.record(e))}, text)
+
+    # Over HTTP with keys each call is the request's caller's: its tenant, its transactions.
+    mcp.add_caller_tool(LIST_EFFECTS, list_effects)
+    mcp.add_caller_tool(RETRY_EFFECT, retry_effect)
+
+
+def _text(args: dict[str, Any], name: str) -> str:
+    value = args.get(name) or ""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a string")
+    return value
+
+
+def _integer(args: dict[str, Any], name: str, default: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().isdigit():  # models send numbers as text
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{name} must be a non-negative integer")
+    return value

@@ -1,0 +1,177 @@
+"""The MCP face of dry runs and undo/redo: the ``undo_step`` and ``redo_step`` tools, the reply
+of ``run_step`` with ``dry_run: true``, and the continuations of their refusals.
+
+A dry run is never an error result, even when the step would fail: the call did what it was
+asked (it said what would happen), and nothing changed. Its text says whether the step would
+succeed, the fidelity reached, and what to call next.
+"""
+
+from __future__ import annotations
+
+import mcp_types as types
+
+from agenttx.api.fields import message_fields
+from agenttx.api.grpc_server import step_reply
+from agenttx.api.mcp import results
+from agenttx.api.mcp.catalog import (
+    _BOOL,
+    _INT,
+    _SNAPSHOT,
+    _STR,
+    _STRS,
+    TRANSACTION_ID,
+    _output,
+    _tool,
+)
+from agenttx.api.mcp.continuations import Refusal, call_tool, choose_tool
+from agenttx.api.undo_wire import redo_reply, undo_reply
+from agenttx.errors import AgentTxError, RedoRefused, StepLimitReached, UndoRefused
+from agenttx.jsontext import compact
+from agenttx.types import REFERENCE_FALLBACK, StepResult, UndoResult
+
+_MOVE_FIELDS = {
+    "transaction_id": _STR,
+    "step_id": _INT,
+    "next_step_id": _INT,
+    "transaction_status": _STR,
+    "revision": _INT,
+    "can_undo": _BOOL,
+    "can_redo": _BOOL,
+    "snapshot": _SNAPSHOT,
+}
+
+UNDO_TOOLS: tuple[types.Tool, ...] = (
+    _tool(
+        "undo_step",
+        "Undo the last step",
+        "Undo the transaction's last successful step: its changes are dropped (an outside "
+        "action is compensated, a staged email or webhook is dropped unsent) and next_step_id "
+        "goes back to that step. An irreversible step cannot be undone. A state-only step "
+        "undone this way can be put back exactly with redo_step.",
+        {"transaction_id": TRANSACTION_ID},
+        ["transaction_id"],
+        _output(
+            {
+                **_MOVE_FIELDS,
+                "compensations_run": _INT,
+                "compensation_errors": _STRS,
+                "effects_dropped": _INT,
+            },
+        ),
+        types.ToolAnnotations(
+            title="Undo the last step",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+    ),
+    _tool(
+        "redo_step",
+        "Redo the undone step",
+        "Put back the step undo_step just undid, exactly as it was (same writes, same output; "
+        "nothing is run again). Only right after the undo: once another step or rollback ran, "
+        "send the step again with run_step instead.",
+        {"transaction_id": TRANSACTION_ID},
+        ["transaction_id"],
+        _output(_MOVE_FIELDS),
+        types.ToolAnnotations(
+            title="Redo the undone step",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    ),
+)
+
+UNDO_TOOL_NAMES = frozenset(t.name for t in UNDO_TOOLS)
+
+
+def dry_run_result(r: StepResult, tool: str) -> types.CallToolResult:
+    assert r.dry_run is not None
+    fields = message_fields(step_reply(r, frozenset(REFERENCE_FALLBACK)), short_enums=True)
+    # ``dry_run_json`` arrives parsed under ``dry_run`` (fields.py): shown as ``report``.
+    report = fields.pop("dry_run", None)
+    fields = {"step_id": r.step_id, "tool": tool, **fields, "dry_run": True, "report": report}
+    d = r.dry_run
+    lines = [
+        f"Dry run of step {r.step_id} ({tool}): it would "
+        + ("succeed" if d.would_succeed else "fail")
+        + f" (checked to {d.fidelity.value}; the tool declares {d.declared.value})."
+    ]
+    if not d.would_succeed:
+        lines.append(r.clean_hint)
+    if d.policy:
+        lines.append(f"Policy: {d.policy}.")
+    if r.output_json:
+        shown = r.output_json
+        if len(shown) > results.TEXT_OUTPUT_CHARS:
+            shown = shown[: results.TEXT_OUTPUT_CHARS] + "… (more in structuredContent)"
+        lines.append(f"Simulated output: {shown}")
+    if d.changes:
+        lines.append(f"Would change: {compact(d.changes)[: results.TEXT_OUTPUT_CHARS]}")
+    lines.extend(f"Note: {n}" for n in d.notes)
+    lines.append(
+        f"Nothing was run or kept. Next: run_step step_id {r.next_step_id}"
+        + (" without dry_run to do it." if d.would_succeed else " with corrected arguments.")
+    )
+    return results.ok(fields, "\n".join(lines))
+
+
+def undo_result(u: UndoResult) -> types.CallToolResult:
+    fields = message_fields(undo_reply(u), short_enums=True)
+    text = (
+        f"Undid step {u.step_id} of transaction {u.transaction_id}"
+        f" ({u.compensations_run} undo actions run, {u.effects_dropped} staged effects dropped)."
+        f" Next: run_step with step_id {u.next_step_id}"
+        + (", or redo_step to put it back exactly." if u.can_redo else ".")
+    )
+    if u.compensation_errors:
+        text += " Undo failures: " + "; ".join(u.compensation_errors)
+    return results.ok(fields, text)
+
+
+def redo_result(u: UndoResult) -> types.CallToolResult:
+    fields = message_fields(redo_reply(u), short_enums=True)
+    return results.ok(
+        fields,
+        f"Redid step {u.step_id} of transaction {u.transaction_id} exactly as it was. Next: "
+        f"run_step with step_id {u.next_step_id}"
+        + (", or redo_step again." if u.can_redo else "."),
+    )
+
+
+def _over_mcp(hint: str) -> str:
+    """The engine's hint names the embedded call; over MCP the step is sent with run_step."""
+    return hint.replace("execute_step", "run_step")
+
+
+def refusal(exc: AgentTxError) -> Refusal | None:
+    """The continuation of an undo, redo or step-limit refusal; None for any other error."""
+    if isinstance(exc, UndoRefused):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            choose_tool(
+                ["run_step", "rollback_transaction"],
+                f"Nothing was undone: {_over_mcp(exc.hint)}.",
+            ),
+        )
+    if isinstance(exc, RedoRefused):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            call_tool("run_step", f"Nothing was redone: {_over_mcp(exc.hint)}."),
+        )
+    if isinstance(exc, StepLimitReached):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            choose_tool(
+                ["commit_transaction", "undo_step", "rollback_transaction"],
+                f"Transaction {exc.transaction_id} holds its maximum of {exc.limit} steps. "
+                "Commit it and go on in a new transaction, or undo or roll back steps first.",
+            ),
+        )
+    return None

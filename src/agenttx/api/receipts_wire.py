@@ -1,0 +1,140 @@
+"""Preview receipts, approvals and refusals on the wire: ``Preview``, ``Approval`` and
+``Refusal`` → their gRPC replies (the MCP adapter reads the same messages back as fields, so
+the two cannot drift apart).
+
+A preview is kept under the message limit: past it the call is refused with what to do
+(the change set itself is unbounded — a transaction may write many keys).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agenttx.api import compensation_wire
+from agenttx.api.history import MAX_MESSAGE_BYTES
+from agenttx.errors import FailedPrecondition
+from agenttx.jsontext import compact
+from agenttx.receipts import Approval, Preview, Refusal
+from agenttx.types import Snapshot, TransactionInfo
+from agenttx.wire import agenttx_pb2 as pb
+
+
+def snapshot(s: Snapshot) -> pb.Snapshot:
+    return pb.Snapshot(transaction_id=s.transaction_id, revision=s.revision)
+
+
+def _json(value: Any) -> str:
+    return "" if value is None else compact(value)
+
+
+def preview_reply(p: Preview) -> pb.PreviewCommitResponse:
+    c = p.changes
+    reply = pb.PreviewCommitResponse(
+        transaction_id=p.transaction_id,
+        receipt_id=p.receipt_id,
+        change_hash=p.change_hash,
+        revision=p.revision,
+        expires_at=p.expires_at,
+        changes=pb.ChangeSet(
+            state=[
+                pb.StateChange(
+                    key=s.key,
+                    before_json=_json(s.before),
+                    after_json=_json(s.after),
+                    before_sha256=s.before_sha256,
+                    after_sha256=s.after_sha256,
+                )
+                for s in c.state
+            ],
+            files=[
+                pb.FileChange(
+                    path=f.path,
+                    before_sha256=f.before_sha256,
+                    after_sha256=f.after_sha256,
+                    diff=f.diff,
+                    note=f.note,
+                )
+                for f in c.files
+            ],
+            effects=[
+                pb.EffectChange(
+                    step_id=e.step_id,
+                    channel=e.channel,
+                    idempotency_key=e.idempotency_key,
+                    payload_bytes=e.payload_bytes,
+                    payload_sha256=e.payload_sha256,
+                    summary=e.summary,
+                )
+                for e in c.effects
+            ],
+            irreversible=[
+                pb.IrreversibleStep(
+                    step_id=i.step_id, tool=i.tool, arguments_sha256=i.arguments_sha256
+                )
+                for i in c.irreversible
+            ],
+            discarded_undo=[
+                pb.UndoAction(
+                    step_id=u.step_id, handler=u.handler, idempotency_key=u.idempotency_key
+                )
+                for u in c.discarded_undo
+            ],
+            values_elided=c.values_elided,
+        ),
+        approval_required=p.approval_required,
+        approval_reasons=p.approval_reasons,
+        mode=p.mode.value,
+        snapshot=snapshot(p.snapshot),
+        compensation=[compensation_wire.action(a) for a in p.compensation],
+    )
+    size = reply.ByteSize()
+    if size > MAX_MESSAGE_BYTES:
+        raise FailedPrecondition(
+            f"the preview of transaction {p.transaction_id} ({len(c.state)} keys, "
+            f"{len(c.files)} files, {len(c.effects)} effects) is {size} bytes, over the "
+            f"{MAX_MESSAGE_BYTES}-byte message limit; split the work into smaller "
+            "transactions, or preview it through the embedded API"
+        )
+    return reply
+
+
+def approval_reply(a: Approval) -> pb.ApproveCommitResponse:
+    return pb.ApproveCommitResponse(
+        transaction_id=a.transaction_id,
+        receipt_id=a.receipt_id,
+        change_hash=a.change_hash,
+        revision=a.revision,
+        approved_by=a.approved_by,
+        approved_at=a.approved_at,
+        expires_at=a.expires_at,
+        snapshot=snapshot(a.snapshot),
+    )
+
+
+def refusal_reply(r: Refusal) -> pb.RefuseCommitResponse:
+    return pb.RefuseCommitResponse(
+        transaction_id=r.transaction_id,
+        receipt_id=r.receipt_id,
+        refused_by=r.refused_by,
+        refused_at=r.refused_at,
+        reason=r.reason,
+        snapshot=snapshot(r.snapshot),
+    )
+
+
+def add_receipts(reply: pb.GetTransactionResponse, t: TransactionInfo) -> None:
+    """GetTransaction's ``receipts`` (field 57): the newest receipts and their decisions."""
+    reply.receipts.extend(
+        pb.Receipt(
+            receipt_id=r.receipt_id,
+            status=r.status,
+            revision=r.revision,
+            change_hash=r.change_hash,
+            created_at=r.created_at,
+            expires_at=r.expires_at,
+            decided_by=r.decided_by,
+            decided_at=r.decided_at,
+            reason=r.reason,
+        )
+        for r in t.receipts
+    )

@@ -1,0 +1,246 @@
+"""Server-sent events: ``GET /v1/transactions/{id}/events`` (one transaction, until it ends)
+and ``GET /v1/events`` (every transaction, until the client leaves).
+
+Each event is ``event: transaction``, ``id: <revision>`` (per transaction) and ``data:`` the
+``TransactionEvent`` wire fields as JSON. With API keys both show only what the key may
+read (``/v1/events``: its tenant's transactions, an agent's own only, as a listing). A
+reconnecting browser sends ``Last-Event-ID``; the
+per-transaction stream then starts after that revision (``?after_revision=`` does the same),
+so nothing is repeated and the current state is never missed. ``/v1/events`` has no history:
+it starts with what happens next. A comment line every 15 s keeps proxies from closing an idle
+stream. A subscriber that falls behind loses its oldest events, never the newest (each event
+carries the full status).
+
+A stream lives only as long as its key (``api.revocable``): when a reload of the key file
+revokes it, the stream sends one last ``event: error`` whose data is the error body of every
+other refusal (``UNAUTHENTICATED``), and closes. A key whose tenant or roles changed keeps a
+per-transaction stream iff it may still read that transaction (else the last event is that
+refusal, ``NOT_FOUND`` or ``PERMISSION_DENIED``); ``/v1/events`` goes on showing what the key
+may read now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from agenttx.api.revocable import until_revoked, watch_as
+from agenttx.api.v1.errors import invalid_response, plain_error, refusal_body, refusal_response
+from agenttx.auth.http_auth import grant_of
+from agenttx.errors import AgentTxError, StepFailure
+from agenttx.types import Caller
+
+KEEPALIVE_SECS = 15.0
+QUEUE_SIZE = 256
+MAX_FIREHOSE_SUBSCRIBERS = 1000
+MAX_SEEN = 10_000  # transactions a keyed /v1/events stream remembers it may (not) read
+_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
+
+
+def event_fields(e: Any) -> dict[str, Any]:
+    return {
+        "transaction_id": e.transaction_id,
+        "revision": e.revision,
+        "status": e.status.value,
+        "next_step_id": e.next_step_id,
+        "kind": e.kind,
+        "at": e.at,
+    }
+
+
+def _frame(e: Any) -> bytes:
+    data = json.dumps(event_fields(e), ensure_ascii=False)
+    return f"event: transaction\nid: {e.revision}\ndata: {data}\n\n".encode()
+
+
+def _error_frame(exc: AgentTxError, arguments: dict[str, Any]) -> bytes:
+    """A stream's last event: the refusal that ended it, in the error shape of ``/v1``."""
+    data = json.dumps(refusal_body(exc, arguments), ensure_ascii=False)
+    return f"event: error\ndata: {data}\n\n".encode()
+
+
+class Firehose:
+    """Every transaction's events, fanned out to the ``/v1/events`` subscribers."""
+
+    def __init__(self, engine: Any) -> None:
+        self._queues: set[asyncio.Queue[Any]] = set()
+        engine.events.add_listener(self._publish)
+
+    def _publish(self, event: Any) -> None:
+        for q in self._queues:
+            if q.full():
+                q.get_nowait()
+            q.put_nowait(event)
+
+    def open(self) -> asyncio.Queue[Any] | None:
+        if len(self._queues) >= MAX_FIREHOSE_SUBSCRIBERS:
+            return None
+        q: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
+        self._queues.add(q)
+        return q
+
+    def close(self, q: asyncio.Queue[Any]) -> None:
+        self._queues.discard(q)
+
+
+class Streams:
+    """The open event streams' shared end: ``close`` (the listener's stop) ends every one at
+    once, so a shutdown does not wait out the server's grace period for them; a browser
+    reconnects to the next server by itself."""
+
+    def __init__(self) -> None:
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        self._closing.set()
+
+    async def frames(
+        self, events: AsyncIterator[Any], arguments: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
+        """``events`` as SSE frames, a keepalive comment when idle, until they or we end; a
+        refusal raised by ``events`` (a revoked key) is the last frame (``arguments``: the
+        request's, which its continuation quotes)."""
+        yield b": connected\n\n"
+        it = events.__aiter__()
+        closing = asyncio.ensure_future(self._closing.wait())
+        pending: asyncio.Future[Any] | None = None
+        try:
+            while not self._closing.is_set():
+                if pending is None:
+                    pending = asyncio.ensure_future(it.__anext__())
+                done, _ = await asyncio.wait(
+                    {pending, closing}, timeout=KEEPALIVE_SECS, return_when=asyncio.FIRST_COMPLETED
+                )
+                if pending not in done:
+                    if not done:
+                        yield b": keepalive\n\n"
+                    continue
+                got, pending = pending, None
+                try:
+                    event = got.result()
+                except StopAsyncIteration:
+                    return
+                except AgentTxError as exc:
+                    if isinstance(exc, StepFailure):  # no stream raises one: a bug
+                        raise
+                    yield _error_frame(exc, arguments)
+                    return
+                yield _frame(event)
+        finally:
+            closing.cancel()
+            if pending is not None:
+                # The generator may be closed only once its pending step has finished.
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+            aclose = getattr(it, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class _Audience:
+    """Whom a ``/v1/events`` stream shows events to. With API keys it shows what a listing
+    shows the key: its tenant's transactions, and an agent's own only. Tenant and owner never
+    change, so each transaction is checked once per stream and key (the first check of a new
+    one reads its cached image, not the store)."""
+
+    def __init__(self, engine: Any, caller: Caller | None) -> None:
+        self.engine = engine
+        self.caller = caller  # the key's caller as of the last reload; None: no keys, all
+        # transaction id → ``caller`` may read it; emptied whenever ``caller`` changes.
+        self._seen: dict[str, bool] = {}
+
+    async def shows(self, transaction_id: str) -> bool:
+        caller = self.caller
+        if caller is None:
+            return True
+        visible = self._seen.get(transaction_id)
+        if visible is None:
+            visible = await self.engine.may_read(transaction_id, caller=caller)
+            if caller is self.caller:  # not re-keyed meanwhile: the answer is still current
+                if len(self._seen) >= MAX_SEEN:
+                    self._seen.clear()
+                self._seen[transaction_id] = visible
+        return bool(visible)
+
+    async def rekey(self, caller: Caller) -> None:
+        """A reload gave the key another tenant or roles: from now on the stream shows what
+        the key may read now, as a new stream would."""
+        self.caller = caller
+        self._seen.clear()
+
+
+def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
+    firehose = Firehose(engine)
+
+    async def transaction_events(request: Request) -> Response:
+        transaction_id = request.path_params["transaction_id"]
+        after = request.query_params.get("after_revision") or request.headers.get(
+            "last-event-id", "0"
+        )
+        if not after.isdigit() or len(after) > 19:
+            return invalid_response("after_revision (or Last-Event-ID) must be a revision number")
+        stream = watch_as(engine, grant_of(request.scope), transaction_id, int(after))
+        # The first event is read before answering, so an unknown id is a 404, not a stream.
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            first = None
+        except AgentTxError as exc:
+            return refusal_response(exc, {"transaction_id": transaction_id})
+
+        async def events() -> AsyncIterator[Any]:
+            # aclosing: a stream that ends early stops watching (and its key's watch) now.
+            async with contextlib.aclosing(stream):
+                if first is None:
+                    return
+                yield first
+                async for e in stream:
+                    yield e
+
+        return StreamingResponse(
+            streams.frames(events(), {"transaction_id": transaction_id}),
+            media_type="text/event-stream",
+            headers=_HEADERS,
+        )
+
+    async def all_events(request: Request) -> Response:
+        grant = grant_of(request.scope)
+        caller = grant.caller if grant is not None else None
+        q = firehose.open()
+        if q is None:
+            return plain_error(
+                503,
+                "UNAVAILABLE",
+                "TOO_MANY_SUBSCRIBERS",
+                f"over {MAX_FIREHOSE_SUBSCRIBERS} /v1/events streams are open; try again later",
+            )
+
+        audience = _Audience(engine, caller)
+
+        async def events() -> AsyncIterator[Any]:
+            try:
+                while True:
+                    event = await q.get()
+                    if await audience.shows(event.transaction_id):
+                        yield event
+            finally:
+                firehose.close(q)
+
+        return StreamingResponse(
+            streams.frames(until_revoked(events(), grant, audience.rekey), {}),
+            media_type="text/event-stream",
+            headers=_HEADERS,
+        )
+
+    return [
+        Route("/transactions/{transaction_id}/events", transaction_events, methods=["GET"]),
+        Route("/events", all_events, methods=["GET"]),
+    ]

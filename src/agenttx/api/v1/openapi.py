@@ -1,0 +1,237 @@
+"""The OpenAPI 3.1 document of ``/v1``, built from the operation table: request bodies and
+queries from their pydantic models, replies from their protobuf descriptors read the way
+``agenttx.api.fields`` turns a message into JSON. Only the error shape and the two event
+streams are written out here; every operation comes from the table, so the document cannot
+drift from what the routes do.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from agenttx.api.fields import enum_prefix
+from agenttx.api.v1.errors import ERROR_STATUSES
+from agenttx.api.v1.operations import OPERATIONS, Operation
+
+_SCALARS: dict[str, dict[str, Any]] = {
+    "TYPE_DOUBLE": {"type": "number"},
+    "TYPE_FLOAT": {"type": "number"},
+    "TYPE_INT64": {"type": "integer"},
+    "TYPE_UINT64": {"type": "integer", "minimum": 0},
+    "TYPE_INT32": {"type": "integer"},
+    "TYPE_UINT32": {"type": "integer", "minimum": 0},
+    "TYPE_BOOL": {"type": "boolean"},
+    "TYPE_STRING": {"type": "string"},
+    "TYPE_BYTES": {"type": "string"},
+}
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "reason", "message", "details", "continuation"],
+            "properties": {
+                "code": {"type": "string", "description": "the gRPC status name"},
+                "reason": {"type": "string", "description": "the error's stable name"},
+                "message": {"type": "string"},
+                "details": {"type": "object", "description": "the error's data fields"},
+                "continuation": {
+                    "type": "object",
+                    "required": ["kind", "instruction"],
+                    "properties": {
+                        "kind": {
+                            "type": "string",
+                            "enum": [
+                                "CallTool",
+                                "ChooseTool",
+                                "RetryRequest",
+                                "ReviseRequest",
+                                "ResolveExternally",
+                            ],
+                        },
+                        "instruction": {"type": "string"},
+                        "tool": {"type": "string"},
+                        "operation": {"type": "string"},
+                    },
+                },
+            },
+        }
+    },
+}
+
+
+def message_schema(descriptor: Any, components: dict[str, Any]) -> dict[str, Any]:
+    """A ``$ref`` to the JSON schema of a message as ``message_fields(short_enums=True)``
+    writes it, adding it (and the messages it holds) to ``components``."""
+    name = descriptor.name
+    ref = {"$ref": f"#/components/schemas/{name}"}
+    if name in components:
+        return ref
+    components[name] = {}  # placeholder: a message may hold itself
+    props: dict[str, Any] = {}
+    for fd in descriptor.fields:
+        key = fd.name
+        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+            schema: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+        elif fd.message_type is not None:
+            schema = message_schema(fd.message_type, components)
+        elif fd.enum_type is not None:
+            prefix = enum_prefix(fd.enum_type.name)
+            schema = {
+                "type": "string",
+                "enum": [v.name.removeprefix(prefix) for v in fd.enum_type.values],
+            }
+        elif fd.name.endswith("_json") and not fd.is_repeated:
+            key = fd.name.removesuffix("_json")
+            schema = {
+                "description": f"any JSON value (the wire's {fd.name}, parsed); null if empty"
+            }
+        else:
+            schema = dict(_scalar(fd))
+        if fd.is_repeated and not (
+            fd.message_type is not None and fd.message_type.GetOptions().map_entry
+        ):
+            schema = {"type": "array", "items": schema}
+        props[key] = schema
+    components[name] = {"type": "object", "properties": props, "required": sorted(props)}
+    return ref
+
+
+# FieldDescriptor.TYPE_* number -> its name, the key of _SCALARS.
+_TYPE_NAMES = {v: k for k, v in vars(FieldDescriptor).items() if k.startswith("TYPE_")}
+
+
+def _scalar(fd: Any) -> dict[str, Any]:
+    return _SCALARS[str(_TYPE_NAMES[fd.type])]
+
+
+def _path_params(path: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": p,
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+        }
+        for p in re.findall(r"{(\w+)}", path)
+    ]
+
+
+def _model_schema(model: Any, components: dict[str, Any]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, sub in schema.pop("$defs", {}).items():
+        components.setdefault(name, sub)
+    components[model.__name__] = schema
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "parameters": _path_params(op.path),
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {
+                    "application/json": {"schema": message_schema(op.reply.DESCRIPTOR, components)}
+                },
+            },
+            **{
+                str(status): {
+                    "description": "refused (the one error shape)",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                }
+                for status in ERROR_STATUSES
+            },
+        },
+    }
+    if op.query is not None:
+        q = op.query.model_json_schema()
+        for name, prop in q.get("properties", {}).items():
+            param: dict[str, Any] = {"name": name, "in": "query", "required": False, "schema": prop}
+            if prop.get("type") == "array":
+                param["explode"] = True
+            out["parameters"].append(param)
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": not op.body_optional,
+            "content": {"application/json": {"schema": _model_schema(op.body, components)}},
+        }
+    return out
+
+
+def _events(components: dict[str, Any]) -> dict[str, Any]:
+    from agenttx.wire import agenttx_pb2 as pb
+
+    message_schema(pb.TransactionEvent.DESCRIPTOR, components)
+    stream = {
+        "description": "text/event-stream: `event: transaction`, `id: <revision>`, `data:` a "
+        "TransactionEvent as JSON",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+    error = {
+        "description": "refused (the one error shape)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    return {
+        "/v1/transactions/{transaction_id}/events": {
+            "get": {
+                "operationId": "WatchTransaction",
+                "summary": "The transaction's state changes as server-sent events, until it ends",
+                "parameters": [
+                    *_path_params("{transaction_id}"),
+                    {
+                        "name": "after_revision",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 0},
+                    },
+                ],
+                "responses": {
+                    "200": stream,
+                    "400": error,
+                    "401": error,
+                    "403": error,
+                    "404": error,
+                },
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "operationId": "WatchAll",
+                "summary": "Every transaction's state changes as server-sent events (with API "
+                "keys: those the key may read)",
+                "responses": {"200": stream, "401": error, "503": error},
+            }
+        },
+    }
+
+
+def openapi_document(
+    version: str, operations: tuple[Operation, ...] = OPERATIONS, *, events: bool = True
+) -> dict[str, Any]:
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    paths: dict[str, Any] = {}
+    for op in operations:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, components)
+    if events:
+        paths.update(_events(components))
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "AgentTx HTTP/JSON API",
+            "version": version,
+            "description": "Transactional tool calls for AI agents: the gRPC service "
+            "agenttx.v1.AgentTxService over HTTP/JSON, field names as on the wire (docs/http.md).",
+        },
+        "paths": paths,
+        "components": {"schemas": components},
+    }

@@ -1,0 +1,191 @@
+"""``/v1`` as Starlette routes: each operation of the table (``operations.py``) becomes one
+route that reads the body within its byte limit, validates it, runs the engine call in the
+caller's trace context and answers the reply's JSON; the server-sent-event streams
+(``events.py``) sit beside them. The whole sub-app is behind ``AccessMiddleware``, and every
+error, the HTTP layer's own included (no such route, wrong method), has the one shape of
+``errors.py``.
+
+A client that disconnects mid-step does not cancel the step: it runs to its end (as over
+gRPC), and a retry with the same ``request_id`` gets the stored reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, get_origin
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from agenttx.api.fields import message_fields
+from agenttx.api.tracing import incoming
+from agenttx.api.v1 import events
+from agenttx.api.v1.access import AccessCheck, AccessMiddleware, open_access
+from agenttx.api.v1.body import BodyTooLarge, read_body
+from agenttx.api.v1.errors import (
+    internal_response,
+    invalid_response,
+    plain_error,
+    refusal_response,
+)
+from agenttx.api.v1.operations import OPERATIONS, Call, Operation
+from agenttx.auth.http_auth import caller_of
+from agenttx.core.eager import run_detached
+from agenttx.errors import AgentTxError
+
+log = logging.getLogger("agenttx.http")
+
+# A step's arguments and raw context may each be 1 MiB of UTF-8 (the engine's limits); JSON
+# escaping can double them, and the rest of the body is small.
+MAX_API_BODY_BYTES = 4 << 20
+# A reply with more step records than this is turned into JSON on a worker thread.
+_INLINE_STEPS = 200
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    max_body_bytes: int = MAX_API_BODY_BYTES
+    access: AccessCheck = open_access  # where authentication plugs in (access.py)
+    # More operations beside the built-in ones (a later feature's, or a test's).
+    extra_operations: tuple[Operation, ...] = field(default_factory=tuple)
+    # The event streams' shared end: the HTTP listener calls ``streams.close`` as it stops.
+    streams: events.Streams = field(default_factory=events.Streams)
+
+
+def api_app(engine: Any, settings: ApiSettings | None = None) -> Starlette:
+    """The ``/v1`` sub-app (mount it at ``/v1``) over ``engine``."""
+    settings = settings or ApiSettings()
+    operations = (*OPERATIONS, *settings.extra_operations)
+    routes: list[BaseRoute] = [
+        Route(
+            op.path.removeprefix("/v1"),
+            endpoint=_endpoint(engine, op, settings.max_body_bytes),
+            methods=[op.method],
+            name=op.operation_id,
+        )
+        for op in operations
+    ]
+    routes += events.routes(engine, settings.streams)
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(AccessMiddleware, check=settings.access)],
+        exception_handlers={HTTPException: http_error, Exception: _unexpected},
+    )
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return plain_error(
+            405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED", f"{request.method} is not allowed here"
+        )
+    if exc.status_code == 404:
+        return plain_error(
+            404,
+            "NOT_FOUND",
+            "NO_SUCH_ROUTE",
+            f"no route {request.url.path[:200]!r} (see /openapi.json)",
+        )
+    return plain_error(exc.status_code, "UNKNOWN", "HTTP_ERROR", str(exc.detail))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("internal error in %s %s", request.method, request.url.path, exc_info=exc)
+    return internal_response()
+
+
+def _endpoint(
+    engine: Any, op: Operation, limit: int
+) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    async def endpoint(request: Request) -> Response:
+        path = dict(request.path_params)
+        try:
+            body = await _body(request, op, limit)
+            query = _query(request, op)
+        except BodyTooLarge as exc:
+            return invalid_response(str(exc), 413)
+        except _BadRequest as exc:
+            return invalid_response(str(exc), exc.status)
+        call = Call(engine, path, body, query, caller_of(request.scope))
+        arguments = {**path, **(body.model_dump() if isinstance(body, BaseModel) else {})}
+        try:
+            with incoming(request.headers):
+                # Detached: a client that goes away does not cancel a step half-way.
+                reply: Any = await run_detached(op.call(call))
+        except AgentTxError as exc:
+            return refusal_response(exc, arguments)
+        except Exception:
+            log.exception("internal error in %s", op.operation_id)
+            return internal_response()
+        return await _json_reply(reply)
+
+    return endpoint
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def _body(request: Request, op: Operation, limit: int) -> Any:
+    if op.body is None:
+        return None
+    raw = await read_body(request, limit)
+    if not raw.strip() and op.body_optional:
+        return op.body()
+    ctype = request.headers.get("content-type", "")
+    if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
+        raise _BadRequest(f"send the body as application/json, not {ctype[:64]!r}", 415)
+    try:
+        return op.body.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _BadRequest(_validation_message(exc)) from None
+
+
+def _query(request: Request, op: Operation) -> Any:
+    if op.query is None:
+        return None
+    values: dict[str, Any] = {}
+    fields = op.query.model_fields
+    for key in request.query_params:
+        got = request.query_params.getlist(key)
+        info = fields.get(key)
+        # A repeatable parameter (?status=A&status=B) keeps every value; others the last.
+        values[key] = got if info is not None and get_origin(info.annotation) is list else got[-1]
+    try:
+        return op.query.model_validate(values)
+    except ValidationError as exc:
+        raise _BadRequest(_validation_message(exc)) from None
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors()[:3]:
+        where = ".".join(str(p) for p in e["loc"]) or "body"
+        parts.append(f"{where}: {e['msg']}")
+    more = exc.error_count() - len(parts)
+    return "invalid request: " + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+async def _json_reply(reply: Any) -> Response:
+    steps = getattr(reply, "steps", None)
+    if steps is not None and len(steps) > _INLINE_STEPS:
+        # A long history's JSON is built off the loop: parsing every output is the heavy part.
+        text = await asyncio.to_thread(_dumps, reply)
+    else:
+        text = _dumps(reply)
+    return Response(text, media_type="application/json")
+
+
+def _dumps(reply: Any) -> str:
+    return json.dumps(message_fields(reply, short_enums=True), ensure_ascii=False)

@@ -1,0 +1,120 @@
+"""``agenttx tx compensate`` and ``agenttx tx approve-compensation``: compensate a committed
+transaction on a running server, preview what that would run, approve a waiting undo
+(``docs/compensation.md``)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from agenttx.cli.common import (
+    call,
+    echo_json,
+    json_option,
+    server_option,
+    status_markup,
+    timeout_option,
+    to_dict,
+    when,
+)
+
+
+@click.command("compensate")
+@click.argument("transaction_id")
+@click.option("--reason", default="", help="Why (kept in the compensation's audit chain).")
+@click.option("--principal", default="", help="Who asks (an approver must be someone else).")
+@click.option("--preview", is_flag=True, help="Start nothing: show what would run.")
+@server_option
+@json_option
+@timeout_option
+def tx_compensate(
+    transaction_id: str,
+    reason: str,
+    principal: str,
+    preview: bool,
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Undo a committed transaction's kept undo actions in a new compensating transaction.
+
+    Steps past their compensation window or whose tool declares rollback_not_supported are
+    listed, never silently skipped; the compensation then ends FAILED, needing a human."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.CompensateTransactionRequest(
+        transaction_id=transaction_id, reason=reason, principal=principal, preview=preview
+    )
+    k = call(server, lambda stub: stub.CompensateTransaction(request, timeout=timeout))
+    if as_json:
+        echo_json(to_dict(k))
+        return
+    console = Console()
+    if preview:
+        console.print(f"a compensation of {transaction_id} would:")
+    else:
+        console.print(
+            f"compensating transaction {k.transaction_id} for {k.compensation_for}: "
+            f"{status_markup(k.status)}"
+        )
+    for a in k.actions:
+        window = f", window ends {when(a.expires_at)}" if a.expires_at else ""
+        why = f": {escape(a.reason)}" if a.reason else ""
+        console.print(
+            f"  step {a.step_id} {escape(a.tool)} ({a.contract}{window}) [bold]{a.verdict}[/]{why}"
+        )
+    if not k.actions:
+        console.print("  nothing: no step left an undo record or an unsupported effect")
+    if k.needs_approval and k.status in ("awaiting_approval", "preview"):
+        console.print(
+            "an approver must approve: agenttx tx approve-compensation "
+            f"{k.transaction_id or '<compensating transaction>'} --principal NAME --role approver"
+        )
+    if k.requires_human:
+        for e in json.loads(k.evidence_json or "[]"):
+            console.print(
+                f"[red]not undone[/] step {e.get('step')} ({escape(str(e.get('tool')))}): "
+                f"{escape(str(e.get('reason')))}"
+            )
+        if not preview:
+            raise SystemExit(1)
+
+
+@click.command("approve-compensation")
+@click.argument("transaction_id")
+@click.option("--principal", required=True, help="The approver (not the transaction's own).")
+@click.option("--role", "roles", multiple=True, help="A role the approver holds (approver).")
+@server_option
+@json_option
+@timeout_option
+def tx_approve_compensation(
+    transaction_id: str,
+    principal: str,
+    roles: tuple[str, ...],
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Approve the undo a rollback or compensating transaction waits for."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.ApproveCompensationRequest(
+        transaction_id=transaction_id, principal=principal, roles=list(roles)
+    )
+    r = call(server, lambda stub: stub.ApproveCompensation(request, timeout=timeout))
+    if as_json:
+        echo_json(to_dict(r))
+        return
+    console = Console()
+    console.print(
+        f"approved: {transaction_id} is {status_markup(r.transaction_status)}, "
+        f"compensations run: {r.compensations_run}"
+    )
+    for e in r.compensation_errors:
+        console.print(f"[red]compensation error[/] {escape(e)}")
+
+
+COMMANDS = (tx_compensate, tx_approve_compensation)

@@ -1,0 +1,119 @@
+"""``agenttx tx reconcile`` and ``agenttx tx resolve``: settle a step whose outside call has an
+unknown outcome, on a running server (``docs/reconcile.md``).
+
+``reconcile`` asks the tool's reconcile handler; ``resolve`` is an operator's word after
+checking the outside system, for a tool without a handler. Neither ever sends the call again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from agenttx.cli.common import (
+    call,
+    echo_json,
+    json_option,
+    server_option,
+    timeout_option,
+    to_dict,
+    when,
+)
+
+OUTCOME_STYLE = {"happened": "green", "not_happened": "yellow", "unknown": "magenta"}
+
+
+def _show(r: Any, as_json: bool) -> None:
+    if as_json:
+        echo_json(to_dict(r))
+        return
+    console = Console()
+    style = OUTCOME_STYLE.get(r.outcome, "white")
+    console.print(
+        f"step {r.step_id} of {escape(r.transaction_id)}: [{style}]{r.outcome}[/] · next step "
+        f"{r.next_step_id}"
+    )
+    if r.operation_id:
+        console.print(f"operation {escape(r.operation_provider)}:{escape(r.operation_id)}")
+    if r.output_json:
+        console.print(f"output {escape(r.output_json)}")
+    console.print(escape(r.clean_hint))
+
+
+def unknown_outcome_fact(t: Any) -> str:
+    """``agenttx tx show``'s line for a pending unknown outcome: where it stands and the
+    command that settles it."""
+    step, tx = t.outcome_unknown_step, t.transaction_id
+    state = "is being reconciled" if t.reconcile_state == "reconciling" else "awaits reconciliation"
+    parts = [f"step {step} {state}"]
+    if t.operation_id:
+        parts.append(f"operation {escape(t.operation_provider)}:{escape(t.operation_id)}")
+    if t.reconcile_after:
+        parts.append(f"from {when(t.reconcile_after)}")
+    parts.append(f"`agenttx tx reconcile {escape(tx)} {step}` (no handler: `agenttx tx resolve`)")
+    return " · ".join(parts)
+
+
+@click.command("reconcile")
+@click.argument("transaction_id")
+@click.argument("step_id", type=click.IntRange(min=1))
+@server_option
+@json_option
+@timeout_option
+def tx_reconcile(
+    transaction_id: str, step_id: int, server: str, as_json: bool, timeout: float
+) -> None:
+    """Ask the tool's reconcile handler whether step STEP_ID's outside call happened."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.ReconcileStepRequest(transaction_id=transaction_id, step_id=step_id)
+    _show(call(server, lambda stub: stub.ReconcileStep(request, timeout=timeout)), as_json)
+
+
+@click.command("resolve")
+@click.argument("transaction_id")
+@click.argument("step_id", type=click.IntRange(min=1))
+@click.argument("outcome", type=click.Choice(["happened", "not-happened"]))
+@click.option(
+    "--output",
+    "output_json",
+    default="",
+    help="With happened: the step's output as JSON (what later ${steps.N…} references read).",
+)
+@click.option("--reason", default="resolved from the agenttx CLI", show_default=True)
+@server_option
+@json_option
+@timeout_option
+def tx_resolve(
+    transaction_id: str,
+    step_id: int,
+    outcome: str,
+    output_json: str,
+    reason: str,
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Settle step STEP_ID's unknown outcome after checking the outside system yourself."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    if output_json:
+        try:
+            json.loads(output_json)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--output") from None
+    request = pb.ResolveStepRequest(
+        transaction_id=transaction_id,
+        step_id=step_id,
+        outcome=outcome.replace("-", "_"),
+        output_json=output_json,
+        reason=reason,
+    )
+    _show(call(server, lambda stub: stub.ResolveStep(request, timeout=timeout)), as_json)
+
+
+COMMANDS = (tx_reconcile, tx_resolve)

@@ -1,0 +1,220 @@
+"""``agenttx tx preview``, ``agenttx tx approve`` and ``agenttx tx refuse``: review the exact
+change a commit would make, and approve or refuse its receipt as an approver
+(``docs/safety.md``). They talk to a running server over gRPC, like the rest of ``agenttx
+tx``; the approver names itself with ``--principal`` (until API keys carry it) and holds
+``approver`` through ``--role``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from agenttx.cli.common import (
+    Advice,
+    call,
+    echo_json,
+    json_option,
+    server_option,
+    timeout_option,
+    to_dict,
+)
+
+
+@click.command("preview")
+@click.argument("transaction_id")
+@server_option
+@json_option
+@timeout_option
+def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
+    """The exact change a commit would make now, and a receipt bound to it."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.PreviewCommitRequest(transaction_id=transaction_id)
+    p = call(server, lambda stub: stub.PreviewCommit(request, timeout=timeout))
+    if as_json:
+        echo_json(to_dict(p))
+        return
+    console = Console()
+    left = max(0, int(p.expires_at - time.time()))
+    console.print(f"[bold]receipt[/]      {p.receipt_id}  (expires in {left} s)")
+    console.print(f"[bold]change hash[/]  {p.change_hash}")
+    console.print(f"[bold]revision[/]     {p.revision}   [bold]mode[/] {p.mode}")
+    if p.approval_required:
+        console.print("[bold yellow]approval required[/]: " + escape("; ".join(p.approval_reasons)))
+    c = p.changes
+    for s in c.state:
+        console.print(
+            f"  state  {escape(s.key)}: {escape(_value(s.before_json))} → "
+            f"{escape(_value(s.after_json))}"
+        )
+    for f in c.files:
+        console.print(
+            f"  file   {escape(f.path)}: {f.before_sha256[:12] or 'new'} → "
+            f"{f.after_sha256[:12] or 'deleted'}"
+        )
+        if f.diff:
+            console.print(escape(f.diff.rstrip("\n")), highlight=False)
+        elif f.note:
+            console.print(f"         ({escape(f.note)})")
+    for e in c.effects:
+        console.print(
+            f"  effect step {e.step_id} {escape(e.channel)} key {escape(e.idempotency_key)}: "
+            f"{escape(e.summary)}"
+        )
+    for i in c.irreversible:
+        console.print(f"  [red]irreversible[/] step {i.step_id} {escape(i.tool)} (already done)")
+    for u in c.discarded_undo:
+        console.print(f"  undo discarded: step {u.step_id} {escape(u.handler)}")
+    for a in p.compensation:  # what a rollback or compensation could not simply run
+        if a.verdict != "run":
+            why = f": {escape(a.reason)}" if a.reason else ""
+            console.print(
+                f"  [yellow]undo {a.verdict.replace('_', ' ')}[/] step {a.step_id} "
+                f"{escape(a.tool)} ({escape(a.contract)}){why}"
+            )
+    if c.values_elided:
+        console.print(f"  ({c.values_elided} values shown by hash only: see --json)")
+    if not (c.state or c.files or c.effects or c.irreversible):
+        console.print("  (no change)")
+    next_step = (
+        f"agenttx tx approve {p.transaction_id} {p.receipt_id} --principal <you>"
+        if p.approval_required
+        else f"agenttx tx commit {p.transaction_id} --receipt-id {p.receipt_id} "
+        f"--expected-revision {p.revision}"
+    )
+    console.print(f"next: {next_step}")
+
+
+@click.command("approve")
+@click.argument("transaction_id")
+@click.argument("receipt_id")
+@click.option("--principal", required=True, help="Who approves (not who began the transaction).")
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    default=("approver",),
+    show_default=True,
+    help="Roles held (repeatable); approval needs `approver`.",
+)
+@server_option
+@json_option
+@timeout_option
+def tx_approve(
+    transaction_id: str,
+    receipt_id: str,
+    principal: str,
+    roles: tuple[str, ...],
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Approve a preview's receipt, once: its commit may then run, for that exact change."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.ApproveCommitRequest(
+        transaction_id=transaction_id,
+        receipt_id=receipt_id,
+        principal=principal,
+        roles=list(roles),
+    )
+    a = call(
+        server,
+        lambda stub: stub.ApproveCommit(request, timeout=timeout),
+        preview_again(transaction_id),
+    )
+    if as_json:
+        echo_json(to_dict(a))
+        return
+    click.echo(
+        f"approved {a.receipt_id} of {a.transaction_id} as {a.approved_by} "
+        f"(change {a.change_hash[:16]}…, revision {a.revision})"
+    )
+    click.echo(
+        f"next: agenttx tx commit {a.transaction_id} --receipt-id {a.receipt_id} "
+        f"--expected-revision {a.revision}"
+    )
+
+
+@click.command("refuse")
+@click.argument("transaction_id")
+@click.argument("receipt_id")
+@click.option("--principal", required=True, help="Who refuses (not who began the transaction).")
+@click.option(
+    "--reason",
+    required=True,
+    help="Why, and what would make the change acceptable (at most 4096 bytes).",
+)
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    default=("approver",),
+    show_default=True,
+    help="Roles held (repeatable); refusing needs `approver`.",
+)
+@server_option
+@json_option
+@timeout_option
+def tx_refuse(
+    transaction_id: str,
+    receipt_id: str,
+    principal: str,
+    reason: str,
+    roles: tuple[str, ...],
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Refuse a preview's receipt, once, saying why: the transaction stays open, and a commit
+    with the receipt is refused with your reason."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.RefuseCommitRequest(
+        transaction_id=transaction_id,
+        receipt_id=receipt_id,
+        principal=principal,
+        roles=list(roles),
+        reason=reason,
+    )
+    r = call(
+        server,
+        lambda stub: stub.RefuseCommit(request, timeout=timeout),
+        preview_again(transaction_id),
+    )
+    if as_json:
+        echo_json(to_dict(r))
+        return
+    click.echo(
+        f"refused {r.receipt_id} of {r.transaction_id} as {r.refused_by}: {r.reason} "
+        f"(the transaction stays open at revision {r.snapshot.revision})"
+    )
+
+
+def preview_again(transaction_id: str) -> Advice:
+    """After a refusal of a receipt that no longer stands — it expired, or a later change
+    voided it — the way on: a new preview, whose receipt the approver then decides."""
+
+    def advice(reason: str, fields: dict[str, Any]) -> str:
+        expired = reason == "RECEIPT_REFUSED" and fields.get("why") == "expired"
+        if expired or reason == "SNAPSHOT_MISMATCH":
+            return (
+                f"agenttx tx preview {transaction_id}  (a new receipt for the change as it is "
+                "now; decide that one)"
+            )
+        return ""
+
+    return advice
+
+
+def _value(text: str) -> str:
+    if not text:
+        return "(absent)"
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+COMMANDS: tuple[Any, ...] = (tx_preview, tx_approve, tx_refuse)

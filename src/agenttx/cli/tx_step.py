@@ -1,0 +1,415 @@
+"""``agenttx tx begin``, ``agenttx tx step`` and ``agenttx tx commit``: run a whole transaction
+from a shell against a running server — begin it, send its steps (or dry-run one: what it
+would do, journaling nothing, ``docs/dry-run.md``), and commit it, with a receipt and the
+echoed revision where the transaction needs them (``docs/safety.md``).
+
+Each prints what the server replied and the command to run next. ``tx step`` exits 0 iff the
+step succeeded (a dry run: iff it would succeed) and 3 when it did not — a failed step is the
+server's answer, not an error of the call; a refused call exits 1, like every ``tx`` command
+(``common.call``), and bad arguments exit 2 before anything is sent."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from agenttx.cli.common import (
+    Advice,
+    call,
+    echo_json,
+    json_option,
+    server_option,
+    status_markup,
+    timeout_option,
+    to_dict,
+)
+from agenttx.core.limits import MAX_ARGUMENTS_BYTES
+from agenttx.receipts import Mode
+from agenttx.types import Isolation
+
+# ``tx step``'s exit status when the server ran the call and the step did not succeed.
+EXIT_STEP_NOT_SUCCEEDED = 3
+
+# What a step's wire status is called on the terminal (``STEP_STATUS_`` dropped).
+_STEP_PREFIX = "STEP_STATUS_"
+# The fidelities at which no handler of the tool runs, so a dry run shows no changes.
+_TOOL_NOT_RUN = frozenset({"schema_only", "policy_and_schema"})
+# Longest value text shown on one line of a dry run's changes; ``--json`` has them whole.
+_SHOWN_VALUE_CHARS = 200
+
+
+@click.command("begin")
+@click.option("--agent-id", default="", help="Who runs the transaction (an agent's name).")
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in Mode]),
+    default=Mode.TRANSACTIONAL.value,
+    show_default=True,
+    help="How it may commit (docs/safety.md); approval_required needs --principal.",
+)
+@click.option(
+    "--principal",
+    default="",
+    help="Who acts (an approver must be someone else); needed with approval_required.",
+)
+@click.option(
+    "--isolation",
+    type=click.Choice([i.value for i in Isolation]),
+    default=None,
+    help="Isolation level (default: the server's, snapshot).",
+)
+@click.option("--label", "labels", multiple=True, help="A label for `tx list` (repeatable).")
+@server_option
+@json_option
+@timeout_option
+def tx_begin(
+    agent_id: str,
+    mode: str,
+    principal: str,
+    isolation: str | None,
+    labels: tuple[str, ...],
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Begin a transaction; prints its id and the first step to send."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.BeginTransactionRequest(
+        agent_id=agent_id,
+        mode=mode,
+        principal=principal,
+        isolation=isolation or "",
+        labels=list(labels),
+    )
+    b = call(server, lambda stub: stub.BeginTransaction(request, timeout=timeout))
+    if as_json:
+        echo_json(to_dict(b))
+        return
+    click.echo(
+        f"began {b.transaction_id} (mode {b.mode or mode}, revision {b.revision}, status "
+        f"{b.transaction_status})"
+    )
+    click.echo(
+        f"next: agenttx tx step {b.transaction_id} {b.next_step_id} TOOL '{{...arguments...}}'"
+    )
+
+
+@click.command("step")
+@click.argument("transaction_id")
+@click.argument("step_id", type=click.IntRange(min=1))
+@click.argument("tool")
+@click.argument("arguments_json", required=False, default="")
+@click.option(
+    "--raw-context",
+    default="",
+    help="The reasoning behind the step, kept in the transaction's context log.",
+)
+@click.option(
+    "--request-id",
+    default="",
+    help="Send the same id again to get the stored reply instead of running the step twice.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what the step would do and change, journaling nothing (docs/dry-run.md).",
+)
+@server_option
+@json_option
+@timeout_option
+def tx_step(
+    transaction_id: str,
+    step_id: int,
+    tool: str,
+    arguments_json: str,
+    raw_context: str,
+    request_id: str,
+    dry_run: bool,
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Send step STEP_ID (the transaction's next step) calling TOOL with ARGUMENTS_JSON, a JSON
+    object (default {}; - reads it from standard input). Exits 0 if the step succeeded (with
+    --dry-run: would succeed), 3 if not."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    if dry_run and request_id:
+        raise click.UsageError(
+            "--request-id has no effect with --dry-run: a dry run stores no reply and is safe "
+            "to repeat; leave one of them out"
+        )
+    request = pb.ExecuteStepRequest(
+        transaction_id=transaction_id,
+        step_id=step_id,
+        tool_name=tool,
+        arguments_json=_arguments(arguments_json),
+        raw_context=raw_context,
+        request_id=request_id,
+        dry_run=dry_run,
+    )
+    r = call(
+        server,
+        lambda stub: stub.ExecuteStep(request, timeout=timeout),
+        _step_advice(transaction_id),
+    )
+    status = pb.StepStatus.Name(r.status).removeprefix(_STEP_PREFIX)
+    if as_json:
+        echo_json(to_dict(r))
+    elif r.dry_run:
+        _show_dry_run(_console(), r, status, transaction_id, step_id, tool)
+    else:
+        _show_step(_console(), r, status, transaction_id, step_id)
+    if status != "SUCCESS":
+        sys.exit(EXIT_STEP_NOT_SUCCEEDED)
+
+
+@click.command("commit")
+@click.argument("transaction_id")
+@click.option(
+    "--receipt-id",
+    default="",
+    help="A preview's receipt (`agenttx tx preview`): commit exactly that change.",
+)
+@click.option(
+    "--expected-revision",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The revision your decision was based on: refused if the transaction moved since.",
+)
+@click.option(
+    "--request-id",
+    default="",
+    help="Send the same id again to get the stored reply instead of committing twice.",
+)
+@server_option
+@json_option
+@timeout_option
+def tx_commit(
+    transaction_id: str,
+    receipt_id: str,
+    expected_revision: int | None,
+    request_id: str,
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Commit a transaction: publish its writes and release its staged effects."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.CommitTransactionRequest(
+        transaction_id=transaction_id, receipt_id=receipt_id, request_id=request_id
+    )
+    if expected_revision is not None:
+        request.expected_revision = expected_revision
+    c = call(
+        server,
+        lambda stub: stub.CommitTransaction(request, timeout=timeout),
+        _commit_advice(transaction_id),
+    )
+    if as_json:
+        echo_json(to_dict(c))
+        return
+    console = _console()
+    console.print(
+        f"committed {transaction_id}: {c.steps_committed} step"
+        f"{'s' if c.steps_committed != 1 else ''}, status "
+        f"{status_markup(c.transaction_status)}, revision {c.revision}"
+    )
+    if c.effects_dispatched or c.effects_queued:
+        console.print(
+            f"effects: {c.effects_queued} released, {c.effects_dispatched} delivered already "
+            f"(`agenttx effects list --tx {transaction_id}`)"
+        )
+    for e in c.dispatch_errors:
+        console.print(f"[yellow]delivery error[/] {escape(e)} (retried in the background)")
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _arguments(text: str) -> str:
+    """ARGUMENTS_JSON as sent: a JSON object's text ("" for none: the server reads {}); ``-``
+    reads it from standard input. Checked here so a typo fails before anything is sent; the
+    server's JSON policy still applies to what is sent."""
+    if text == "-":
+        data = sys.stdin.buffer.read(MAX_ARGUMENTS_BYTES + 1)  # never more than can be sent
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise click.BadParameter(
+                "standard input is not UTF-8 text", param_hint="ARGUMENTS_JSON"
+            ) from None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_ARGUMENTS_BYTES:
+        raise click.BadParameter(
+            f"more than {MAX_ARGUMENTS_BYTES} bytes, the most a step's arguments may be; send "
+            "a smaller value (a reference, ${steps.N.…}, or a file the tool reads)",
+            param_hint="ARGUMENTS_JSON",
+        )
+    if not text.strip():
+        return ""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f'not JSON ({exc}); give a JSON object, e.g. \'{{"key": "k", "value": 1}}\'',
+            param_hint="ARGUMENTS_JSON",
+        ) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(
+            f"a JSON object is needed (the tool's named arguments), got {type(value).__name__} "
+            'JSON; e.g. \'{"key": "k"}\'',
+            param_hint="ARGUMENTS_JSON",
+        )
+    return text
+
+
+# --------------------------------------------------------------------------- what is printed
+
+
+def _console() -> Console:
+    # Lines are never wrapped: the ids and commands they print are copied whole.
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> None:
+    from agenttx.wire import agenttx_pb2 as pb
+
+    console.print(
+        f"step {step_id} of {tx}: {status_markup(status)} · transaction "
+        f"{status_markup(r.transaction_status)} · revision {r.revision}"
+    )
+    if status == "SUCCESS":
+        console.print(f"output {escape(r.output_json or 'null')}")
+    if r.clean_hint:
+        console.print(escape(r.clean_hint))  # "Hint: …", the hint cleaner's one line
+    if status == "ROLLBACK_TRIGGERED":
+        strategy = pb.RollbackStrategy.Name(r.strategy).removeprefix("ROLLBACK_STRATEGY_")
+        console.print(
+            f"rolled back ({strategy.lower()}): continue at step {r.next_step_id}"
+            + (" (context reset)" if r.context_reset else "")
+        )
+    if r.abort_reason:
+        console.print(f"[red]aborted[/] {escape(r.abort_reason)}")
+    for c in r.constraints:
+        console.print(f"constraint {escape(c)}")
+    for e in r.compensation_errors:
+        console.print(f"[red]compensation error[/] {escape(e)}")
+    if status == "OUTCOME_UNKNOWN":
+        if r.operation_id:
+            console.print(f"operation {escape(r.operation_provider)}:{escape(r.operation_id)}")
+        wait = f"in {r.retry_after_ms / 1000:g} s, " if r.retry_after_ms else ""
+        console.print(
+            f"next: {wait}agenttx tx reconcile {tx} {step_id} (never send the step again; no "
+            f"reconcile handler: agenttx tx resolve {tx} {step_id} happened|not-happened)"
+        )
+    elif r.next_step_id:
+        console.print(
+            f"next: agenttx tx step {tx} {r.next_step_id} TOOL '{{...}}', or agenttx tx commit "
+            f"{tx} --expected-revision {r.revision}"
+        )
+    else:
+        console.print(f"the transaction ended ({r.transaction_status}); nothing more to send")
+
+
+def _show_dry_run(console: Console, r: Any, status: str, tx: str, step_id: int, tool: str) -> None:
+    report = json.loads(r.dry_run_json) if r.dry_run_json else {}
+    would = "would succeed" if status == "SUCCESS" else "[red]would fail[/]"
+    declared = report.get("declared", "")
+    reached = r.fidelity + (f" (declared {declared})" if declared != r.fidelity else "")
+    console.print(
+        f"dry run of step {step_id} of {tx} ({escape(tool)}): {would} · fidelity {reached}"
+    )
+    if r.policy_decision:
+        console.print(f"policy {r.policy_decision}")
+    if r.clean_hint:
+        console.print(escape(r.clean_hint))
+    changes = report.get("changes") or {}
+    for w in changes.get("writes") or ():
+        console.print(
+            f"  write  {escape(str(w.get('key')))}: {escape(_shown(w.get('before')))} → "
+            f"{escape(_shown(w.get('after')))}"
+        )
+    if changes.get("writes_omitted"):
+        console.print(f"  (and {changes['writes_omitted']} more writes: see --json)")
+    for e in changes.get("effects") or ():
+        console.print(
+            f"  effect {escape(str(e.get('channel')))} key "
+            f"{escape(str(e.get('idempotency_key')))}: {escape(_shown(e.get('payload')))}"
+        )
+    if changes.get("effects_omitted"):
+        console.print(f"  (and {changes['effects_omitted']} more effects: see --json)")
+    for handler in changes.get("undo") or ():
+        console.print(f"  undo   {escape(str(handler))}")
+    if "validation" in changes:
+        console.print(f"  validation {escape(_shown(changes['validation']))}")
+    if status == "SUCCESS" and not any(changes.get(k) for k in ("writes", "effects", "undo")):
+        console.print(
+            "  (the tool did not run at this fidelity: what it would change is not known)"
+            if r.fidelity in _TOOL_NOT_RUN
+            else "  (nothing changed through the tool's context)"
+        )
+    if r.output_json:
+        console.print(f"simulated output {escape(r.output_json)}")
+    for note in report.get("notes") or ():
+        console.print(f"note {escape(str(note))}")
+    console.print(
+        f"nothing was journaled: step {step_id} is still next (send it without --dry-run to run it)"
+    )
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= _SHOWN_VALUE_CHARS else text[: _SHOWN_VALUE_CHARS - 1] + "…"
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _step_advice(tx: str) -> Advice:
+    def advice(reason: str, fields: dict[str, Any]) -> str:
+        if reason == "WRONG_STEP" and fields.get("expected"):
+            return f"send step {fields['expected']}: agenttx tx step {tx} {fields['expected']} …"
+        return _settle_first(tx, reason, fields)
+
+    return advice
+
+
+def _settle_first(tx: str, reason: str, fields: dict[str, Any]) -> str:
+    """A step or commit refused while a step's outcome is unknown: settle that step first."""
+    if reason != "OUTCOME_UNKNOWN_PENDING":
+        return ""
+    step = fields.get("step_id", "STEP")
+    return f"agenttx tx reconcile {tx} {step} (or agenttx tx resolve {tx} {step} …)"
+
+
+def _commit_advice(tx: str) -> Advice:
+    def advice(reason: str, fields: dict[str, Any]) -> str:
+        receipt = str(fields.get("receipt_id") or "")
+        if reason == "APPROVAL_REQUIRED" and receipt:
+            return (
+                f"an approver runs agenttx tx approve {tx} {receipt} --principal NAME; then "
+                f"commit again with --receipt-id {receipt}"
+            )
+        if reason == "APPROVAL_REQUIRED":
+            return (
+                f"agenttx tx preview {tx}, have an approver run agenttx tx approve {tx} RECEIPT "
+                f"--principal NAME, then agenttx tx commit {tx} --receipt-id RECEIPT"
+            )
+        if reason in ("RECEIPT_REFUSED", "SNAPSHOT_MISMATCH"):
+            return f"agenttx tx preview {tx}  (a new receipt for the change as it is now)"
+        return _settle_first(tx, reason, fields)
+
+    return advice
+
+
+COMMANDS: tuple[Any, ...] = (tx_begin, tx_step, tx_commit)
