@@ -131,13 +131,17 @@ _RUST_PANIC = re.compile(r"thread '[^']*' panicked at (?:'(?P<msg>.*)', \S+|\S+:
 _QUALIFIER = re.compile(r"(?:[a-z_$][\w$]*(?:\.|::))+(?=[A-Z])")
 _GENERIC_PREFIX = re.compile(r"(?:Uncaught |Unhandled )?(?:Error|error|ERROR|Exception): +(?=\S)")
 _CAUSE_INDEX = re.compile(r"\d+: +")
+# A run of lines that are empty or only whitespace. The fallback reads one such line exactly as
+# it reads many (all are skipped or all end a list of causes), and a text of nothing but
+# newlines would otherwise cost a Python-level step per line: folded in C first.
+_BLANK_LINES = re.compile(r"\n(?:[^\S\n]*+\n)+")
 
 
 def _fallback_message(message: str) -> str:
     """The most telling line of a failure no rule recognised ("" if there is none)."""
-    lines = [line.strip() for line in message.split("\n")]
+    lines = [line.strip() for line in _BLANK_LINES.sub("\n\n", message).split("\n")]
     lines = [
-        "" if _FRAME_TEXT.match(line.removeprefix("Caused by:").lstrip()) else line
+        "" if line and _FRAME_TEXT.match(line.removeprefix("Caused by:").lstrip()) else line
         for line in lines
     ]
     # 1. The deepest cause: Java and anyhow print the root cause last, after "Caused by:".
@@ -201,7 +205,7 @@ def _window(message: str) -> str:
     if len(message) <= MAX_LINE_CHARS:
         return message
     lines = message.split("\n")
-    if all(len(line) <= MAX_LINE_CHARS for line in lines):
+    if max(map(len, lines)) <= MAX_LINE_CHARS:
         return message
     head = MAX_LINE_CHARS // 4
     tail = MAX_LINE_CHARS - head - 1
