@@ -40,8 +40,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two passes (docs/testing.md): the test files spread over TEST_WORKERS processes, each file's
+# tests together in one; then the tests marked `serial`, which measure time, on a quiet machine.
+TEST_WORKERS ?= 2
+
 pytest: $(STAMP)
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(BIN)/pytest -q --durations=5 -m serial
 
 test: lint typecheck pytest
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from install_lock import installing
+
 CHROMIUM = Path("/usr/bin/chromium")
 # Debian 12's chromium when these tests were written; apt installs exactly this one.
 CHROMIUM_VERSION = "156.0.8078.114-1~deb12u1"
@@ -35,6 +37,12 @@ ARTIFACTS = Path(
 )
 
 
+# apt takes its own lock and fails (rather than waits) when another apt holds it: ours waits.
+INSTALL_LOCK = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agenttx-tests" / "chromium"
+)
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"headless Chromium is needed under CI: {reason}")
@@ -45,6 +53,13 @@ def chromium() -> Path:
     """The browser binary, installed with apt first if it is missing."""
     if CHROMIUM.exists():
         return CHROMIUM
+    with installing(INSTALL_LOCK):
+        if not CHROMIUM.exists():
+            _apt_install()
+    return CHROMIUM
+
+
+def _apt_install() -> None:
     apt = shutil.which("apt-get")
     if apt is None or os.geteuid() != 0:
         _unavailable("chromium is not installed and apt-get cannot install it here")
@@ -64,7 +79,6 @@ def chromium() -> Path:
             _unavailable(f"{' '.join(command)} failed: {done.stderr[-800:]}")
     if not CHROMIUM.exists():
         _unavailable("apt-get installed chromium but /usr/bin/chromium is missing")
-    return CHROMIUM
 
 
 def save_screenshot(png: bytes, name: str) -> Path:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from agenttx.server import ServeConfig, open_engine
+from install_lock import installing
 
 NPM_SERVERS = (
     "@modelcontextprotocol/server-filesystem",
@@ -46,6 +47,13 @@ def npm_server(binary: str) -> str:
     path = NPM_PREFIX / "node_modules" / ".bin" / binary
     if path.exists():
         return str(path)
+    with installing(NPM_PREFIX):
+        if not path.exists():
+            _npm_install(path)
+    return str(path)
+
+
+def _npm_install(path: Path) -> None:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         unavailable("node and npm are not installed")
@@ -67,7 +75,6 @@ def npm_server(binary: str) -> str:
     )
     if done.returncode != 0 or not path.exists():
         unavailable(f"npm install of the MCP reference servers failed: {done.stderr[-500:]}")
-    return str(path)
 
 
 def git_server() -> str:
@@ -75,6 +82,13 @@ def git_server() -> str:
     path = GIT_VENV / "bin" / "mcp-server-git"
     if path.exists():
         return str(path)
+    with installing(GIT_VENV):
+        if not path.exists():
+            _pip_install(path)
+    return str(path)
+
+
+def _pip_install(path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "venv", str(GIT_VENV)], capture_output=True, text=True, check=False
     )
@@ -91,7 +105,6 @@ def git_server() -> str:
         unavailable(
             f"pip install mcp-server-git=={GIT_SERVER_VERSION} failed: {done.stderr[-500:]}"
         )
-    return str(path)
 
 
 def write_gateway(path: Path, text: str) -> Path:

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from install_lock import installing
+
 PINS = {
     "@anthropic-ai/claude-code": "2.1.332",
     "@openai/codex": "0.171.0",
@@ -56,13 +58,14 @@ def clis() -> Path:
     if npm is None:
         pytest.fail("AGENTTX_APP_CLIS=1 needs npm (Node.js 20 or later)")
     wanted = [f"{name}@{version}" for name, version in PINS.items()]
-    done = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(PREFIX), *wanted],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    with installing(PREFIX):
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(PREFIX), *wanted],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
     assert done.returncode == 0, done.stderr
     return PREFIX / "node_modules" / ".bin"
 

@@ -23,6 +23,8 @@ import pytest
 from adversarial_text import adversarial_texts, literal_tokens, token_soups
 from agenttx.core.hints import HintCleaner, cleaner, redaction
 
+pytestmark = pytest.mark.serial  # measures time: runs alone, after the parallel run (conftest.py)
+
 BUDGET_MS = 50.0
 SIZE = 64 << 10
 STRESS = os.environ.get("AGENTTX_STRESS") == "1"

@@ -23,6 +23,8 @@ from agenttx.wire import agenttx_pb2 as pb
 from server_process import start_server
 from test_hostile_inputs import DELAY_MS, Server, hostile
 
+pytestmark = pytest.mark.serial  # measures time: runs alone, after the parallel run (conftest.py)
+
 STEPS = 300
 # A value of many small objects: what is slowest to encode per byte (~10 KB a step, 3 MB in all).
 VALUE = [{"id": i, "name": f"item-{i}", "tags": ["a", "b"]} for i in range(250)]

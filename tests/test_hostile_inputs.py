@@ -30,6 +30,8 @@ import pytest
 from agenttx.wire import agenttx_pb2 as pb
 from server_process import ServerProcess, start_server
 
+pytestmark = pytest.mark.serial  # measures time: runs alone, after the parallel run (conftest.py)
+
 # Hostile calls must be answered (deadline) within this. They take well under a second on an
 # idle machine; the long-history reads took 10.1 s pinned to one busy core, so the bound is
 # what tells a hang or a blow-up from a slow machine, not a speed target.

@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 from agenttx import jsonpolicy
 from agenttx.jsonpolicy import MAX_INT_DIGITS, JsonRefused
 
+pytestmark = pytest.mark.serial  # measures time: runs alone, after the parallel run (conftest.py)
+
 DEFINITION = re.compile(r"\\u[dD][89a-fA-F]|[0-9]{" + str(MAX_INT_DIGITS + 1) + "}")
 SLICE = jsonpolicy._SCAN_SLICE
 

@@ -19,6 +19,8 @@ from agenttx.wire import agenttx_pb2 as pb
 from server_process import start_server
 from test_hostile_inputs import DELAY_MS, Server, assert_not_internal, hostile
 
+pytestmark = pytest.mark.serial  # measures time: runs alone, after the parallel run (conftest.py)
+
 N = (1 << 20) - 100  # characters of a value that keeps the arguments under 1 MiB
 FILE_BYTES = 3_000_000
 

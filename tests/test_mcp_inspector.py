@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from install_lock import installing
 from mcp_harness import mcp_command
 from server_process import TESTS_DIR, ServerProcess, server_env, start_server
 
@@ -41,6 +42,13 @@ def inspector() -> Path:
     binary = CACHE / "node_modules" / ".bin" / "mcp-inspector"
     if binary.exists():
         return binary
+    with installing(CACHE):
+        if not binary.exists():
+            _install(binary)
+    return binary
+
+
+def _install(binary: Path) -> None:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         _unavailable("node and npm are not installed")
@@ -63,7 +71,6 @@ def inspector() -> Path:
     )
     if done.returncode != 0 or not binary.exists():
         _unavailable(f"npm install {INSPECTOR}@{INSPECTOR_VERSION} failed: {done.stderr[-500:]}")
-    return binary
 
 
 def run_cli(inspector: Path, *args: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ def ok(result: agenttx.StepResult) -> bool:
     return result.status is StepStatus.SUCCESS
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_resolving_stops_at_the_budget_before_building_the_expansion() -> None:
     outputs = {1: {"value": MB}}
     arguments = {"value": ["${steps.1.value}"] * 500}
@@ -51,6 +52,7 @@ def test_within_the_limits_resolving_is_unchanged() -> None:
     assert limited == resolve(arguments, outputs, 2)
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_the_size_measure_is_a_lower_bound_that_stops_at_its_budget() -> None:
     value = {"a": ["x" * 10, 1, None, True, {"b": "é"}]}
     assert json_size_within(value, 10**9) <= len(compact(value).encode())
