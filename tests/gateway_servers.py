@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agenttx.server import ServeConfig, open_engine
-from install_lock import installing
+from install_lock import installing, npm_install
 
 NPM_SERVERS = (
     "@modelcontextprotocol/server-filesystem",
@@ -44,37 +44,11 @@ def unavailable(reason: str) -> None:
 
 def npm_server(binary: str) -> str:
     """The path of a reference server's executable (``mcp-server-filesystem`` …)."""
-    path = NPM_PREFIX / "node_modules" / ".bin" / binary
-    if path.exists():
-        return str(path)
-    with installing(NPM_PREFIX):
-        if not path.exists():
-            _npm_install(path)
-    return str(path)
-
-
-def _npm_install(path: Path) -> None:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        unavailable("node and npm are not installed")
-    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            str(npm),
-            "install",
-            "--prefix",
-            str(NPM_PREFIX),
-            "--no-audit",
-            "--no-fund",
-            *(f"{name}@{NPM_VERSION}" for name in NPM_SERVERS),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0 or not path.exists():
-        unavailable(f"npm install of the MCP reference servers failed: {done.stderr[-500:]}")
+    packages = [f"{name}@{NPM_VERSION}" for name in NPM_SERVERS]
+    problem = npm_install(NPM_PREFIX, binary, packages)
+    if problem:
+        unavailable(f"the MCP reference servers: {problem}")
+    return str(NPM_PREFIX / "node_modules" / ".bin" / binary)
 
 
 def git_server() -> str:

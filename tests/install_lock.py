@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from collections.abc import Iterator
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -23,3 +25,25 @@ def installing(target: Path) -> Iterator[None]:
     with lock.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         yield
+
+
+def npm_install(prefix: Path, binary: str, packages: Sequence[str], *flags: str) -> str:
+    """Install ``packages`` into ``prefix`` with npm unless its ``binary`` is there already (one
+    process at a time). "" once the binary is there, else why it is not."""
+    path = prefix / "node_modules" / ".bin" / binary
+    if path.exists():
+        return ""
+    with installing(prefix):
+        if path.exists():  # another process installed it while this one waited
+            return ""
+        npm = shutil.which("npm")
+        if npm is None or shutil.which("node") is None:
+            return "node and npm are not installed"
+        prefix.mkdir(parents=True, exist_ok=True)
+        command = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *flags]
+        done = subprocess.run(
+            [*command, *packages], capture_output=True, text=True, timeout=600, check=False
+        )
+    if done.returncode != 0 or not path.exists():
+        return f"npm install {' '.join(packages)} failed: {done.stderr[-500:]}"
+    return ""

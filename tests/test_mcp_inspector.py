@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from install_lock import installing
+from install_lock import npm_install
 from mcp_harness import mcp_command
 from server_process import TESTS_DIR, ServerProcess, server_env, start_server
 
@@ -39,38 +38,12 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def inspector() -> Path:
-    binary = CACHE / "node_modules" / ".bin" / "mcp-inspector"
-    if binary.exists():
-        return binary
-    with installing(CACHE):
-        if not binary.exists():
-            _install(binary)
-    return binary
-
-
-def _install(binary: Path) -> None:
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        _unavailable("node and npm are not installed")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            str(npm),
-            "install",
-            "--prefix",
-            str(CACHE),
-            "--no-audit",
-            "--no-fund",
-            "--ignore-scripts",  # the CLI needs none; the web clients' postinstall is not used
-            f"{INSPECTOR}@{INSPECTOR_VERSION}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0 or not binary.exists():
-        _unavailable(f"npm install {INSPECTOR}@{INSPECTOR_VERSION} failed: {done.stderr[-500:]}")
+    # The CLI needs no install scripts; the web clients' postinstall is not used.
+    package = f"{INSPECTOR}@{INSPECTOR_VERSION}"
+    problem = npm_install(CACHE, "mcp-inspector", [package], "--ignore-scripts")
+    if problem:
+        _unavailable(problem)
+    return CACHE / "node_modules" / ".bin" / "mcp-inspector"
 
 
 def run_cli(inspector: Path, *args: str) -> dict[str, Any]:
