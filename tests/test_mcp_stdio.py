@@ -33,6 +33,7 @@ TOOLS = {
     "reconcile_step",
     "compensate_transaction",
     "approve_compensation",
+    "refuse_compensation",  # tests/test_compensation_refusal_surfaces.py
 }
 
 

@@ -446,14 +446,16 @@ class CompensationRefused(FailedPrecondition):
 
 
 class CompensationApprovalRefused(FailedPrecondition):
-    """``approve_compensation`` by someone who may not approve it: no ``approver`` role, the
-    transaction's own principal, or nothing waits for an approval."""
+    """``approve_compensation`` or ``refuse_compensation`` by someone who may not decide it:
+    no ``approver`` role, the transaction's own principal, nothing waits for an approval, or
+    it was decided (approved or refused) already. ``decision`` in the constructor only words
+    the message ("approval", "refusal")."""
 
     reason = "COMPENSATION_APPROVAL_REFUSED"
     fields = _fields(transaction_id=str)
 
-    def __init__(self, transaction_id: str, why: str) -> None:
-        super().__init__(f"transaction {transaction_id}: compensation approval refused: {why}")
+    def __init__(self, transaction_id: str, why: str, *, decision: str = "approval") -> None:
+        super().__init__(f"transaction {transaction_id}: compensation {decision} refused: {why}")
         self.transaction_id = transaction_id
 
 

@@ -498,7 +498,9 @@ class CompensationAction:
     undo_id: int  # its undo record (0 when there is none)
     # run: the undo would run; awaiting_approval: it runs once an approver approves;
     # past_window: its compensation window ended, it is not run; not_supported: the tool's
-    # contract is rollback_not_supported, nothing can undo it; done / failed: already ran.
+    # contract is rollback_not_supported, nothing can undo it; refused: an approver refused
+    # the undo it waited for (``refuse_compensation``), it is not run; done / failed: already
+    # ran.
     verdict: str
     expires_at: float  # end of its compensation window (0: none)
     reason: str  # why it is not run, in words ("" when it runs)
@@ -520,8 +522,8 @@ class CompensationPlan:
 
     @property
     def reported(self) -> list[CompensationAction]:
-        """Steps the compensation cannot undo (past their window, or not supported)."""
-        return [a for a in self.actions if a.verdict in ("past_window", "not_supported")]
+        """Steps the compensation cannot undo (past their window, not supported, refused)."""
+        return [a for a in self.actions if a.verdict in ("past_window", "not_supported", "refused")]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""Compensation on the wire: ``CompensateTransaction`` and ``ApproveCompensation`` replies
-from the engine's values (``CompensationPlan``, ``CompensationResult``, ``RollbackResult``)."""
+"""Compensation on the wire: ``CompensateTransaction``, ``ApproveCompensation`` and
+``RefuseCompensation`` (whose reply is ``ApproveCompensation``'s) replies from the engine's
+values (``CompensationPlan``, ``CompensationResult``, ``RollbackResult``)."""
 
 from __future__ import annotations
 

@@ -699,6 +699,21 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
 
         return await _guard(context, call)
 
+    async def RefuseCompensation(
+        self, request: pb.RefuseCompensationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApproveCompensationResponse:
+        async def call() -> pb.ApproveCompensationResponse:
+            r = await self.engine.refuse_compensation(
+                request.transaction_id,
+                request.reason,
+                request.principal,
+                list(request.roles),
+                caller=self._caller(context),
+            )
+            return compensation_wire.approval_reply(r)
+
+        return await _guard(context, call)
+
     async def WatchTransaction(
         self, request: pb.WatchTransactionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TransactionEvent]:

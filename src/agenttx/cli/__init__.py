@@ -46,7 +46,7 @@ def main() -> None:
 for _command in (serve, mcp, tx, tools, audit, effects, demo, connect, keys):
     main.add_command(_command)
 # tx begin|step|commit|preview|approve|refuse|undo|redo|reconcile|resolve|compensate|
-# approve-compensation
+# approve-compensation|refuse-compensation
 for _command in (
     *STEP_COMMANDS,
     *RECEIPT_COMMANDS,

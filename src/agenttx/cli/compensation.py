@@ -1,6 +1,6 @@
-"""``agenttx tx compensate`` and ``agenttx tx approve-compensation``: compensate a committed
-transaction on a running server, preview what that would run, approve a waiting undo
-(``docs/compensation.md``)."""
+"""``agenttx tx compensate``, ``agenttx tx approve-compensation`` and ``agenttx tx
+refuse-compensation``: compensate a committed transaction on a running server, preview what
+that would run, approve or refuse a waiting undo (``docs/compensation.md``)."""
 
 from __future__ import annotations
 
@@ -72,6 +72,7 @@ def tx_compensate(
         console.print(
             "an approver must approve: agenttx tx approve-compensation "
             f"{k.transaction_id or '<compensating transaction>'} --principal NAME --role approver"
+            " (or refuse it: agenttx tx refuse-compensation … --reason WHY)"
         )
     if k.requires_human:
         for e in json.loads(k.evidence_json or "[]"):
@@ -117,4 +118,49 @@ def tx_approve_compensation(
         console.print(f"[red]compensation error[/] {escape(e)}")
 
 
-COMMANDS = (tx_compensate, tx_approve_compensation)
+@click.command("refuse-compensation")
+@click.argument("transaction_id")
+@click.option(
+    "--reason",
+    required=True,
+    help="Why the undo must not run (at most 4096 bytes; the person who settles it reads it).",
+)
+@click.option("--principal", required=True, help="The refuser (not the transaction's own).")
+@click.option("--role", "roles", multiple=True, help="A role the refuser holds (approver).")
+@server_option
+@json_option
+@timeout_option
+def tx_refuse_compensation(
+    transaction_id: str,
+    reason: str,
+    principal: str,
+    roles: tuple[str, ...],
+    server: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Refuse the undo a rollback or compensating transaction waits for, saying why.
+
+    The refused undo actions never run; every other one does, and the transaction ends
+    needing a human, each refused step listed as not undone with your reason."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    request = pb.RefuseCompensationRequest(
+        transaction_id=transaction_id, principal=principal, roles=list(roles), reason=reason
+    )
+    r = call(server, lambda stub: stub.RefuseCompensation(request, timeout=timeout))
+    if as_json:
+        echo_json(to_dict(r))
+        return
+    console = Console()
+    console.print(
+        f"refused: {transaction_id} is {status_markup(r.transaction_status)}, "
+        f"compensations run: {r.compensations_run}"
+    )
+    # Exit 0: the refusal was recorded and the rollback or compensation went on; what it
+    # left undone is listed for the person who settles it.
+    for e in r.compensation_errors:
+        console.print(f"[red]not undone[/] {escape(e)}")
+
+
+COMMANDS = (tx_compensate, tx_approve_compensation, tx_refuse_compensation)

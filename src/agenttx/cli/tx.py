@@ -261,7 +261,7 @@ def tx_rollback(
         console.print(
             f"{transaction_id} is {status_markup(b.transaction_status)}: an undo waits for an "
             f"approver (agenttx tx approve-compensation {transaction_id} --principal NAME "
-            "--role approver)"
+            "--role approver, or tx refuse-compensation with --reason)"
         )
     elif b.next_step_id:
         console.print(

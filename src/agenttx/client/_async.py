@@ -344,6 +344,18 @@ class AsyncAgentTxClient:
         req = compensation_wire.approve_request(transaction_id, principal, roles)
         return compensation_wire.approval(await self._call("ApproveCompensation", req))
 
+    async def refuse_compensation(
+        self,
+        transaction_id: str,
+        reason: str,
+        principal: str = "",
+        roles: Sequence[str] = (),
+    ) -> RollbackResult:
+        """Refuse the undo a rollback or compensating transaction waits for, saying why: the
+        refused undo actions never run, the rest goes on, and the transaction needs a human."""
+        req = compensation_wire.refuse_request(transaction_id, reason, principal, roles)
+        return compensation_wire.approval(await self._call("RefuseCompensation", req))
+
     async def verify_audit(self, transaction_id: str) -> AuditVerification:
         """Check the transaction's audit chain (``v.ok``, ``v.records``, ``v.first_bad``)."""
         reply = await self._call("VerifyAudit", audit_wire.verify_request(transaction_id))

@@ -33,6 +33,14 @@ def approve_request(
     )
 
 
+def refuse_request(
+    transaction_id: str, reason: str, principal: str, roles: Sequence[str]
+) -> pb.RefuseCompensationRequest:
+    return pb.RefuseCompensationRequest(
+        transaction_id=transaction_id, principal=principal, roles=list(roles), reason=reason
+    )
+
+
 def action(a: pb.CompensateTransactionAction) -> CompensationAction:
     return CompensationAction(
         step_id=a.step_id,
@@ -70,6 +78,7 @@ def result(r: pb.CompensateTransactionResponse) -> CompensationResult:
 
 
 def approval(r: pb.ApproveCompensationResponse) -> RollbackResult:
+    """The reply of ``ApproveCompensation`` and of ``RefuseCompensation``."""
     status = (
         TxStatus(r.transaction_status)
         if r.transaction_status in TxStatus.__members__

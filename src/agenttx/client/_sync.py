@@ -344,6 +344,18 @@ class AgentTxClient:
         req = compensation_wire.approve_request(transaction_id, principal, roles)
         return compensation_wire.approval(self._call("ApproveCompensation", req))
 
+    def refuse_compensation(
+        self,
+        transaction_id: str,
+        reason: str,
+        principal: str = "",
+        roles: Sequence[str] = (),
+    ) -> RollbackResult:
+        """Refuse the undo a rollback or compensating transaction waits for, saying why: the
+        refused undo actions never run, the rest goes on, and the transaction needs a human."""
+        req = compensation_wire.refuse_request(transaction_id, reason, principal, roles)
+        return compensation_wire.approval(self._call("RefuseCompensation", req))
+
     def verify_audit(self, transaction_id: str) -> AuditVerification:
         """Check the transaction's audit chain (``v.ok``, ``v.records``, ``v.first_bad``)."""
         reply = self._call("VerifyAudit", audit_wire.verify_request(transaction_id))

@@ -29,6 +29,7 @@ from agenttx.core.contracts import (
     compensation_plan,
     evidence,
     kept_entries,
+    refusal_reason,
 )
 from agenttx.core.contracts import describe as describe_action
 from agenttx.core.controller import ControllerState
@@ -199,10 +200,24 @@ class Compensator:
             original = str(rt.body["compensation_for"])
             undo = await self.store.load_undo(original)
             by_id = {u.id: u for u in undo}
-            plan = compensation_plan(original, comp["entries"], undo, self.clock(), approved=True)
+            # Past the wait (or never waiting): approved, or refused — then the actions that
+            # needed the approval are judged ``refused`` and reported, never run.
+            refused = refusal_reason(comp)
+
+            def judged() -> CompensationPlan:
+                return compensation_plan(
+                    original,
+                    comp["entries"],
+                    undo,
+                    self.clock(),
+                    approved=not refused,
+                    refused=refused,
+                )
+
+            plan = judged()
             to_run = [by_id[a.undo_id] for a in plan.actions if a.verdict == RUN]
             failures = await self.rewinder.compensate(rt, to_run, on_behalf_of=original)
-            after = compensation_plan(original, comp["entries"], undo, self.clock(), approved=True)
+            after = judged()
             # Judged again with the records as the run left them (done / failed); a step
             # judged past its window now was inside it when the run started, so the first
             # verdict stands for those.
@@ -243,7 +258,8 @@ class Compensator:
             return self._result(rt.row, actions)
 
     async def resume(self, cid: str) -> RollbackResult:
-        """``approve_compensation``'s continuation for a compensating transaction."""
+        """``approve_compensation``'s (and ``refuse_compensation``'s) continuation for a
+        compensating transaction."""
         r = await self.run(cid)
         return RollbackResult(
             r.transaction_id,

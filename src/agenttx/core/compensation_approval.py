@@ -1,4 +1,5 @@
-"""Compensation that needs an approver: the waiting state and ``approve_compensation``.
+"""Compensation that needs an approver: the waiting state, ``approve_compensation`` and
+``refuse_compensation``.
 
 A tool declaring ``compensation_approval=True`` makes any rollback or compensation that must
 run its undo wait for an approver. Waiting is durable state, not a call left hanging:
@@ -7,11 +8,15 @@ run its undo wait for an approver. Waiting is durable state, not a call left han
   ``awaiting_approval``; recovery leaves it be;
 - a compensating transaction waits in COMPENSATING with ``body["compensation"]["approval"]``.
 
-``approve_compensation(tx, principal, roles)`` is accepted once, from a principal holding the
-``approver`` role who is not the transaction's own principal (``principal_of``); it is an
-audit event (``approval``), then the rollback or compensation goes on where it stopped. The
-transaction's principal is ``body["principal"]`` (set at begin), else the ``principal`` entry
-of its metadata.
+An approver decides once, approving or refusing, as a principal holding the ``approver`` role
+who is not the transaction's own (``principal_of``). The decision is written into the plan
+(``approved_by`` / ``refused_by`` and ``refusal_reason``) with its audit record (``approval``
+or ``approval.refused``, ``of: compensation``) before anything runs; then the rollback or
+compensation goes on where it stopped. Approved, the waiting undo actions run; refused, they
+are judged ``refused`` (``contracts``): reported and never run, as a ``rollback_not_supported``
+step is, and every other undo action runs as it would have. A restart finishes a decided plan
+the same way (``Recovery``, ``Compensator.recover``). The transaction's principal is
+``body["principal"]`` (set at begin), else the ``principal`` entry of its metadata.
 """
 
 from __future__ import annotations
@@ -38,21 +43,33 @@ def principal_of(body: Mapping[str, Any]) -> str:
 
 
 def check_approver(
-    transaction_id: str, owners: Sequence[str], principal: str, roles: Sequence[str]
+    transaction_id: str,
+    owners: Sequence[str],
+    principal: str,
+    roles: Sequence[str],
+    *,
+    decision: str = "approval",
 ) -> None:
-    """Raise ``CompensationApprovalRefused`` unless ``principal`` may approve: it is named,
-    holds the ``approver`` role, and is none of the transaction's own principals ``owners``
-    (a compensating transaction's requester and the committed transaction's)."""
+    """Raise ``CompensationApprovalRefused`` unless ``principal`` may decide (``decision``:
+    "approval" or "refusal"): it is named, holds the ``approver`` role, and is none of the
+    transaction's own principals ``owners`` (a compensating transaction's requester and the
+    committed transaction's)."""
+    verb = "approve" if decision == "approval" else "refuse"
     if not principal:
-        raise CompensationApprovalRefused(transaction_id, "name the approving principal")
+        raise CompensationApprovalRefused(
+            transaction_id, f"name the {verb[:-1]}ing principal", decision=decision
+        )
     if APPROVER_ROLE not in roles:
         raise CompensationApprovalRefused(
-            transaction_id, f"{principal} does not hold the {APPROVER_ROLE!r} role"
+            transaction_id,
+            f"{principal} does not hold the {APPROVER_ROLE!r} role",
+            decision=decision,
         )
     if principal in owners:
         raise CompensationApprovalRefused(
             transaction_id,
-            f"{principal} is the transaction's own principal; another approver must approve",
+            f"{principal} is the transaction's own principal; another approver must {verb}",
+            decision=decision,
         )
 
 
@@ -101,25 +118,48 @@ class CompensationApprovals:
     async def approve(
         self, transaction_id: str, principal: str, roles: Sequence[str]
     ) -> RollbackResult:
+        """Approve what waits: the waiting undo actions run, then the rest goes on."""
+        return await self._decide(transaction_id, principal, roles, "")
+
+    async def refuse(
+        self, transaction_id: str, principal: str, roles: Sequence[str], reason: str
+    ) -> RollbackResult:
+        """Refuse what waits, saying why (``reason``, checked by the caller): the undo
+        actions that waited are reported ``refused`` and never run; the rest goes on."""
+        return await self._decide(transaction_id, principal, roles, reason)
+
+    async def _decide(
+        self, transaction_id: str, principal: str, roles: Sequence[str], refusal: str
+    ) -> RollbackResult:
+        """Record the decision (a refusal iff ``refusal``, its reason) and go on with the
+        rollback or compensation; the decision is durable before any undo runs."""
+        decision = "refusal" if refusal else "approval"
         images = self.images
         async with images.locked(transaction_id) as rt:
             status = TxStatus(rt.row.status)
             body = rt.body
             if not awaiting_approval(body):
                 raise CompensationApprovalRefused(
-                    transaction_id, f"nothing waits for a compensation approval ({status})"
+                    transaction_id, _not_waiting(body, status), decision=decision
                 )
             compensated = str((body.get("compensation") or {}).get("for_principal", ""))
             owners = sorted({principal_of(body), compensated} - {""})
-            check_approver(transaction_id, owners, principal, roles)
-            approval = {
+            check_approver(transaction_id, owners, principal, roles, decision=decision)
+            record = {
                 "of": "compensation",
                 "principal": principal,
                 "roles": sorted(set(roles)),
             }
             now = self.clock()
+            if refusal:
+                kind = AuditKind.APPROVAL_REFUSED.value
+                record["reason"] = refusal
+                decided = {"refused_by": principal, "refused_at": now, "refusal_reason": refusal}
+            else:
+                kind = AuditKind.APPROVAL.value
+                decided = {"approved_by": principal, "approved_at": now}
             if status is TxStatus.ROLLING_BACK:
-                plan = dict(body["rewind"], approved_by=principal, approved_at=now)
+                plan = dict(body["rewind"], **decided)
                 waiting = plan.pop("awaiting_approval", [])
                 why = plan.pop("cause", {})
                 new_body = dict(body, rewind=plan)
@@ -129,21 +169,39 @@ class CompensationApprovals:
                     rt.row.next_step_id,
                     new_body,
                     (status.value,),
-                    audit=[(AuditKind.APPROVAL.value, dict(approval, steps=waiting))],
+                    audit=[(kind, dict(record, steps=waiting))],
                 )
                 images.applied(rt, update, await images.store.update_transaction(update))
+                # An undo_step's own records wait with the plan (``Rewinder.rewind``).
+                events = [(str(k), d) for k, d in plan.get("events", ())]
                 errors, ran = await self.rewinder.rewind(
-                    rt, int(plan["target"]), TxStatus(plan["final"]), dict(rt.body), None, why
+                    rt,
+                    int(plan["target"]),
+                    TxStatus(plan["final"]),
+                    dict(rt.body),
+                    None,
+                    why,
+                    events=events,
                 )
                 return rollback_result(rt, ran, errors)
-            comp = dict(body["compensation"], approved_by=principal, approved_at=now)
+            comp = dict(body["compensation"], **decided)
             update = images.update(
                 rt,
                 status,
                 0,
                 dict(body, compensation=comp),
                 (status.value,),
-                audit=[(AuditKind.APPROVAL.value, approval)],
+                audit=[(kind, record)],
             )
             images.applied(rt, update, await images.store.update_transaction(update))
         return await self.resume_compensation(transaction_id)
+
+
+def _not_waiting(body: Mapping[str, Any], status: TxStatus) -> str:
+    """Why nothing can be decided: it was decided once already, or nothing ever waited."""
+    for plan in (body.get("rewind") or {}, body.get("compensation") or {}):
+        if plan.get("refused_by"):
+            return f"nothing waits: it was refused already by {plan['refused_by']} (decided once)"
+        if plan.get("approved_by"):
+            return f"nothing waits: it was approved already by {plan['approved_by']} (decided once)"
+    return f"nothing waits for a compensation approval ({status})"

@@ -10,6 +10,8 @@ a compensation after it (``docs/compensation.md``):
 - ``past_window``: the window (``compensation_window_s``, measured from when the undo was
   recorded, just before the outside call) has ended: the undo is not run, a human decides.
 - ``not_supported``: the tool declares ``rollback_not_supported``: nothing undoes it.
+- ``refused``: as ``awaiting_approval``, but an approver refused it
+  (``refuse_compensation``): the undo is not run, a human decides.
 
 Everything here is a plain function of the transaction's steps, its undo records, the tools
 and the time, so a rollback, a compensation and a preview (``compensation_plan``) agree.
@@ -29,7 +31,8 @@ RUN = "run"
 AWAITING = "awaiting_approval"
 PAST_WINDOW = "past_window"
 NOT_SUPPORTED = "not_supported"
-BLOCKED = frozenset({PAST_WINDOW, NOT_SUPPORTED})  # reported, never run
+REFUSED = "refused"
+BLOCKED = frozenset({PAST_WINDOW, NOT_SUPPORTED, REFUSED})  # reported, never run
 UNDOABLE = frozenset({"supported", "best_effort"})
 
 
@@ -49,11 +52,14 @@ def judge(
     now: float,
     *,
     approved: bool,
+    refused: str = "",
     handler: str = "",
     undo_id: int = 0,
 ) -> CompensationAction:
     """The verdict on one step's undo (``undo`` None: the step left no undo record, or it
-    is gone — then ``handler`` and ``undo_id`` say what it was)."""
+    is gone — then ``handler`` and ``undo_id`` say what it was). ``refused`` is the
+    refusal's words (``refusal_reason``) when an approver refused what ``approved`` would
+    have let run."""
     if undo is not None:
         handler, undo_id = undo.handler, undo.id
 
@@ -85,6 +91,8 @@ def judge(
             f"its compensation window ended {late:.3f} s ago; the undo was not run",
         )
     if needs_approval and not approved:
+        if refused:
+            return action(REFUSED, refused)
         return action(AWAITING, "its tool's contract asks for an approver before the undo runs")
     return action(RUN)
 
@@ -105,6 +113,7 @@ def rewind_actions(
     now: float,
     *,
     approved: bool,
+    refused: str = "",
     failed_row: StepRow | None = None,
     next_step_id: int | None = None,
 ) -> list[CompensationAction]:
@@ -137,6 +146,7 @@ def rewind_actions(
                 approval,
                 now,
                 approved=approved,
+                refused=refused,
             )
         )
         with_undo.add(row.step_id)
@@ -217,6 +227,7 @@ def compensation_plan(
     now: float,
     *,
     approved: bool = False,
+    refused: str = "",
 ) -> CompensationPlan:
     """What a compensation of the transaction would do, newest first, from the entries its
     commit kept (``kept_entries``) and the undo records still stored: a plain function, so a
@@ -232,6 +243,7 @@ def compensation_plan(
             bool(e.get("approval", False)),
             now,
             approved=approved,
+            refused=refused,
             handler=str(e.get("handler", "")),
             undo_id=int(e["undo_id"]),
         )
@@ -258,6 +270,22 @@ def describe(action: CompensationAction) -> str:
     return f"step {action.step_id} ({action.tool}) not undone: {action.reason}"
 
 
+def describe_evidence(entry: Mapping[str, Any]) -> str:
+    """``describe`` of an ``evidence`` entry."""
+    return f"step {entry['step']} ({entry['tool']}) not undone: {entry['reason']}"
+
+
+def merged_evidence(
+    earlier: Iterable[Mapping[str, Any]], now: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``earlier`` evidence entries, each replaced by ``now``'s entry of the same step and undo
+    record, then ``now``'s new ones: one entry per thing not undone."""
+    by_key: dict[tuple[int, int], dict[str, Any]] = {}
+    for entry in (*earlier, *now):
+        by_key[(int(entry["step"]), int(entry["undo_id"]))] = dict(entry)
+    return list(by_key.values())
+
+
 class KeptUndo:
     """What a commit keeps for a later compensation (``Committer``)."""
 
@@ -274,9 +302,25 @@ class KeptUndo:
 
 
 def awaiting_approval(body: Mapping[str, Any]) -> bool:
-    """True iff the transaction's rollback or compensation waits for an approver."""
+    """True iff the transaction's rollback or compensation waits for an approver: it asked
+    for one and no approver has decided (approved or refused) yet."""
     plan = body.get("rewind") or {}
-    if plan.get("awaiting_approval") and not plan.get("approved_by"):
+    if plan.get("awaiting_approval") and not decided(plan):
         return True
     comp = body.get("compensation") or {}
-    return bool(comp.get("approval")) and not comp.get("approved_by")
+    return bool(comp.get("approval")) and not decided(comp)
+
+
+def decided(decision: Mapping[str, Any]) -> bool:
+    """True iff an approver approved or refused the rollback plan or compensation
+    ``decision`` (``body["rewind"]`` / ``body["compensation"]``)."""
+    return bool(decision.get("approved_by") or decision.get("refused_by"))
+
+
+def refusal_reason(decision: Mapping[str, Any]) -> str:
+    """The words every refused action carries (its ``reason``, its evidence, its line in
+    ``compensation_errors``), or "" when ``decision`` was not refused."""
+    by = decision.get("refused_by")
+    if not by:
+        return ""
+    return f"compensation refused by {by}: {decision.get('refusal_reason', '')}"

@@ -808,6 +808,35 @@ class Engine:
         check_approval(principal, roles)
         return await self.compensation_approvals.approve(transaction_id, principal, roles)
 
+    async def refuse_compensation(
+        self,
+        transaction_id: str,
+        reason: str,
+        principal: str = "",
+        roles: Sequence[str] = (),
+        *,
+        caller: Caller | None = None,
+    ) -> RollbackResult:
+        """Refuse the undo a rollback (or a compensating transaction) waits for, saying why
+        (``reason``, required, at most 4096 bytes; secrets in it are masked), under the same
+        rules as ``approve_compensation``. The undo actions that waited are not run: each is
+        reported ``refused`` with the reason, the transaction needs a human, and every other
+        undo action runs; the reply says how the rollback or compensation ended."""
+        check_transaction_id(transaction_id)
+        check_text("reason", reason)
+        if caller is not None:  # server mode: the refuser is who the credentials say
+            await self.access.check(caller, transaction_id, Action.APPROVE)
+            principal, roles = caller.acting_as(principal, roles)
+        check_text("principal", principal)
+        roles = check_strings("roles", roles)
+        check_approval(principal, roles)
+        check_refusal_reason(
+            reason, say="say why the undo is refused (the person who settles the step reads it)"
+        )
+        # Free text shown to the agent, in the evidence and in the audit chain: secrets masked.
+        reason = self.redactor.text(reason)
+        return await self.compensation_approvals.refuse(transaction_id, principal, roles, reason)
+
     async def prune_kept_undo(self) -> int:
         """Delete undo records kept after commits whose compensation window ended."""
         return await self.store.prune_kept_undo(self.clock())

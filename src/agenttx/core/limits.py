@@ -169,12 +169,14 @@ def check_compensation_reason(reason: str) -> None:
 MAX_REFUSAL_REASON_BYTES = 4096
 
 
-def check_refusal_reason(reason: str) -> None:
+_WHY_CHANGE = "say why the change is refused and what would make it acceptable (the agent reads it)"
+
+
+def check_refusal_reason(reason: str, *, say: str = _WHY_CHANGE) -> None:
+    """A refusal's reason (of a commit's change; of an undo, with its own ``say``): not
+    blank, at most ``MAX_REFUSAL_REASON_BYTES``."""
     if not reason.strip():
-        raise InvalidArgument(
-            "invalid argument: reason is required: say why the change is refused and what "
-            "would make it acceptable (the agent reads it)"
-        )
+        raise InvalidArgument(f"invalid argument: reason is required: {say}")
     size = len(reason.encode("utf-8", "surrogatepass"))
     if size > MAX_REFUSAL_REASON_BYTES:
         raise InvalidArgument(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from agenttx.core.audit import cause, step_event
 from agenttx.core.config import Clock, EngineConfig
+from agenttx.core.contracts import decided
 from agenttx.core.images import TxImages
 from agenttx.core.leases import lease_dead
 from agenttx.core.reconcile import ms_left, pending_record
@@ -107,8 +108,10 @@ class Recovery:
         status = TxStatus(rt.row.status)
         if status is TxStatus.ROLLING_BACK:
             plan = rt.body.get("rewind") or {"target": 0, "final": TxStatus.FAILED.value}
-            if plan.get("awaiting_approval") and not plan.get("approved_by"):
-                return ""  # waits for ``approve_compensation``, not for recovery
+            if plan.get("awaiting_approval") and not decided(plan):
+                # Waits for ``approve_compensation`` / ``refuse_compensation``, not for
+                # recovery; a decided plan is finished as the approver decided.
+                return ""
             body = dict(rt.body)
             why = cause("RECOVERY", "restart")
             events = [(str(k), d) for k, d in plan.get("events", ())]  # an undo's record

@@ -25,7 +25,16 @@ from typing import Any
 from agenttx.audit import AuditKind
 from agenttx.core.audit import compensation_event, rollback_event, step_event
 from agenttx.core.config import Clock, EngineConfig
-from agenttx.core.contracts import AWAITING, BLOCKED, RUN, describe, evidence, rewind_actions
+from agenttx.core.contracts import (
+    AWAITING,
+    BLOCKED,
+    RUN,
+    describe_evidence,
+    evidence,
+    merged_evidence,
+    refusal_reason,
+    rewind_actions,
+)
 from agenttx.core.eager import leave_eager
 from agenttx.core.images import Event, TxImages
 from agenttx.core.runtime import TxRuntime
@@ -76,9 +85,13 @@ class Rewinder:
         why = cause or {}
         failed = [step_event(failed_row)] if failed_row is not None else []
         # The contracts decide which undo actions may run (``contracts``): an approval asked
-        # for and not given makes the rewind wait; past-window and unsupported ones are not
-        # run, and the transaction needs a human.
-        approval = {k: v for k, v in (body.get("rewind") or {}).items() if k.startswith("approv")}
+        # for and not given makes the rewind wait; past-window, unsupported and refused ones
+        # are not run, and the transaction needs a human. The approver's decision (approved_*
+        # or refused_* / refusal_reason) stays in the plan until the rewind ends, so a restart
+        # that finishes it decides the same way.
+        approval = {
+            k: v for k, v in (body.get("rewind") or {}).items() if k.startswith(("approv", "refus"))
+        }
         actions = rewind_actions(
             rt.steps,
             to_undo,
@@ -86,14 +99,23 @@ class Rewinder:
             self.registry,
             self.clock(),
             approved=bool(approval.get("approved_by")),
+            refused=refusal_reason(approval),
             failed_row=failed_row,
             next_step_id=rt.row.next_step_id,
         )
         verdicts = {a.undo_id: a.verdict for a in actions if a.undo_id}
         awaiting = [a.step_id for a in actions if a.verdict == AWAITING]
         blocked = [a for a in actions if a.verdict in BLOCKED]
+        # The evidence of what is not undone is kept in the plan too: a restart that finishes
+        # this rewind after those undo records were marked skipped (no longer pending, so not
+        # judged again) still reports them.
+        not_undone = merged_evidence(
+            (body.get("rewind") or {}).get("not_undone", ()), map(evidence, blocked)
+        )
         if to_undo:
             plan = dict(body, rewind={"target": target, "final": final.value, **approval})
+            if not_undone:
+                plan["rewind"]["not_undone"] = not_undone
             if awaiting:
                 plan["rewind"]["awaiting_approval"] = awaiting
                 plan["rewind"]["cause"] = dict(why)
@@ -130,15 +152,12 @@ class Rewinder:
             errors = await self.compensate(rt, to_run)
             ran = len(to_run)
             body = dict(rt.body)
-        if blocked:
+        if not_undone:
             body = dict(
                 body,
-                compensation_evidence=[
-                    *body.get("compensation_evidence", []),
-                    *map(evidence, blocked),
-                ],
+                compensation_evidence=[*body.get("compensation_evidence", []), *not_undone],
             )
-            errors = [*map(describe, blocked), *errors]
+            errors = [*map(describe_evidence, not_undone), *errors]
         if errors:
             body["requires_human"] = True
             body["compensation_errors"] = [*body.get("compensation_errors", []), *errors]

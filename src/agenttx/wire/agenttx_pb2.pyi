@@ -1034,6 +1034,18 @@ class ApproveCompensationResponse(_message.Message):
     snapshot: Snapshot
     def __init__(self, transaction_id: _Optional[str] = ..., finished: _Optional[bool] = ..., compensations_run: _Optional[int] = ..., compensation_errors: _Optional[_Iterable[str]] = ..., transaction_status: _Optional[str] = ..., revision: _Optional[int] = ..., compensation_approval_pending: _Optional[bool] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
 
+class RefuseCompensationRequest(_message.Message):
+    __slots__ = ("transaction_id", "principal", "roles", "reason")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: str
+    principal: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, transaction_id: _Optional[str] = ..., principal: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class ListEffectsRequest(_message.Message):
     __slots__ = ("statuses", "transaction_id", "after_id", "page_size")
     STATUSES_FIELD_NUMBER: _ClassVar[int]

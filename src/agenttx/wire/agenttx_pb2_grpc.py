@@ -148,6 +148,11 @@ class AgentTxServiceStub:
                 request_serializer=agenttx__pb2.RetryEffectRequest.SerializeToString,
                 response_deserializer=agenttx__pb2.RetryEffectResponse.FromString,
                 _registered_method=True)
+        self.RefuseCompensation = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/RefuseCompensation',
+                request_serializer=agenttx__pb2.RefuseCompensationRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.ApproveCompensationResponse.FromString,
+                _registered_method=True)
 
 
 class AgentTxServiceServicer:
@@ -311,6 +316,15 @@ class AgentTxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RefuseCompensation(self, request, context):
+        """Refuse the undo a rollback or a compensating transaction waits for, with a reason, under
+        ApproveCompensation's rules: the undo actions that waited are reported `refused` and never
+        run, every other one runs, and the transaction needs a human (docs/compensation.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentTxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -423,6 +437,11 @@ def add_AgentTxServiceServicer_to_server(servicer, server):
                     servicer.RetryEffect,
                     request_deserializer=agenttx__pb2.RetryEffectRequest.FromString,
                     response_serializer=agenttx__pb2.RetryEffectResponse.SerializeToString,
+            ),
+            'RefuseCompensation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RefuseCompensation,
+                    request_deserializer=agenttx__pb2.RefuseCompensationRequest.FromString,
+                    response_serializer=agenttx__pb2.ApproveCompensationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1020,6 +1039,33 @@ class AgentTxService:
             '/agenttx.v1.AgentTxService/RetryEffect',
             agenttx__pb2.RetryEffectRequest.SerializeToString,
             agenttx__pb2.RetryEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RefuseCompensation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/RefuseCompensation',
+            agenttx__pb2.RefuseCompensationRequest.SerializeToString,
+            agenttx__pb2.ApproveCompensationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,7 +41,8 @@ class Backend(Protocol):
 
     # True iff progress is relayed and cancel_step can stop a running tool.
     embedded: bool
-    # compensate, compensation_plan, approve_compensation (``compensation.py``).
+    # compensate, compensation_plan, approve_compensation, refuse_compensation
+    # (``compensation.py``).
     compensation: CompensationService
 
     async def begin(
@@ -382,7 +383,7 @@ def _summary(t: Any) -> dict[str, Any]:
 
 
 class _CallerCompensation:
-    """The engine's three compensation calls, made as the backend's caller."""
+    """The engine's four compensation calls, made as the backend's caller."""
 
     def __init__(self, engine: Engine, caller: Caller | None) -> None:
         self.engine = engine
@@ -403,4 +404,11 @@ class _CallerCompensation:
     ) -> RollbackResult:
         return await self.engine.approve_compensation(
             transaction_id, principal, roles, caller=self.caller
+        )
+
+    async def refuse_compensation(
+        self, transaction_id: str, reason: str, principal: str = "", roles: Sequence[str] = ()
+    ) -> RollbackResult:
+        return await self.engine.refuse_compensation(
+            transaction_id, reason, principal, roles, caller=self.caller
         )

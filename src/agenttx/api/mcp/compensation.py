@@ -1,8 +1,10 @@
-"""The MCP tools for compensation: ``compensate_transaction`` (or its preview) and
-``approve_compensation``, each refusal with a continuation naming the next call.
+"""The MCP tools for compensation: ``compensate_transaction`` (or its preview),
+``approve_compensation`` and ``refuse_compensation``, each refusal with a continuation naming
+the next call.
 
-Approval is an explicit tool call by an approver: the 2026-07-28 protocol cannot carry a
-server-initiated elicitation, so a waiting rollback or compensation says who must call what.
+Approval (or its refusal) is an explicit tool call by an approver: the 2026-07-28 protocol
+cannot carry a server-initiated elicitation, so a waiting rollback or compensation says who
+must call what.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from agenttx.types import CompensationPlan, CompensationResult, RollbackResult
 
 
 class CompensationService(Protocol):
-    """What the tools call: the engine, or the client of a server (the same three calls)."""
+    """What the tools call: the engine, or the client of a server (the same four calls)."""
 
     async def compensate(
         self, transaction_id: str, reason: str = "", *, principal: str = ""
@@ -39,13 +41,17 @@ class CompensationService(Protocol):
         self, transaction_id: str, principal: str, roles: Sequence[str] = ()
     ) -> RollbackResult: ...
 
+    async def refuse_compensation(
+        self, transaction_id: str, reason: str, principal: str = "", roles: Sequence[str] = ()
+    ) -> RollbackResult: ...
+
 
 _STR = {"type": "string"}
 _ACTIONS = {
     "type": "array",
     "items": {"type": "object"},
     "description": "Newest step first: tool, contract, verdict (run, awaiting_approval, "
-    "past_window, not_supported, done, failed) and why.",
+    "past_window, not_supported, refused, done, failed) and why.",
 }
 
 TOOLS: tuple[types.Tool, ...] = (
@@ -108,6 +114,43 @@ TOOLS: tuple[types.Tool, ...] = (
             open_world_hint=True,
         ),
     ),
+    _tool(
+        "refuse_compensation",
+        "Refuse a compensation",
+        "For an approver only: refuse the undo a rollback or a compensating transaction "
+        "waits for, once, saying why. The refused undo actions never run; every other undo "
+        "action runs, and the transaction ends needing a person, who reads the reason. The "
+        "refuser holds the 'approver' role and is not the transaction's own principal; an "
+        "approved undo cannot be refused.",
+        {
+            "transaction_id": TRANSACTION_ID,
+            "principal": {"type": "string", "description": "The refuser."},
+            "roles": {"type": "array", "items": _STR, "description": "Must hold approver."},
+            "reason": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "description": "Why the undo must not run (at most 4096 bytes of UTF-8; the "
+                "person who settles the step reads it).",
+            },
+        },
+        ["transaction_id", "principal", "reason"],
+        _output(
+            {
+                "transaction_id": _STR,
+                "finished": {"type": "boolean"},
+                "transaction_status": _STR,
+                "compensation_errors": {"type": "array", "items": _STR},
+            },
+        ),
+        types.ToolAnnotations(
+            title="Refuse a compensation",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+    ),
 )
 
 
@@ -121,8 +164,9 @@ def _ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
 def _approver_needed(transaction_id: str) -> str:
     return (
         f"Transaction {transaction_id} waits for an approver. Ask the user to have a "
-        "different principal holding the 'approver' role call approve_compensation with "
-        f"transaction_id {transaction_id}; do not approve it yourself."
+        "different principal holding the 'approver' role call approve_compensation (or "
+        f"refuse_compensation, with a reason) with transaction_id {transaction_id}; do not "
+        "approve or refuse it yourself."
     )
 
 
@@ -205,6 +249,33 @@ async def approve(
     return _ok(fields, text)
 
 
+async def refuse(
+    service: CompensationService, args: dict[str, Any]
+) -> types.CallToolResult | cont.Refusal:
+    tx = _text(args, "transaction_id", required=True)
+    roles = args.get("roles") or []
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+        return cont.bad_request("roles must be a list of strings")
+    try:
+        r = await run_detached(
+            service.refuse_compensation(
+                tx,
+                _text(args, "reason", required=True),
+                _text(args, "principal", required=True),
+                roles,
+            )
+        )
+    except CompensationApprovalRefused as exc:
+        return cont.refused(exc, "refuse_compensation", args)
+    fields = message_fields(approval_reply(r))
+    text = (
+        f"Refused: {tx} is {r.transaction_status.value} ({r.compensations_run} other undo "
+        "actions ran). Not undone: " + "; ".join(r.compensation_errors) + ". Tell the user: "
+        "a person must settle these steps."
+    )
+    return _ok(fields, text)
+
+
 def _text(args: dict[str, Any], name: str, *, required: bool = False) -> str:
     value = args.get(name)
     if value is None or value == "":
@@ -216,7 +287,11 @@ def _text(args: dict[str, Any], name: str, *, required: bool = False) -> str:
     return value
 
 
-HANDLERS = {"compensate_transaction": compensate, "approve_compensation": approve}
+HANDLERS = {
+    "compensate_transaction": compensate,
+    "approve_compensation": approve,
+    "refuse_compensation": refuse,
+}
 
 
 def waiting_rollback_text(b: RollbackResult) -> str:

@@ -159,7 +159,8 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
                     f"Transaction {exc.transaction_id} is rolling back. Call get_transaction: "
                     "if compensation_approval_pending is true it waits for an approver (ask "
                     "the user to have another principal with the approver role call "
-                    "approve_compensation); otherwise send the same call again in a moment.",
+                    "approve_compensation or refuse_compensation); otherwise send the same "
+                    "call again in a moment.",
                 ),
             )
         return Refusal(
@@ -187,12 +188,14 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
             reason, exc.message, revise(f"Fix the call and send it again: {exc.message}")
         )
     if isinstance(exc, CompensationApprovalRefused):
+        verb = "refuse" if tool == "refuse_compensation" else "approve"
         return Refusal(
             reason,
             exc.message,
             resolve_externally(
                 f"{exc.message}. Only a different principal holding the 'approver' role can "
-                "approve; ask the user to have one call approve_compensation."
+                f"{verb}, and only while the undo waits; ask the user to have one call "
+                f"{verb}_compensation."
             ),
         )
     if isinstance(exc, AlreadyExists):
@@ -416,8 +419,9 @@ def aborted(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
             "so not everything is undone yet.",
             resolve_externally(
                 f"Ask the user to have another principal with the approver role call "
-                f"approve_compensation with transaction_id {r.transaction_id}; then start a new "
-                "transaction with begin_transaction if the task goes on."
+                f"approve_compensation (or refuse_compensation) with transaction_id "
+                f"{r.transaction_id}; then start a new transaction with begin_transaction if "
+                "the task goes on."
             ),
             diagnostics,
             {"reply": reply},

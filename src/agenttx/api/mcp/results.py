@@ -100,7 +100,8 @@ def _rollback_text(r: StepResult, tool: str) -> str:
     if r.transaction_status is TxStatus.ROLLING_BACK:
         lines.append(
             "An undo action waits for an approver: nothing runs until another principal with "
-            "the approver role calls approve_compensation for this transaction."
+            "the approver role calls approve_compensation (or refuse_compensation) for this "
+            "transaction."
         )
     else:
         lines.append(f"Resume with run_step step_id {r.next_step_id}.")

@@ -146,7 +146,7 @@ class AgentTxMCP:
         }
         assert set(self._handlers) == TOOL_NAMES | undo.UNDO_TOOL_NAMES
         self._tools = [*TOOLS, *undo.UNDO_TOOLS]
-        for tool in compensation.TOOLS:  # compensate_transaction, approve_compensation
+        for tool in compensation.TOOLS:  # compensate_transaction, approve_/refuse_compensation
             self._handlers[tool.name] = _compensation_handler(compensation.HANDLERS[tool.name])
             self._tools.append(tool)
         self.server: Server[Any] = Server(

@@ -1,6 +1,6 @@
 """The ``/v1`` operations of consequential actions and effects: preview, approve or refuse a
 commit, undo and redo a step, reconcile or resolve an unknown outcome, compensate a committed
-transaction (and approve a compensation), list and retry effects.
+transaction (and approve or refuse a compensation), list and retry effects.
 
 Each is one ``Operation`` entry, as the core operations are (``operations.py``): a route, a
 strict body or query model, the engine call with the request's caller, and the gRPC reply
@@ -65,6 +65,16 @@ class CompensateBody(_Body):
 
 
 class ApproveCompensationBody(_Body):
+    principal: str = Field(default="", max_length=256, description="ignored with API keys")
+    roles: list[Role] = Field(default_factory=lambda: ["approver"], max_length=32)
+
+
+class RefuseCompensationBody(_Body):
+    reason: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="why the undo must not run (at most 4096 bytes)",
+    )
     principal: str = Field(default="", max_length=256, description="ignored with API keys")
     roles: list[Role] = Field(default_factory=lambda: ["approver"], max_length=32)
 
@@ -157,6 +167,14 @@ async def _compensate(c: Call) -> Any:
 async def _approve_compensation(c: Call) -> Any:
     b: ApproveCompensationBody = c.body
     r = await c.engine.approve_compensation(c.transaction_id, b.principal, b.roles, caller=c.caller)
+    return compensation_wire.approval_reply(r)
+
+
+async def _refuse_compensation(c: Call) -> Any:
+    b: RefuseCompensationBody = c.body
+    r = await c.engine.refuse_compensation(
+        c.transaction_id, b.reason, b.principal, b.roles, caller=c.caller
+    )
     return compensation_wire.approval_reply(r)
 
 
@@ -268,6 +286,15 @@ SAFETY_OPERATIONS: tuple[Operation, ...] = (
         _approve_compensation,
         body=ApproveCompensationBody,
         body_optional=True,
+    ),
+    Operation(
+        "POST",
+        f"{_TX}/refuse-compensation",
+        "RefuseCompensation",
+        "Refuse the undo a rollback or a compensation waits for, with a reason (not the owner)",
+        pb.ApproveCompensationResponse,
+        _refuse_compensation,
+        body=RefuseCompensationBody,
     ),
     Operation(
         "GET",
