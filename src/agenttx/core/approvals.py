@@ -12,7 +12,10 @@ Invariants:
   receipt is never approved and never committed with; the transaction stays open.
 - A receipt holds until the engine's clock reaches its ``expires_at``: from that instant an
   approval, a refusal and a commit naming it are ``ReceiptRefused`` ``expired`` (preview
-  again), and reads show it ``expired`` unless the commit used it (``core/reads.py``).
+  again), and reads show it ``expired`` unless the commit used it (``core/reads.py``). That
+  check comes before the revision's (``_receipt`` before ``_still_current``), so a receipt a
+  later change voided that has also expired is refused ``expired``, and reads show it so;
+  one that has not expired reads ``voided``.
 - A preview, an approval and a refusal change no revision (they change no state of the
   transaction: a receipt row and an audit record, in one store unit) — so a preview never
   voids the receipt it hands out.
