@@ -85,8 +85,15 @@ async def test_an_approved_receipt_reads_voided_after_a_step_and_keeps_its_appro
         approval.approved_at,
     )
     assert await stored(engine, p.receipt_id) == "approved"
-    with pytest.raises(SnapshotMismatch, match="a later change voided it"):
-        await engine.commit(tx, receipt_id=p.receipt_id)
+    # Every decision on it says what the read says: voided — a second approval or a refusal
+    # too, not "approved already" (whose advice, commit with it, the commit would refuse).
+    for decide in (
+        engine.commit(tx, receipt_id=p.receipt_id),
+        engine.approve_commit(tx, p.receipt_id, principal="carol", roles=APPROVER),
+        engine.refuse_commit(tx, p.receipt_id, "no", principal="carol", roles=APPROVER),
+    ):
+        with pytest.raises(SnapshotMismatch, match="a later change voided it"):
+            await decide
     assert (await engine.get_transaction(tx)).status is agenttx.TxStatus.ACTIVE
 
 

@@ -371,6 +371,11 @@ class Approvals:
         and ``principal`` did not begin the transaction."""
         tx = rt.transaction_id
         receipt = await self._receipt(rt, receipt_id)
+        if receipt.status == ReceiptStatus.APPROVED.value:
+            # An approval a later change voided leaves no decision to answer: a read shows the
+            # receipt ``voided``, and so does this refusal — not "approved already; commit
+            # with it", which the commit would then refuse.
+            _same_revision(rt, receipt)
         if receipt.status != ReceiptStatus.ISSUED.value:
             raise _decided(tx, receipt, decision, "already")
         owner = str(rt.body.get("principal", ""))
@@ -395,14 +400,7 @@ class Approvals:
     async def _still_current(self, rt: TxRuntime, receipt: ReceiptRow) -> None:
         """The receipt's snapshot is the transaction's now: same revision, same change."""
         tx = rt.transaction_id
-        if receipt.revision != rt.row.revision:
-            raise SnapshotMismatch(
-                tx,
-                receipt.revision,
-                rt.row.revision,
-                f"receipt {receipt.id} was made at revision {receipt.revision}; a later "
-                "change voided it",
-            )
+        _same_revision(rt, receipt)
         _, change_hash = await build_change_set(rt, self.store, self.config.fs_root)
         if change_hash != receipt.change_hash:
             raise SnapshotMismatch(
@@ -412,6 +410,19 @@ class Approvals:
                 f"the change differs from receipt {receipt.id}'s (committed values or files "
                 "changed outside the transaction)",
             )
+
+
+def _same_revision(rt: TxRuntime, receipt: ReceiptRow) -> None:
+    """Refuse a receipt made at another revision than the transaction's now: a later change
+    voided it (reads show it ``voided``)."""
+    if receipt.revision != rt.row.revision:
+        raise SnapshotMismatch(
+            rt.transaction_id,
+            receipt.revision,
+            rt.row.revision,
+            f"receipt {receipt.id} was made at revision {receipt.revision}; a later change "
+            "voided it",
+        )
 
 
 def _may_decide(
