@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttx.types import CompensationAction, Snapshot
+from agenttx.types import CompensationAction, Snapshot, TxStatus
 
 
 class Mode(enum.StrEnum):
@@ -31,9 +31,10 @@ class Mode(enum.StrEnum):
 
 
 class ReceiptStatus(enum.StrEnum):
-    """A receipt's status as a read shows it. The store keeps the first three; ``expired`` is
-    never stored: a read shows it for an issued or approved receipt once the engine's clock
-    reached its ``expires_at`` and no commit used it (``core/reads.py``)."""
+    """A receipt's status as a read shows it. The store keeps the first three; ``expired`` and
+    ``voided`` are never stored: a read shows them for an issued or approved receipt that no
+    commit used — ``expired`` once the engine's clock reached its ``expires_at``, else
+    ``voided`` once the transaction moved past it (``core/reads.py``)."""
 
     ISSUED = "issued"  # made by a preview; commits where no approval is needed
     APPROVED = "approved"  # approved once, by a principal other than the transaction's
@@ -42,6 +43,22 @@ class ReceiptStatus(enum.StrEnum):
     # Past ``expires_at``, unused: it can no longer be approved, refused or committed with
     # (preview again). ``decided_by`` still names an approver who approved it in time.
     EXPIRED = "expired"
+    # Its transaction moved past it unused: a later step, undo or rewind grew the revision, or
+    # the transaction ended without it (rolled back, failed, committed with another receipt).
+    # Like ``expired``, only a new preview helps; a receipt both voided and expired shows
+    # ``expired``, the refusal a decision on it gives first.
+    VOIDED = "voided"
+
+
+def voided_because(receipt_revision: int, revision: int, status: str) -> str:
+    """Why a ``voided`` receipt no longer stands, in the words every surface uses (``tx show``,
+    MCP ``get_transaction``, ``wait_for_approval``): ``receipt_revision`` is the revision it
+    was made at; ``revision`` and ``status`` are its transaction's now."""
+    if status == TxStatus.COMMITTED.value:
+        return "the transaction was committed without it"
+    if status in TxStatus.__members__ and TxStatus(status).terminal:
+        return f"the transaction ended {status} without using it"
+    return f"revision {receipt_revision} moved to {revision}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,4 +205,5 @@ __all__ = [
     "Refusal",
     "StateChange",
     "UndoAction",
+    "voided_because",
 ]

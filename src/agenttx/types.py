@@ -371,8 +371,10 @@ def _value(text: str) -> Any:
 @dataclass(frozen=True, slots=True)
 class ReceiptView:
     """One preview receipt of a transaction and its decision, as its view lists it: ``status``
-    is ``issued``, ``approved``, ``refused`` or ``expired`` (``agenttx.receipts.ReceiptStatus``;
-    ``expired``: past ``expires_at`` by the server's clock when read, and no commit used it)."""
+    is ``issued``, ``approved``, ``refused``, ``expired`` or ``voided``
+    (``agenttx.receipts.ReceiptStatus``; the last two are computed when read, for a receipt no
+    commit used — ``expired``: past ``expires_at`` by the server's clock; ``voided``: not
+    expired, but its transaction moved past ``revision`` or ended without it)."""
 
     receipt_id: str
     status: str

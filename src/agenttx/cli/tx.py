@@ -24,6 +24,7 @@ from agenttx.cli.common import (
 )
 from agenttx.cli.reconcile import unknown_outcome_fact
 from agenttx.cli.watch import watch
+from agenttx.receipts import voided_because
 from agenttx.types import TxStatus
 
 
@@ -182,7 +183,7 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     for e in t.compensation_errors:
         console.print(f"[bold red]{'compensation error':<18}[/] {escape(e)}")
     for r in t.receipts:  # newest first: the latest decision on top
-        console.print(f"[bold]{'receipt':<18}[/] {_receipt_line(r, t.status == 'ACTIVE')}")
+        console.print(f"[bold]{'receipt':<18}[/] {_receipt_line(r, t)}")
     steps = Table("step", "try", "tool", "status", "live", "epoch")
     steps.add_column("output / hint", overflow="fold")
     for s in t.steps:
@@ -202,15 +203,21 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
         console.print(f"[bold]dependencies[/] {escape(edges)}")
 
 
-def _receipt_line(r: Any, active: bool) -> str:
-    """One receipt of ``tx show``: its status (``expired`` as the server computed it), who
-    decided it, and — while the transaction is open — until when it holds or, once expired,
-    what to do."""
+def _receipt_line(r: Any, t: Any) -> str:
+    """One receipt of ``tx show`` (of transaction ``t``): its status (``expired`` and
+    ``voided`` as the server computed them), who decided it, and — while the transaction is
+    open — until when it holds or, once expired or voided, why and what to do."""
+    active = t.status == TxStatus.ACTIVE.value
     decided = f" by {escape(r.decided_by)} {when(r.decided_at)}" if r.decided_by else ""
+    then = ": preview again for a new receipt" if active else ""
     if r.status == "expired":
         approved = f" (approved{decided})" if r.decided_by else " (never decided)"
-        then = ": preview again for a new receipt" if active else ""
         return f"{r.receipt_id} [yellow]expired[/] {when(r.expires_at)}{approved}{then}"
+    if r.status == "voided":
+        approved = f" (approved{decided})" if r.decided_by else ""
+        why = voided_because(r.revision, t.revision, t.status)
+        again = "; preview again" if active else ""
+        return f"{r.receipt_id} [yellow]voided[/]: {why}{again}{approved}"
     why = f": {escape(r.reason)}" if r.reason else ""
     holds = active and r.status in ("issued", "approved")
     until = f" (expires {when(r.expires_at)})" if holds else ""

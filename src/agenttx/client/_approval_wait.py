@@ -10,7 +10,13 @@ arrived, against the receipt's own lifetime (``expires_at - created_at``, both t
 no wall-clock skew between client and server can end a wait early. The server made the
 receipt before its reply left, so the wait sees the expiry at most one preview round trip
 after the server does — never before it. A read whose receipt the server already shows as
-``expired`` (its own clock past ``expires_at``) ends the wait the same way.
+``expired`` (its own clock past ``expires_at``) ends the wait the same way, and one that shows
+it ``voided`` ends it as a revision change does.
+
+The reasons are looked at in the order the server decides a receipt: an ended transaction
+first (``NotActive``), then a refusal, then expiry, then a change that voided it — so a
+receipt both stale and expired ends the wait ``expired``, as a read of it shows and as an
+approval or a commit of it would be refused.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from agenttx.errors import (
     ReceiptRefused,
     SnapshotMismatch,
 )
-from agenttx.receipts import Preview, ReceiptStatus
+from agenttx.receipts import Preview, ReceiptStatus, voided_because
 from agenttx.types import ReceiptView, TransactionInfo, TxStatus
 
 
@@ -56,18 +62,13 @@ class ApprovalWait:
         rid = self.receipt_id
         if info.status.terminal:
             raise NotActive(self.transaction_id, info.status.value, _after_end(rid, info.status))
-        if info.revision != self.preview.revision:
-            raise SnapshotMismatch(
-                self.transaction_id,
-                self.preview.revision,
-                info.revision,
-                f"receipt {rid} was made at revision {self.preview.revision}; a later change "
-                "voided it: call tx.preview() again",
-            )
         # A transaction between states (a step running, a rewind or a commit under way) is
         # read again: where it settles (a new revision, an end) decides the receipt.
         now = self.clock()
         view = next((r for r in info.receipts if r.receipt_id == rid), None)
+        moved = info.revision != self.preview.revision
+        if view is None and moved:
+            raise self._voided(info)
         if view is None:
             # Past the newest receipts the view lists: older than a newer preview, so not the
             # helper's last one (it made none since) — unless another client previewed
@@ -90,6 +91,9 @@ class ApprovalWait:
         # the ``expired`` status never does; the wait's own clock then decides alone).
         if left <= 0 or view.status == ReceiptStatus.EXPIRED.value:
             raise ReceiptRefused(self.transaction_id, rid, "expired", _expired(view, lifetime))
+        # The server's ``voided`` is the revision check made on its side: the same end.
+        if moved or view.status == ReceiptStatus.VOIDED.value:
+            raise self._voided(info)
         if view.status == ReceiptStatus.APPROVED.value:
             return view
         waited = self.deadline - now
@@ -99,6 +103,19 @@ class ApprovalWait:
                 f"{self.max_wait:g} s; wait again, or commit or roll back"
             )
         return min(self.interval, waited, left)
+
+    def _voided(self, info: TransactionInfo) -> SnapshotMismatch:
+        """The end of a wait on a receipt a later change voided: the error a commit with it
+        gets, in the words ``tx show`` uses for a ``voided`` receipt."""
+        made = self.preview.revision
+        why = voided_because(made, info.revision, info.status.value)
+        return SnapshotMismatch(
+            self.transaction_id,
+            made,
+            info.revision,
+            f"receipt {self.receipt_id} was made at revision {made}; a later change voided it "
+            f"({why}): call tx.preview() again",
+        )
 
 
 def _after_end(receipt_id: str, status: TxStatus) -> str:

@@ -592,9 +592,10 @@ class AsyncTransaction(TransactionCursor):
         """Wait until an approver decides the last preview's receipt: its view once approved;
         ``ReceiptRefused`` naming who refused it and why once refused (the transaction stays
         open: change it and preview again, or roll back), or ``why`` ``expired`` once it
-        outlived its lifetime; ``SnapshotMismatch`` once a change voided it; ``NotActive``
-        once the transaction ended; ``DeadlineExceeded`` after ``max_wait`` seconds. Polls
-        the transaction every ``interval`` seconds (``_approval_wait`` decides each read)."""
+        outlived its lifetime (a read shows it ``expired``); ``SnapshotMismatch`` once a
+        change voided it (a read shows it ``voided``); ``NotActive`` once the transaction
+        ended; ``DeadlineExceeded`` after ``max_wait`` seconds. Polls the transaction every
+        ``interval`` seconds (``_approval_wait`` decides each read)."""
         wait = self._approval_wait(max_wait, interval)
         while True:
             answer = self._waited(wait, await self.info())

@@ -12,7 +12,10 @@ Invariants:
   receipt is never approved and never committed with; the transaction stays open.
 - A receipt holds until the engine's clock reaches its ``expires_at``: from that instant an
   approval, a refusal and a commit naming it are ``ReceiptRefused`` ``expired`` (preview
-  again), and reads show it ``expired`` unless the commit used it (``core/reads.py``).
+  again), and reads show it ``expired`` unless the commit used it (``core/reads.py``). That
+  check comes before the revision's (``_receipt`` before ``_still_current``), so a receipt a
+  later change voided that has also expired is refused ``expired``, and reads show it so;
+  one that has not expired reads ``voided``.
 - A preview, an approval and a refusal change no revision (they change no state of the
   transaction: a receipt row and an audit record, in one store unit) — so a preview never
   voids the receipt it hands out.
@@ -368,6 +371,11 @@ class Approvals:
         and ``principal`` did not begin the transaction."""
         tx = rt.transaction_id
         receipt = await self._receipt(rt, receipt_id)
+        if receipt.status == ReceiptStatus.APPROVED.value:
+            # An approval a later change voided leaves no decision to answer: a read shows the
+            # receipt ``voided``, and so does this refusal — not "approved already; commit
+            # with it", which the commit would then refuse.
+            _same_revision(rt, receipt)
         if receipt.status != ReceiptStatus.ISSUED.value:
             raise _decided(tx, receipt, decision, "already")
         owner = str(rt.body.get("principal", ""))
@@ -392,14 +400,7 @@ class Approvals:
     async def _still_current(self, rt: TxRuntime, receipt: ReceiptRow) -> None:
         """The receipt's snapshot is the transaction's now: same revision, same change."""
         tx = rt.transaction_id
-        if receipt.revision != rt.row.revision:
-            raise SnapshotMismatch(
-                tx,
-                receipt.revision,
-                rt.row.revision,
-                f"receipt {receipt.id} was made at revision {receipt.revision}; a later "
-                "change voided it",
-            )
+        _same_revision(rt, receipt)
         _, change_hash = await build_change_set(rt, self.store, self.config.fs_root)
         if change_hash != receipt.change_hash:
             raise SnapshotMismatch(
@@ -409,6 +410,19 @@ class Approvals:
                 f"the change differs from receipt {receipt.id}'s (committed values or files "
                 "changed outside the transaction)",
             )
+
+
+def _same_revision(rt: TxRuntime, receipt: ReceiptRow) -> None:
+    """Refuse a receipt made at another revision than the transaction's now: a later change
+    voided it (reads show it ``voided``)."""
+    if receipt.revision != rt.row.revision:
+        raise SnapshotMismatch(
+            rt.transaction_id,
+            receipt.revision,
+            rt.row.revision,
+            f"receipt {receipt.id} was made at revision {receipt.revision}; a later change "
+            "voided it",
+        )
 
 
 def _may_decide(

@@ -2,7 +2,8 @@
 
 Reads never change a transaction and never take its lock: they see the store's committed
 rows (plus, for the graph's edges, a cached image only if it is current with them). A
-receipt's ``expired`` status is not stored: the view computes it from the engine's clock.
+receipt's ``expired`` and ``voided`` statuses are not stored: the view computes them from the
+engine's clock and the transaction's row (``receipt_status``).
 
 A view's edges come from, first that has them: the current cached image's built graph; the
 edges kept for this exact revision (``EDGE_CACHE_ENTRIES``); the graph this reader kept for
@@ -111,22 +112,51 @@ def commit_receipt(row: TxRow) -> str | None:
     return None if used is None else str(used)
 
 
-def receipt_status(r: ReceiptRow, now: float, used: str | None) -> str:
-    """The status a read shows: the stored one, or ``expired`` for an issued or approved
-    receipt once ``now`` reached its ``expires_at`` — the same instant from which
-    ``Approvals`` refuses to approve, refuse or commit with it — unless it is ``used``, the
-    receipt the commit named (None: unknown, so none is shown expired)."""
-    if r.status == ReceiptStatus.REFUSED.value or now < r.expires_at:
+def receipt_status(r: ReceiptRow, now: float, row: TxRow) -> str:
+    """The status a read shows of receipt ``r`` of transaction ``row``: the stored one, or,
+    for an issued or approved receipt that is not the one the commit used (``commit_receipt``;
+    unknown: every receipt keeps its stored status):
+
+    - ``expired`` once ``now`` reached its ``expires_at`` — the same instant from which
+      ``Approvals`` refuses to approve, refuse or commit with it;
+    - else ``voided`` once the transaction moved past it (``voided``).
+
+    Expiry comes first because it is what a decision says first: ``Approvals._receipt``
+    refuses an expired receipt before ``_still_current`` compares its revision, so a receipt
+    both stale and expired is refused ``expired`` on approve, refuse and commit alike, and a
+    read names the same reason. A refused receipt stays ``refused``: that decision is the
+    one worth showing."""
+    used = commit_receipt(row)
+    if r.status == ReceiptStatus.REFUSED.value or used is None or used == r.id:
         return r.status
-    if used is None or used == r.id:
-        return r.status
-    return ReceiptStatus.EXPIRED.value
+    if now >= r.expires_at:
+        return ReceiptStatus.EXPIRED.value
+    if voided(r, row, used):
+        return ReceiptStatus.VOIDED.value
+    return r.status
 
 
-def _receipt_view(r: ReceiptRow, now: float, used: str | None) -> ReceiptView:
+def voided(r: ReceiptRow, row: TxRow, used: str) -> bool:
+    """Whether the transaction moved past receipt ``r``, which its commit did not use
+    (``used``: the receipt it did use, "" for none or not committed): a durable change since
+    the preview (the revision grows with each one, and a preview changes none), or an end
+    that left it unused — rolled back, failed, or committed with another receipt. A commit
+    that named no receipt published the change its last previews showed: those, made at the
+    revision it committed (one below its final one; a committed row never changes again),
+    keep their status, and only older ones are voided.
+
+    "Past" is ``<``, not ``!=``: the receipts are read after the row, so a step and a preview
+    landing between the two reads give a receipt newer than ``row`` — current, not voided."""
+    status = TxStatus(row.status)
+    if status is TxStatus.COMMITTED:
+        return bool(used) or r.revision < row.revision - 1
+    return status.terminal or r.revision < row.revision
+
+
+def _receipt_view(r: ReceiptRow, now: float, row: TxRow) -> ReceiptView:
     return ReceiptView(
         receipt_id=r.id,
-        status=receipt_status(r, now, used),
+        status=receipt_status(r, now, row),
         revision=r.revision,
         change_hash=r.change_hash,
         created_at=r.created_at,
@@ -211,9 +241,9 @@ class TransactionReader:
             while len(self._edges) > EDGE_CACHE_ENTRIES:
                 del self._edges[next(iter(self._edges))]
         if receipts:
-            now, used = self.clock(), commit_receipt(row)
+            now = self.clock()
             info = dataclasses.replace(
-                info, receipts=[_receipt_view(r, now, used) for r in receipts]
+                info, receipts=[_receipt_view(r, now, row) for r in receipts]
             )
         return info
 

@@ -242,7 +242,8 @@ class ReceiptRow:
     """A preview's receipt (``docs/safety.md``): bound to the change hash and the revision it
     was made at. ``status`` is ``issued``, ``approved`` or ``refused``; it leaves ``issued``
     once, by a compare-and-set (``approve_receipt``, ``refuse_receipt``), so of two decisions
-    exactly one wins. ``expired`` is never stored: reads compute it from ``expires_at``."""
+    exactly one wins. ``expired`` and ``voided`` are never stored: reads compute them from
+    ``expires_at`` and the transaction's row."""
 
     id: str
     tx_id: str

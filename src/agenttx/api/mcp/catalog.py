@@ -342,8 +342,8 @@ TOOLS: tuple[types.Tool, ...] = (
         "Show a transaction",
         "The transaction's status, next_step_id, learned constraints, context log, its "
         "newest step attempts (history: true for every attempt and the dependency edges) and "
-        "newest preview receipts (approved, refused or expired; by whom and why). Use it to "
-        "find where you are after losing track.",
+        "newest preview receipts (approved, refused, expired or voided; by whom and why). Use "
+        "it to find where you are after losing track.",
         {
             "transaction_id": TRANSACTION_ID,
             "history": {

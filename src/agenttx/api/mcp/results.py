@@ -21,7 +21,7 @@ from agenttx.api.grpc_server import commit_reply, rollback_reply, step_reply, tr
 from agenttx.api.mcp.compensation import waiting_rollback_text
 from agenttx.api.mcp.continuations import Refusal, aborted, outcome_unknown
 from agenttx.jsontext import compact
-from agenttx.receipts import Approval, Preview, ReceiptStatus
+from agenttx.receipts import Approval, Preview, ReceiptStatus, voided_because
 from agenttx.receipts import Refusal as ReceiptRefusal
 from agenttx.types import (
     REFERENCE_FALLBACK,
@@ -194,7 +194,7 @@ def transaction_result(t: TransactionInfo, *, bounded: bool = False) -> types.Ca
     if t.constraints:
         text += "\nConstraints learned:\n" + "\n".join(f"- {c}" for c in t.constraints)
     # The newest receipt, if it is a refusal the agent has not answered with a new preview, or
-    # expired unused.
+    # expired or voided unused.
     newest = t.receipts[0] if t.receipts and not t.status.terminal else None
     if newest is not None and newest.status == ReceiptStatus.REFUSED:
         text += (
@@ -206,6 +206,13 @@ def transaction_result(t: TransactionInfo, *, bounded: bool = False) -> types.Ca
         text += (
             f"\nReceipt {newest.receipt_id} expired unused: it can no longer be approved or "
             "committed with. Call preview_commit again for a new receipt."
+        )
+    elif newest is not None and newest.status == ReceiptStatus.VOIDED:
+        why = voided_because(newest.revision, t.revision, t.status.value)
+        text += (
+            f"\nReceipt {newest.receipt_id} was voided unused ({why}): the change it previewed "
+            "is no longer the transaction's, so it can no longer be approved or committed "
+            "with. Call preview_commit again for a new receipt before committing."
         )
     if t.earlier_steps_omitted:
         text += (

@@ -5,7 +5,10 @@
 // server takes the approver from the request's key instead.
 // A receipt holds until its expires_at by the server's clock: the screen says when, asks the
 // server at that moment, and once the server says "expired" (in the transaction's receipts, or
-// refusing a decision) it disables the decision and says to preview again.
+// refusing a decision) it disables the decision and says to preview again. A receipt the
+// transaction moved past is "voided" (a later step, undo or rewind): the page redraws on the new
+// revision and lists it so; a decision the server refuses as stale (SNAPSHOT_MISMATCH, when the
+// redraw has not come yet) does as an expiry does.
 // Shown only when the server offers PreviewCommit and ApproveCommit (its OpenAPI document);
 // the refusal controls only when it offers RefuseCommit too.
 
@@ -18,13 +21,23 @@ const EXPIRY_RECHECK_MS = 2000;
 
 // A refusal that means the receipt is past its expires_at: only a new preview helps.
 const isExpiry = (e) => e.reason === "RECEIPT_REFUSED" && (e.details || {}).why === "expired";
+// A refusal that means a later change voided the receipt: only a new preview helps too.
+const isVoided = (e) => e.reason === "SNAPSHOT_MISMATCH";
+
+// Why a voided receipt no longer stands, in the words of `agenttx tx show` and MCP
+// (agenttx.receipts.voided_because); the screen shows only an ACTIVE transaction's receipts.
+const voidedBecause = (r, t) => `revision ${r.revision} moved to ${t.revision}`;
 
 // One line of a receipt that is not refused (those have their own list below).
-function receiptLine(r) {
+function receiptLine(r, t) {
   const by = r.decided_by ? ` by ${r.decided_by}` : "";
   if (r.status === "expired") {
     return `Receipt ${r.receipt_id} (revision ${r.revision}) expired at ${when(r.expires_at)}` +
       `${r.decided_by ? ` (approved${by})` : " before anyone decided it"}: preview again for a new receipt.`;
+  }
+  if (r.status === "voided") {
+    return `Receipt ${r.receipt_id} (revision ${r.revision}) voided: ${voidedBecause(r, t)}` +
+      `${r.decided_by ? ` (approved${by})` : ""}, so it can no longer be approved or refused: preview again for a new receipt.`;
   }
   return `Receipt ${r.receipt_id} (revision ${r.revision}) ${r.status}${by}, expires at ${when(r.expires_at)}.`;
 }
@@ -37,14 +50,16 @@ export function approveSection(t, operations) {
     placeholder: "approver: a name, or with API keys the approver's key" });
   let receipt = null;
   let expiryTimer = 0;
-  // The receipt on the screen expired (the server said so, reading it or refusing a decision):
-  // nothing can be decided on it any more; a new preview gives a new receipt.
-  const expired = (message) => {
+  // The receipt on the screen expired or was voided (the server said so, reading it or
+  // refusing a decision): nothing can be decided on it any more; a new preview gives a new
+  // receipt. `why` is the paragraph's class: "expired" or "voided".
+  const lapsed = (why, message) => {
     clearTimeout(expiryTimer);
     decided();
-    out.append(el("p", { class: "expired" }, message),
+    out.append(el("p", { class: why }, message),
       el("p", {}, "Preview commit again for a new receipt, then decide that one."));
   };
+  const expired = (message) => lapsed("expired", message);
   // At the receipt's expires_at by this browser's clock, ask the server, whose clock decides.
   const watchExpiry = (id, expiresAt) => {
     clearTimeout(expiryTimer);
@@ -55,12 +70,14 @@ export function approveSection(t, operations) {
       const r = t2 && (t2.receipts || []).find((x) => x.receipt_id === id);
       if (receipt !== id) return;
       if (r && r.status === "expired") expired(`Receipt ${id} expired at ${when(r.expires_at)} before it was decided.`);
+      else if (r && r.status === "voided") lapsed("voided", `Receipt ${id} was voided before it was decided: ${voidedBecause(r, t2)}.`);
       else if (!r || r.status === "issued") expiryTimer = setTimeout(check, EXPIRY_RECHECK_MS);
     };
     expiryTimer = setTimeout(check, Math.max(0, expiresAt * 1000 - Date.now()));
   };
   const failed = (e) => {
     if (isExpiry(e)) expired(e.message);
+    else if (isVoided(e)) lapsed("voided", `Receipt ${receipt} was voided by a later change: ${e.message}`);
     else out.append(el("p", { class: "error" }, e.message));
   };
   const approve = el("button", { type: "button", disabled: true, onclick: async () => {
@@ -94,7 +111,7 @@ export function approveSection(t, operations) {
       failed(e);
     }
   } }, "Refuse this change");
-  // A receipt is decided once (or expires): then both buttons wait for a new preview.
+  // A receipt is decided once (or expires, or is voided): then both buttons wait for a new preview.
   const decided = () => { clearTimeout(expiryTimer); receipt = null; approve.disabled = true; refuse.disabled = true; };
   const preview = el("button", { type: "button", onclick: async () => {
     try {
@@ -112,7 +129,8 @@ export function approveSection(t, operations) {
     }
   } }, "Preview commit");
   // The transaction's receipts (GetTransaction's receipts, newest first): the refused ones
-  // with who refused and why; the others issued, approved or expired (the server's clock).
+  // with who refused and why; the others issued, approved, expired (the server's clock) or
+  // voided (the transaction moved past them).
   const refusals = (t.receipts || []).filter((r) => r.status === "refused");
   const history = refusals.length
     ? el("ul", { class: "refusals" }, ...refusals.map((r) => el("li", {},
@@ -120,7 +138,7 @@ export function approveSection(t, operations) {
     : null;
   const others = (t.receipts || []).filter((r) => r.status !== "refused");
   const receipts = others.length
-    ? el("ul", { class: "receipts" }, ...others.map((r) => el("li", { class: `r-${r.status}` }, receiptLine(r))))
+    ? el("ul", { class: "receipts" }, ...others.map((r) => el("li", { class: `r-${r.status}` }, receiptLine(r, t))))
     : null;
   return el("section", { id: "approve" },
     el("h2", {}, canRefuse ? "Preview, approve or refuse" : "Preview and approve"),
