@@ -80,7 +80,6 @@ class Rewinder:
         next_step = target if not final.terminal else 0
         if final.terminal:
             body = dict(body, ended_at=self.clock())
-        errors: list[str] = []
         ran = 0
         why = cause or {}
         failed = [step_event(failed_row)] if failed_row is not None else []
@@ -112,8 +111,16 @@ class Rewinder:
         not_undone = merged_evidence(
             (body.get("rewind") or {}).get("not_undone", ()), map(evidence, blocked)
         )
+        # The undo records this rewind covers, fixed by its first write. A restart that
+        # finishes it still reports the ones whose undo failed before the crash: they are no
+        # longer pending, so they are neither run again nor judged, and without this the
+        # transaction would end as if every undo had worked. (Records of failed undos from an
+        # earlier rewind share step numbers with this one's, hence the ids, not the steps.)
+        covered = {int(i) for i in (body.get("rewind") or {}).get("undo_ids", ())}
+        errors = [undo_error(u) for u in rt.undo if u.id in covered and u.status == "failed"]
         if to_undo:
             plan = dict(body, rewind={"target": target, "final": final.value, **approval})
+            plan["rewind"]["undo_ids"] = sorted(covered | {u.id for u in to_undo})
             if not_undone:
                 plan["rewind"]["not_undone"] = not_undone
             if awaiting:
@@ -149,7 +156,7 @@ class Rewinder:
                 return [], 0
             await self.skip(rt, [u for u in to_undo if verdicts.get(u.id) in BLOCKED], blocked)
             to_run = [u for u in to_undo if verdicts.get(u.id, RUN) == RUN]
-            errors = await self.compensate(rt, to_run)
+            errors += await self.compensate(rt, to_run)
             ran = len(to_run)
             body = dict(rt.body)
         if not_undone:
@@ -242,8 +249,13 @@ class Rewinder:
             )
             self.images.appended(rt, records, sealed)
             if not ok:
-                errors.append(f"undo {row.handler} of step {row.step_id}: {last}")
+                errors.append(undo_error(row))
         return errors
+
+
+def undo_error(row: UndoRow) -> str:
+    """The line ``compensation_errors`` gets for an undo that kept failing."""
+    return f"undo {row.handler} of step {row.step_id}: {row.last_error}"
 
 
 class UndoContext:
