@@ -6,8 +6,11 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.history --quick    # smoke run
     .venv/bin/python -m benchmarks.ab history --before A --after B --rounds 4 -- --quick
 
-``agenttx serve`` (SQLite, defaults, warning-level log) runs in a subprocess; the project's
-own client (``AgentTxClient``) drives it, as a user's program would. Per round, one
+``agenttx serve`` (defaults, warning-level log) runs in a subprocess on SQLite, or with
+``--store pg`` on a fresh database of the PostgreSQL at ``AGENTTX_BENCH_PG`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``, the server the database is made on; it is
+dropped after the run). The project's own client (``AgentTxClient``) drives it, as a user's
+program would. Per round, one
 transaction gets ``--steps`` ``kv.put`` steps of a ~10 KB value of many small objects (300
 steps: ~3 MB of arguments and as much output, what is slowest to parse and encode per byte;
 set-up, not timed). Then, while a second client on its own channel calls ``GetTransaction``
@@ -26,19 +29,24 @@ on a one-step transaction over and over (the *probe*, as the hostile-input tests
 
 The floor beside them, in the same round: ``probe.idle``, the probe's calls with no history
 read running. Times are milliseconds of wall time; the least disturbed round is kept
-(``best_round``). Writes ``benchmarks/results/history.json``.
+(``best_round``). Writes ``benchmarks/results/history.json`` (``history_pg.json`` with
+``--store pg``); the figures sit under the store's name (``sqlite``, ``postgresql``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agenttx.client import AgentTxClient
 from benchmarks.harness import (
@@ -59,19 +67,52 @@ from benchmarks.harness import (
 )
 
 RESULTS = RESULTS_DIR / "history.json"
+PG_RESULTS = RESULTS_DIR / "history_pg.json"
+ADMIN_URL = os.environ.get("AGENTTX_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+# --store: the key its figures sit under (not "postgres": benchmarks.ab reads a top-level
+# "postgres" as the server's description, not as figures).
+STORES = {"sqlite": "sqlite", "pg": "postgresql"}
 VALUE = [{"id": i, "name": f"item-{i}", "tags": ["a", "b"]} for i in range(250)]
 
 
 @contextmanager
-def served(data_dir: Path) -> Iterator[str]:
-    """``agenttx serve`` on a free port until the block ends; yields its address."""
+def pg_database() -> Iterator[str]:
+    """The URL of a new, empty database on ``ADMIN_URL``'s server, dropped when the block ends
+    (after the server using it stopped)."""
+    import psycopg
+
+    name = f"agenttx_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlsplit(ADMIN_URL)._replace(path=f"/{name}").geturl()
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def postgres_info() -> dict[str, Any]:
+    """The PostgreSQL server the run used: its version (bookkeeping, not a figure)."""
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        row = c.execute("SHOW server_version").fetchone()
+    return {"version": row[0] if row else "unknown"}
+
+
+@contextmanager
+def served(data_dir: Path, store_url: str | None = None) -> Iterator[str]:
+    """``agenttx serve`` on a free port until the block ends (on ``store_url``, else SQLite
+    in ``data_dir``); yields its address."""
     address = f"127.0.0.1:{free_port()}"
     log = (data_dir.parent / "serve.log").open("wb")
+    store = ["--store", store_url] if store_url else []
     proc = subprocess.Popen(
         agenttx_command(
             "serve",
             "--data-dir",
             str(data_dir),
+            *store,
             "--listen-addr",
             address,
             "--metrics-addr",
@@ -227,7 +268,7 @@ ROWS = (
 
 
 def rows(res: dict[str, Any]) -> list[list[Any]]:
-    r = res["sqlite"]
+    r = next((res[k] for k in STORES.values() if k in res), {})
     return [[label, r[key]["n"], r[key]["p50"], r[key]["max"]] for label, key in ROWS if key in r]
 
 
@@ -238,23 +279,39 @@ def markdown(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = bench_parser(__doc__.splitlines()[0], RESULTS)
     ap.add_argument("--steps", type=int, default=300, help="steps in the long history")
+    ap.add_argument(
+        "--store",
+        choices=sorted(STORES),
+        default="sqlite",
+        help="the server's store: sqlite (a file in a scratch directory) or pg (a fresh "
+        "database on AGENTTX_BENCH_PG's server, dropped after; default sqlite)",
+    )
     ns = ap.parse_args(argv)
+    if ns.store == "pg":
+        ns.default_output = PG_RESULTS
     out = Out()
     if ns.markdown:
         from benchmarks.harness import read_result
 
-        print(markdown(read_result(Path(ns.output or RESULTS))))
+        print(markdown(read_result(Path(ns.output or ns.default_output))))
         return 0
     started = time.perf_counter()
     res: dict[str, Any] = {"machine": machine_info(), "steps": ns.steps}
     reads = 3 if ns.quick else 10
-    with scratch("history") as tmp, served(tmp / "data") as address:
-        res["sqlite"] = best_round(
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(scratch("history"))
+        url = None
+        if ns.store == "pg":
+            res["postgres"] = postgres_info()
+            url = stack.enter_context(pg_database())
+        address = stack.enter_context(served(tmp / "data", url))
+        res[STORES[ns.store]] = best_round(
             [one_round(address, ns.steps, reads) for _ in range(rounds_of(ns))]
         )
     finish_machine(res, started)
     out.table(
-        f"A history of {ns.steps} steps (~{ns.steps * 22 // 1000} MB) read through the client",
+        f"A history of {ns.steps} steps (~{ns.steps * 22 // 1000} MB) read through the client"
+        f" ({STORES[ns.store]})",
         ["call (ms)", "n", "p50", "worst"],
         rows(res),
     )
