@@ -29,8 +29,9 @@ on a one-step transaction over and over (the *probe*, as the hostile-input tests
 
 The floor beside them, in the same round: ``probe.idle``, the probe's calls with no history
 read running. Times are milliseconds of wall time; the least disturbed round is kept
-(``best_round``). Writes ``benchmarks/results/history.json`` (``history_pg.json`` with
-``--store pg``); the figures sit under the store's name (``sqlite``, ``postgresql``).
+(``best_round``). Writes ``benchmarks/results/history.json``: the figures under the store's
+name (``sqlite``, ``postgresql``), each with its own run's commit, date and load (``run``); a
+run of one store keeps the other's figures in the file.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from benchmarks.harness import (
     machine_info,
     md_table,
     output_of,
+    read_result,
     rounds_of,
     scratch,
     stats_ms,
@@ -67,7 +69,6 @@ from benchmarks.harness import (
 )
 
 RESULTS = RESULTS_DIR / "history.json"
-PG_RESULTS = RESULTS_DIR / "history_pg.json"
 ADMIN_URL = os.environ.get("AGENTTX_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 # --store: the key its figures sit under (not "postgres": benchmarks.ab reads a top-level
 # "postgres" as the server's description, not as figures).
@@ -91,13 +92,13 @@ def pg_database() -> Iterator[str]:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def postgres_info() -> dict[str, Any]:
-    """The PostgreSQL server the run used: its version (bookkeeping, not a figure)."""
+def postgres_version() -> str:
+    """The version of the PostgreSQL server the run used (bookkeeping, not a figure)."""
     import psycopg
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as c:
         row = c.execute("SHOW server_version").fetchone()
-    return {"version": row[0] if row else "unknown"}
+    return str(row[0]) if row else "unknown"
 
 
 @contextmanager
@@ -267,13 +268,13 @@ ROWS = (
 )
 
 
-def rows(res: dict[str, Any]) -> list[list[Any]]:
-    r = next((res[k] for k in STORES.values() if k in res), {})
+def rows(res: dict[str, Any], store: str = "sqlite") -> list[list[Any]]:
+    r = res.get(STORES[store], {})
     return [[label, r[key]["n"], r[key]["p50"], r[key]["max"]] for label, key in ROWS if key in r]
 
 
-def markdown(res: dict[str, Any]) -> str:
-    return md_table(["call (ms)", "n", "p50", "worst"], rows(res), align_right=True)
+def markdown(res: dict[str, Any], store: str = "sqlite") -> str:
+    return md_table(["call (ms)", "n", "p50", "worst"], rows(res, store), align_right=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,35 +288,36 @@ def main(argv: list[str] | None = None) -> int:
         "database on AGENTTX_BENCH_PG's server, dropped after; default sqlite)",
     )
     ns = ap.parse_args(argv)
-    if ns.store == "pg":
-        ns.default_output = PG_RESULTS
     out = Out()
+    key = STORES[ns.store]
+    path = output_of(ns)
     if ns.markdown:
-        from benchmarks.harness import read_result
-
-        print(markdown(read_result(Path(ns.output or ns.default_output))))
+        print(markdown(read_result(Path(ns.output or RESULTS)), ns.store))
         return 0
     started = time.perf_counter()
+    # One file for both stores: the other store's figures stay as its own run left them.
+    kept = read_result(path) if path is not None else {}
     res: dict[str, Any] = {"machine": machine_info(), "steps": ns.steps}
+    res.update({k: v for k, v in kept.items() if k in STORES.values() and k != key})
+    run: dict[str, Any] = {k: res["machine"][k] for k in ("git", "date", "load_average_start")}
     reads = 3 if ns.quick else 10
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(scratch("history"))
         url = None
         if ns.store == "pg":
-            res["postgres"] = postgres_info()
+            run["postgres_version"] = postgres_version()
             url = stack.enter_context(pg_database())
         address = stack.enter_context(served(tmp / "data", url))
-        res[STORES[ns.store]] = best_round(
-            [one_round(address, ns.steps, reads) for _ in range(rounds_of(ns))]
-        )
+        res[key] = best_round([one_round(address, ns.steps, reads) for _ in range(rounds_of(ns))])
+    res[key]["run"] = run | {"steps": ns.steps}
     finish_machine(res, started)
     out.table(
         f"A history of {ns.steps} steps (~{ns.steps * 22 // 1000} MB) read through the client"
-        f" ({STORES[ns.store]})",
+        f" ({key})",
         ["call (ms)", "n", "p50", "worst"],
-        rows(res),
+        rows(res, ns.store),
     )
-    write_result(out, output_of(ns), res)
+    write_result(out, path, res)
     return 0
 
 
