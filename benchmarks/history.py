@@ -6,8 +6,11 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.history --quick    # smoke run
     .venv/bin/python -m benchmarks.ab history --before A --after B --rounds 4 -- --quick
 
-``agenttx serve`` (SQLite, defaults, warning-level log) runs in a subprocess; the project's
-own client (``AgentTxClient``) drives it, as a user's program would. Per round, one
+``agenttx serve`` (defaults, warning-level log) runs in a subprocess on SQLite, or with
+``--store pg`` on a fresh database of the PostgreSQL at ``AGENTTX_BENCH_PG`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``, the server the database is made on; it is
+dropped after the run). The project's own client (``AgentTxClient``) drives it, as a user's
+program would. Per round, one
 transaction gets ``--steps`` ``kv.put`` steps of a ~10 KB value of many small objects (300
 steps: ~3 MB of arguments and as much output, what is slowest to parse and encode per byte;
 set-up, not timed). Then, while a second client on its own channel calls ``GetTransaction``
@@ -26,19 +29,25 @@ on a one-step transaction over and over (the *probe*, as the hostile-input tests
 
 The floor beside them, in the same round: ``probe.idle``, the probe's calls with no history
 read running. Times are milliseconds of wall time; the least disturbed round is kept
-(``best_round``). Writes ``benchmarks/results/history.json``.
+(``best_round``). Writes ``benchmarks/results/history.json``: the figures under the store's
+name (``sqlite``, ``postgresql``), each with its own run's commit, date and load (``run``); a
+run of one store keeps the other's figures in the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agenttx.client import AgentTxClient
 from benchmarks.harness import (
@@ -52,6 +61,7 @@ from benchmarks.harness import (
     machine_info,
     md_table,
     output_of,
+    read_result,
     rounds_of,
     scratch,
     stats_ms,
@@ -59,19 +69,51 @@ from benchmarks.harness import (
 )
 
 RESULTS = RESULTS_DIR / "history.json"
+ADMIN_URL = os.environ.get("AGENTTX_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+# --store: the key its figures sit under (not "postgres": benchmarks.ab reads a top-level
+# "postgres" as the server's description, not as figures).
+STORES = {"sqlite": "sqlite", "pg": "postgresql"}
 VALUE = [{"id": i, "name": f"item-{i}", "tags": ["a", "b"]} for i in range(250)]
 
 
 @contextmanager
-def served(data_dir: Path) -> Iterator[str]:
-    """``agenttx serve`` on a free port until the block ends; yields its address."""
+def pg_database() -> Iterator[str]:
+    """The URL of a new, empty database on ``ADMIN_URL``'s server, dropped when the block ends
+    (after the server using it stopped)."""
+    import psycopg
+
+    name = f"agenttx_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlsplit(ADMIN_URL)._replace(path=f"/{name}").geturl()
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def postgres_version() -> str:
+    """The version of the PostgreSQL server the run used (bookkeeping, not a figure)."""
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        row = c.execute("SHOW server_version").fetchone()
+    return str(row[0]) if row else "unknown"
+
+
+@contextmanager
+def served(data_dir: Path, store_url: str | None = None) -> Iterator[str]:
+    """``agenttx serve`` on a free port until the block ends (on ``store_url``, else SQLite
+    in ``data_dir``); yields its address."""
     address = f"127.0.0.1:{free_port()}"
     log = (data_dir.parent / "serve.log").open("wb")
+    store = ["--store", store_url] if store_url else []
     proc = subprocess.Popen(
         agenttx_command(
             "serve",
             "--data-dir",
             str(data_dir),
+            *store,
             "--listen-addr",
             address,
             "--metrics-addr",
@@ -226,39 +268,56 @@ ROWS = (
 )
 
 
-def rows(res: dict[str, Any]) -> list[list[Any]]:
-    r = res["sqlite"]
+def rows(res: dict[str, Any], store: str = "sqlite") -> list[list[Any]]:
+    r = res.get(STORES[store], {})
     return [[label, r[key]["n"], r[key]["p50"], r[key]["max"]] for label, key in ROWS if key in r]
 
 
-def markdown(res: dict[str, Any]) -> str:
-    return md_table(["call (ms)", "n", "p50", "worst"], rows(res), align_right=True)
+def markdown(res: dict[str, Any], store: str = "sqlite") -> str:
+    return md_table(["call (ms)", "n", "p50", "worst"], rows(res, store), align_right=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = bench_parser(__doc__.splitlines()[0], RESULTS)
     ap.add_argument("--steps", type=int, default=300, help="steps in the long history")
+    ap.add_argument(
+        "--store",
+        choices=sorted(STORES),
+        default="sqlite",
+        help="the server's store: sqlite (a file in a scratch directory) or pg (a fresh "
+        "database on AGENTTX_BENCH_PG's server, dropped after; default sqlite)",
+    )
     ns = ap.parse_args(argv)
     out = Out()
+    key = STORES[ns.store]
+    path = output_of(ns)
     if ns.markdown:
-        from benchmarks.harness import read_result
-
-        print(markdown(read_result(Path(ns.output or RESULTS))))
+        print(markdown(read_result(Path(ns.output or RESULTS)), ns.store))
         return 0
     started = time.perf_counter()
+    # One file for both stores: the other store's figures stay as its own run left them.
+    kept = read_result(path) if path is not None else {}
     res: dict[str, Any] = {"machine": machine_info(), "steps": ns.steps}
+    res.update({k: v for k, v in kept.items() if k in STORES.values() and k != key})
+    run: dict[str, Any] = {k: res["machine"][k] for k in ("git", "date", "load_average_start")}
     reads = 3 if ns.quick else 10
-    with scratch("history") as tmp, served(tmp / "data") as address:
-        res["sqlite"] = best_round(
-            [one_round(address, ns.steps, reads) for _ in range(rounds_of(ns))]
-        )
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(scratch("history"))
+        url = None
+        if ns.store == "pg":
+            run["postgres_version"] = postgres_version()
+            url = stack.enter_context(pg_database())
+        address = stack.enter_context(served(tmp / "data", url))
+        res[key] = best_round([one_round(address, ns.steps, reads) for _ in range(rounds_of(ns))])
+    res[key]["run"] = run | {"steps": ns.steps}
     finish_machine(res, started)
     out.table(
-        f"A history of {ns.steps} steps (~{ns.steps * 22 // 1000} MB) read through the client",
+        f"A history of {ns.steps} steps (~{ns.steps * 22 // 1000} MB) read through the client"
+        f" ({key})",
         ["call (ms)", "n", "p50", "worst"],
-        rows(res),
+        rows(res, ns.store),
     )
-    write_result(out, output_of(ns), res)
+    write_result(out, path, res)
     return 0
 
 

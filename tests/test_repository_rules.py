@@ -28,6 +28,7 @@ RESULT_FILES = {
     "grpc.json",
     "grpc-inprocess.json",
     "hints.json",
+    "history.json",
     "mcp.json",
     "preview.json",
     "recovery.json",

@@ -21,6 +21,8 @@
   commit, so versions become visible in order: a snapshot (the counter's value when a
   transaction began) never sees a smaller version appear later. A bare SEQUENCE would hand out
   numbers without that ordering, which is why the counter is a row.
+- **A long history** (``load_steps(large=True)``) is read on a thread and a synchronous
+  connection of the store's own (``postgres_bulk.py``), not through the pool on the loop.
 - **Outbox**: claimed with ``FOR UPDATE SKIP LOCKED`` and a lease; a commit that queued effects
   sends ``NOTIFY agenttx_outbox`` so idle dispatchers on every replica wake at once.
 """
@@ -45,6 +47,7 @@ from agenttx.errors import AgentTxError, DeadlineExceeded, InternalError, StoreF
 from agenttx.jsontext import compact
 from agenttx.store import receipts_sql, sql
 from agenttx.store.contract import HeldTx, ReceiptRow, StepRow, StoredReply, TxRow, TxUpdate
+from agenttx.store.postgres_bulk import BulkReader
 from agenttx.store.postgres_target import Target
 from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
 
@@ -197,6 +200,7 @@ class PostgresStore(SqlStore):
         self._pool: Pool | None = None
         self._locks: Pool | None = None
         self._listener: AsyncConnection[Any] | None = None  # LISTEN connection, see below
+        self._bulk: BulkReader | None = None  # long reads; open iff the pools are
         # lock_timeout as last set on each lock connection: set again only when it differs.
         self._lock_timeouts: weakref.WeakKeyDictionary[AsyncConnection[Any], str] = (
             weakref.WeakKeyDictionary()
@@ -221,6 +225,7 @@ class PostgresStore(SqlStore):
             await self._pool.open(wait=True, timeout=target.connect_timeout_s)
             self._locks = self._new_pool(0, target.lock_pool_size)
             await self._locks.open(wait=False)
+            self._bulk = BulkReader(target)
         except psycopg.Error as exc:
             await self.close()
             raise InternalError(f"{where}: {target.failure(exc, connected=connected)}") from exc
@@ -262,6 +267,9 @@ class PostgresStore(SqlStore):
         )  # fmt: skip
 
     async def close(self) -> None:
+        bulk, self._bulk = self._bulk, None
+        if bulk is not None:
+            await bulk.close()
         await self._close_listener()
         if self._locks is not None:
             await self._locks.close()
@@ -286,6 +294,16 @@ class PostgresStore(SqlStore):
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
         async with self._connection() as c:
             return await (await c.execute(_pg(query), params)).fetchall()
+
+    async def _rows_off_loop(
+        self, query: str, params: Sequence[Any], convert: Callable[[Sequence[Any]], T]
+    ) -> list[T]:
+        # Through the pool the driver received a long history's ~10 MB and made it into
+        # Python objects on the loop: 24 ms of the loop's CPU a 3 MB read, 6 here (measured
+        # in process, docs/benchmarks.md). One autocommit statement there as here.
+        if self._bulk is None:
+            raise InternalError("store is closed")
+        return await self._bulk.rows(_pg(query), params, convert, _failure)
 
     async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
         async with self._connection() as c:
