@@ -38,8 +38,8 @@ async def test_a_running_engine_reaps_an_idle_transaction_within_a_quarter_timeo
     open_engine: Any,
 ) -> None:
     engine = await open_engine(tx_idle_timeout_secs=0.4)  # ticks every 100 ms
-    tx = (await engine.begin()).transaction_id
-    started = time.monotonic()
+    started = time.monotonic()  # before begin: the idle time counts from the transaction's
+    tx = (await engine.begin()).transaction_id  # last activity, which is after this
     while (await engine.get_transaction(tx)).status is TxStatus.ACTIVE:
         assert time.monotonic() - started < 5, "the background reaper never aborted it"
         await asyncio.sleep(0.02)
