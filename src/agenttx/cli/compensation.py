@@ -5,6 +5,7 @@ that would run, approve or refuse a waiting undo (``docs/compensation.md``)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -20,6 +21,9 @@ from agenttx.cli.common import (
     to_dict,
     when,
 )
+
+if TYPE_CHECKING:
+    from agenttx.wire import agenttx_pb2 as pb
 
 
 @click.command("compensate")
@@ -106,16 +110,7 @@ def tx_approve_compensation(
         transaction_id=transaction_id, principal=principal, roles=list(roles)
     )
     r = call(server, lambda stub: stub.ApproveCompensation(request, timeout=timeout))
-    if as_json:
-        echo_json(to_dict(r))
-        return
-    console = Console()
-    console.print(
-        f"approved: {transaction_id} is {status_markup(r.transaction_status)}, "
-        f"compensations run: {r.compensations_run}"
-    )
-    for e in r.compensation_errors:
-        console.print(f"[red]compensation error[/] {escape(e)}")
+    _print_decision("approved", transaction_id, r, as_json, "compensation error")
 
 
 @click.command("refuse-compensation")
@@ -149,18 +144,26 @@ def tx_refuse_compensation(
         transaction_id=transaction_id, principal=principal, roles=list(roles), reason=reason
     )
     r = call(server, lambda stub: stub.RefuseCompensation(request, timeout=timeout))
+    # Exit 0: the refusal was recorded and the rollback or compensation went on; what it
+    # left undone is listed for the person who settles it.
+    _print_decision("refused", transaction_id, r, as_json, "not undone")
+
+
+def _print_decision(
+    word: str, transaction_id: str, r: pb.ApproveCompensationResponse, as_json: bool, label: str
+) -> None:
+    """An approver's decision's reply (``ApproveCompensationResponse``): how the transaction
+    stands, then each compensation error under ``label``."""
     if as_json:
         echo_json(to_dict(r))
         return
     console = Console()
     console.print(
-        f"refused: {transaction_id} is {status_markup(r.transaction_status)}, "
+        f"{word}: {transaction_id} is {status_markup(r.transaction_status)}, "
         f"compensations run: {r.compensations_run}"
     )
-    # Exit 0: the refusal was recorded and the rollback or compensation went on; what it
-    # left undone is listed for the person who settles it.
     for e in r.compensation_errors:
-        console.print(f"[red]not undone[/] {escape(e)}")
+        console.print(f"[red]{label}[/] {escape(e)}")
 
 
 COMMANDS = (tx_compensate, tx_approve_compensation, tx_refuse_compensation)

@@ -9,7 +9,7 @@ must call what.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -230,50 +230,59 @@ async def compensate(
 async def approve(
     service: CompensationService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
-    tx = _text(args, "transaction_id", required=True)
-    roles = args.get("roles") or []
-    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-        return cont.bad_request("roles must be a list of strings")
-    try:
-        r = await run_detached(
-            service.approve_compensation(tx, _text(args, "principal", required=True), roles)
-        )
-    except CompensationApprovalRefused as exc:
-        return cont.refused(exc, "approve_compensation", args)
-    fields = message_fields(approval_reply(r))
+    def call(tx: str, roles: list[str]) -> Coroutine[Any, Any, RollbackResult]:
+        return service.approve_compensation(tx, _text(args, "principal", required=True), roles)
+
+    decided = await _decide("approve_compensation", args, call)
+    if not isinstance(decided, RollbackResult):
+        return decided
+    r = decided
     text = (
-        f"Approved: {tx} is {r.transaction_status.value} ({r.compensations_run} undo actions ran)."
+        f"Approved: {r.transaction_id} is {r.transaction_status.value} "
+        f"({r.compensations_run} undo actions ran)."
     )
     if r.compensation_errors:
         text += " Not undone: " + "; ".join(r.compensation_errors)
-    return _ok(fields, text)
+    return _ok(message_fields(approval_reply(r)), text)
 
 
 async def refuse(
     service: CompensationService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
+    def call(tx: str, roles: list[str]) -> Coroutine[Any, Any, RollbackResult]:
+        reason = _text(args, "reason", required=True)
+        return service.refuse_compensation(
+            tx, reason, _text(args, "principal", required=True), roles
+        )
+
+    decided = await _decide("refuse_compensation", args, call)
+    if not isinstance(decided, RollbackResult):
+        return decided
+    r = decided
+    text = (
+        f"Refused: {r.transaction_id} is {r.transaction_status.value} ({r.compensations_run} "
+        "other undo actions ran). Not undone: " + "; ".join(r.compensation_errors) + ". Tell "
+        "the user: a person must settle these steps."
+    )
+    return _ok(message_fields(approval_reply(r)), text)
+
+
+async def _decide(
+    tool: str,
+    args: dict[str, Any],
+    call: Callable[[str, list[str]], Coroutine[Any, Any, RollbackResult]],
+) -> RollbackResult | cont.Refusal:
+    """An approver's decision (``call(tx, roles)``, which reads its other arguments), the
+    shared ones checked first; a refused decision is the tool's refusal with its
+    continuation."""
     tx = _text(args, "transaction_id", required=True)
     roles = args.get("roles") or []
     if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
         return cont.bad_request("roles must be a list of strings")
     try:
-        r = await run_detached(
-            service.refuse_compensation(
-                tx,
-                _text(args, "reason", required=True),
-                _text(args, "principal", required=True),
-                roles,
-            )
-        )
+        return await run_detached(call(tx, roles))
     except CompensationApprovalRefused as exc:
-        return cont.refused(exc, "refuse_compensation", args)
-    fields = message_fields(approval_reply(r))
-    text = (
-        f"Refused: {tx} is {r.transaction_status.value} ({r.compensations_run} other undo "
-        "actions ran). Not undone: " + "; ".join(r.compensation_errors) + ". Tell the user: "
-        "a person must settle these steps."
-    )
-    return _ok(fields, text)
+        return cont.refused(exc, tool, args)
 
 
 def _text(args: dict[str, Any], name: str, *, required: bool = False) -> str:
