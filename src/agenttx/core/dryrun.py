@@ -34,7 +34,7 @@ from agenttx.core.eager import leave_eager
 from agenttx.core.hints import HintCleaner
 from agenttx.core.images import TxImages
 from agenttx.core.limits import check_step_request, check_transaction_id, reply_room
-from agenttx.core.offload import INLINE_HINT_CHARS, by_size
+from agenttx.core.offload import INLINE_HINT_CHARS, INLINE_JSON_CHARS, by_size
 from agenttx.core.refs import ResolveLimits, UnresolvedReference, resolve
 from agenttx.core.runtime import StepRun, TxRuntime
 from agenttx.core.tool_policy import PolicyDecision, ToolPolicy
@@ -190,7 +190,7 @@ class DryRunner:
         changes: dict[str, Any] = {}
         output: Any = None
         try:
-            resolved = self._arguments(rt, step_id, arguments_json, parsed)
+            resolved = await self._arguments(rt, step_id, arguments_json, parsed)
             if tool is None:
                 raise _Refused(reached, self.registry.unknown_tool_message(tool_name))
             call_args = self._validated(tool, resolved)
@@ -248,17 +248,20 @@ class DryRunner:
 
     # ------------------------------------------------------------------ the checks
 
-    def _arguments(
+    async def _arguments(
         self, rt: TxRuntime, step_id: int, arguments_json: str, parsed: dict[str, Any] | None
     ) -> Any:
-        """The arguments parsed and resolved against the live steps, as a step resolves them."""
+        """The arguments parsed and resolved against the live steps, as a step resolves them
+        (a large text or expansion on a worker thread, as a step's: ``by_size``)."""
         if parsed is not None:
             args: Any = parsed
         elif not arguments_json.strip():
             args = {}
         else:
             try:
-                args = jsonpolicy.parse(arguments_json)
+                args = await by_size(
+                    len(arguments_json), INLINE_JSON_CHARS, jsonpolicy.parse, arguments_json
+                )
             except JsonRefused as exc:
                 raise _Refused(Fidelity.SCHEMA_ONLY, f"invalid arguments JSON: {exc}") from None
         if "${" not in arguments_json and parsed is None:
@@ -269,7 +272,15 @@ class DryRunner:
             len(arguments_json),
         )
         try:
-            resolved, _ = resolve(args, rt.outputs, step_id, limits)
+            resolved, _ = await by_size(
+                len(arguments_json) + rt.expansion_weight(arguments_json),
+                INLINE_JSON_CHARS,
+                resolve,
+                args,
+                rt.outputs,
+                step_id,
+                limits,
+            )
         except (UnresolvedReference, ArgumentsRefused) as exc:
             raise _Refused(Fidelity.SCHEMA_ONLY, exc.message) from None
         return resolved

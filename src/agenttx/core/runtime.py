@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,9 @@ MAX_PROGRESS_MESSAGE_BYTES = 1024
 Write = tuple[str, str | None, int]
 # The arguments of DependencyGraph.add_step for one step, queued until the graph is needed.
 GraphStep = tuple[int, Any, Any, Sequence[Reference], Sequence[str], Sequence[str]]
+
+
+_STEP_IDS = re.compile(r"\$\{steps\.([0-9]{1,18})")  # the steps a text's references name
 
 
 @dataclass(eq=False)
@@ -121,6 +125,17 @@ class TxRuntime:
         """Queue a step for the graph; ``chars``: the size of its stored inputs and output."""
         self._graph_pending.append((step_id, inputs, output, references, state_reads, state_writes))
         self._graph_pending_chars += chars
+
+    def expansion_weight(self, arguments_json: str) -> int:
+        """How many characters of outputs resolving these arguments may touch: the JSON text
+        of every output they reference (with the arguments' own size, what decides whether
+        resolving runs off the loop, for a step and a dry run alike)."""
+        weight = 0
+        for step in set(_STEP_IDS.findall(arguments_json)):
+            row = self.steps.get(int(step))
+            if row is not None:
+                weight += len(row.output_json)
+        return weight
 
     @property
     def transaction_id(self) -> str:

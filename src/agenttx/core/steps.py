@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import re
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -215,7 +214,7 @@ class StepExecutor:
                 )
                 try:
                     att.resolved, att.references = await by_size(
-                        len(arguments_json) + _expansion_weight(arguments_json, rt),
+                        len(arguments_json) + rt.expansion_weight(arguments_json),
                         INLINE_JSON_CHARS,
                         resolve,
                         args,
@@ -244,7 +243,7 @@ class StepExecutor:
                 # budget while resolving is a lower bound (escapes are not counted).
                 try:
                     resolved_json = await by_size(
-                        len(arguments_json) + _expansion_weight(arguments_json, rt),
+                        len(arguments_json) + rt.expansion_weight(arguments_json),
                         INLINE_JSON_CHARS,
                         self._resolved_text,
                         att.resolved,
@@ -819,21 +818,6 @@ class StepExecutor:
             operation_provider=str((op or {}).get("provider", "")),
             operation_id=str((op or {}).get("id", "")),
         )
-
-
-_STEP_IDS = re.compile(r"\$\{steps\.([0-9]{1,18})")
-
-
-def _expansion_weight(arguments_json: str, rt: TxRuntime) -> int:
-    """How many characters of outputs resolving these arguments may touch: the JSON text of
-    every output they reference (with the arguments' own size, what decides whether resolving
-    runs off the loop)."""
-    weight = 0
-    for step in set(_STEP_IDS.findall(arguments_json)):
-        row = rt.steps.get(int(step))
-        if row is not None:
-            weight += len(row.output_json)
-    return weight
 
 
 def cancelled_hint(att: Attempt) -> Hint:
