@@ -126,7 +126,11 @@ def _state(
     for key, before, after in rows:
         b_sha, a_sha = sha(before), sha(after)
         ids.append([key, b_sha, a_sha])
+        # Characters first (a UTF-8 character is 1-4 bytes, so a text this long in characters
+        # is too long in bytes), then the bytes of what is left.
         size = len(before or "") + len(after or "")
+        if size <= budget:
+            size = _utf8_len(before) + _utf8_len(after)
         if size > budget:
             elided += 1
             plan.append((key, b_sha, a_sha, _elided(before, b_sha), _elided(after, a_sha)))
@@ -153,10 +157,17 @@ def _display(text: str | None, sha: str, shown: list[str]) -> Any:
     """None, an elided summary, or the index of ``text`` among the texts to parse."""
     if text is None:
         return None
-    if len(text) > MAX_PREVIEW_VALUE_BYTES:
+    if len(text) > MAX_PREVIEW_VALUE_BYTES or _utf8_len(text) > MAX_PREVIEW_VALUE_BYTES:
         return _elided(text, sha)
     shown.append(text)
     return len(shown) - 1
+
+
+def _utf8_len(text: str | None) -> int:
+    """The UTF-8 size of a stored JSON text (0 for an absent value)."""
+    if not text:
+        return 0
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _elided(text: str | None, sha: str = "") -> Any:
@@ -164,7 +175,7 @@ def _elided(text: str | None, sha: str = "") -> Any:
         return None
     return {
         "elided": True,
-        "bytes": len(text.encode("utf-8", "surrogatepass")),
+        "bytes": _utf8_len(text),
         "sha256": sha or _sha(text),
     }
 
@@ -226,6 +237,7 @@ def _diff(path: str, before: bytes | None, after: bytes | None) -> tuple[str, st
             tofile="/dev/null" if after is None else f"b/{path}",
         )
     )
-    if len(text) > MAX_DIFF_BYTES:
-        return text[:MAX_DIFF_BYTES], f"diff cut at {MAX_DIFF_BYTES} characters"
+    if _utf8_len(text) > MAX_DIFF_BYTES:
+        cut = text.encode("utf-8", "surrogatepass")[:MAX_DIFF_BYTES]
+        return cut.decode("utf-8", "ignore"), f"diff cut at {MAX_DIFF_BYTES} bytes"
     return text, ""
