@@ -709,6 +709,7 @@ class Engine:
         check_number("step_id", step_id)
         check_text("outcome", outcome)
         check_text("reason", reason)
+        check_compensation_reason(reason)  # the same bound as every reason a person gives
         await self.access.check(caller, transaction_id, Action.ACT)
         return await self.reconciler.resolve(transaction_id, step_id, outcome, output, reason)
 

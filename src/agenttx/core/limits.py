@@ -150,23 +150,30 @@ def check_state_key(key: str) -> None:
 
 # -- compensation (``docs/compensation.md``) ------------------------------------------------
 
-MAX_COMPENSATION_REASON_BYTES = 4096  # a reason is a sentence or two, kept in the audit chain
+# A person's reason — why to compensate, why a change or an undo is refused, why an operator
+# settled a step so — is a sentence or two, kept in the audit chain (and a refusal's in the
+# receipt row, where the agent that must answer it reads it).
+MAX_REASON_BYTES = 4096
+MAX_COMPENSATION_REASON_BYTES = MAX_REASON_BYTES
+MAX_REFUSAL_REASON_BYTES = MAX_REASON_BYTES
 MAX_ROLES = 32
 MAX_ROLE_BYTES = 128
 
 
-def check_compensation_reason(reason: str) -> None:
+def check_reason(reason: str, *, required: str = "") -> None:
+    """A reason within ``MAX_REASON_BYTES``; with ``required`` (what to say), not blank."""
+    if required and not reason.strip():
+        raise InvalidArgument(f"invalid argument: reason is required: {required}")
     size = len(reason.encode("utf-8", "surrogatepass"))
-    if size > MAX_COMPENSATION_REASON_BYTES:
+    if size > MAX_REASON_BYTES:
         raise InvalidArgument(
             f"invalid argument: reason is {size} bytes, over the limit of "
-            f"{MAX_COMPENSATION_REASON_BYTES}; say why in fewer words"
+            f"{MAX_REASON_BYTES}; say why in fewer words"
         )
 
 
-# A refusal's reason is read by the agent that must answer it: a few sentences, kept in the
-# receipt row and the audit chain.
-MAX_REFUSAL_REASON_BYTES = 4096
+def check_compensation_reason(reason: str) -> None:
+    check_reason(reason)
 
 
 _WHY_CHANGE = "say why the change is refused and what would make it acceptable (the agent reads it)"
@@ -175,14 +182,7 @@ _WHY_CHANGE = "say why the change is refused and what would make it acceptable (
 def check_refusal_reason(reason: str, *, say: str = _WHY_CHANGE) -> None:
     """A refusal's reason (of a commit's change; of an undo, with its own ``say``): not
     blank, at most ``MAX_REFUSAL_REASON_BYTES``."""
-    if not reason.strip():
-        raise InvalidArgument(f"invalid argument: reason is required: {say}")
-    size = len(reason.encode("utf-8", "surrogatepass"))
-    if size > MAX_REFUSAL_REASON_BYTES:
-        raise InvalidArgument(
-            f"invalid argument: reason is {size} bytes, over the limit of "
-            f"{MAX_REFUSAL_REASON_BYTES}; say why in fewer words"
-        )
+    check_reason(reason, required=say)
 
 
 def check_approval(principal: str, roles: Sequence[str]) -> None:
