@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agenttx.core.limits import read_capped
 from agenttx.errors import PolicyViolation, StartupError
 from agenttx.receipts import Mode
 from agenttx.types import EffectClass
@@ -112,7 +113,12 @@ def load_safety_policy(path: str | Path) -> SafetyPolicy:
                 f"--policy {p}: the file is {size} bytes, over the {MAX_POLICY_FILE_BYTES}-byte "
                 "limit; a policy is a few lines"
             )
-        raw = p.read_bytes()
+        raw = read_capped(p, MAX_POLICY_FILE_BYTES)
+        if raw is None:  # not a regular file, or it grew since: its size said nothing
+            raise StartupError(
+                f"--policy {p}: it holds more than {MAX_POLICY_FILE_BYTES} bytes, the limit of a "
+                "policy file"
+            )
     except OSError as exc:
         raise StartupError(f"--policy {p}: cannot read it: {exc.strerror or exc}") from None
     try:

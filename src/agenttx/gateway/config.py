@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agenttx.core.limits import read_capped
 from agenttx.errors import StartupError
 from agenttx.gateway.mapping import MappingError, check_template
 
@@ -119,7 +120,12 @@ def load_gateway(
                 f"--gateway {path}: the file is {size} bytes, over the "
                 f"{MAX_GATEWAY_FILE_BYTES}-byte limit of a gateway file"
             )
-        raw = path.read_bytes()
+        raw = read_capped(path, MAX_GATEWAY_FILE_BYTES)
+        if raw is None:  # not a regular file, or it grew since: its size said nothing
+            raise StartupError(
+                f"--gateway {path}: it holds more than {MAX_GATEWAY_FILE_BYTES} bytes, "
+                "the limit of a gateway file"
+            )
     except OSError as exc:
         raise StartupError(
             f"--gateway {path}: cannot read the file: {exc.strerror or exc}"

@@ -236,7 +236,8 @@ class SqliteStore(SqlStore):
         with self._bulk_lock:
             bulk, self._bulk = self._bulk, None
         if bulk is not None:
-            bulk.shutdown(wait=True)  # a large read in progress ends before its connection
+            # A large read in progress ends before its connection; waited for off the loop.
+            await asyncio.to_thread(bulk.shutdown, True)
         for conn in (self._wconn, self._rconn, self._bconn):
             if conn is not None:
                 conn.close()
