@@ -36,6 +36,7 @@ of their p50s is in the JSON beside it.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import shutil
@@ -142,17 +143,23 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> tuple[Any, int]:
 
 def filesystem_server() -> str:
     binary = PREFIX / "node_modules" / ".bin" / "mcp-server-filesystem"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise SystemExit("the gateway benchmark needs npm (Node.js) for the filesystem server")
-        PREFIX.mkdir(parents=True, exist_ok=True)
-        package = f"@modelcontextprotocol/server-filesystem@{NPM_VERSION}"
-        subprocess.run(
-            [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", package],
-            check=True,
-            capture_output=True,
-        )
+    if binary.exists():
+        return str(binary)
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("the gateway benchmark needs npm (Node.js) for the filesystem server")
+    PREFIX.mkdir(parents=True, exist_ok=True)
+    # The tests install into the same prefix under this lock (tests/install_lock.py): two
+    # npm installs into one prefix break each other.
+    with (PREFIX.parent / (PREFIX.name + ".lock")).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not binary.exists():
+            package = f"@modelcontextprotocol/server-filesystem@{NPM_VERSION}"
+            subprocess.run(
+                [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", package],
+                check=True,
+                capture_output=True,
+            )
     return str(binary)
 
 

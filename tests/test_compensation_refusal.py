@@ -273,6 +273,8 @@ async def test_a_secret_in_the_reason_is_masked(eng: agenttx.Engine, log: str) -
     [refusal] = [rec for rec in await eng.audit_records(tx) if rec.kind == "approval.refused"]
     assert "hunter2" not in refusal.body
     assert token not in refusal.body
+    assert "it leaks" in said  # the reason is kept, only its secrets masked
+    assert "it leaks" in refusal.body
 
 
 async def test_a_crash_after_the_recorded_refusal_of_a_rollback_is_finished_by_recovery(

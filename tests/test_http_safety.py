@@ -63,6 +63,7 @@ def test_an_approval_required_commit_goes_through_preview_and_approval(base: str
     assert [c["key"] for c in p["changes"]["state"]] == ["kv/http-limit"] or any(
         "http-limit" in c["key"] for c in p["changes"]["state"]
     )
+    assert p["changes"]["state"][0]["key"] == "kv/http-limit"
     receipt = p["receipt_id"]
     # The transaction's own principal cannot approve its work.
     same = request(

@@ -179,6 +179,7 @@ async def test_cli_preview_and_approve(s: Served) -> None:
     )
     assert same.exit_code == 1
     assert "APPROVAL_REFUSED" in same.output or "FAILED_PRECONDITION" in same.output
+    assert "began the transaction" in same.output  # refused as its own principal, no other way
     ok = await cli(
         "tx", "approve", tx, p["receipt_id"], "--principal", "alice", "--server", s.target
     )

@@ -152,6 +152,7 @@ async def test_cli_refuse_and_show(s: Served) -> None:
     )  # fmt: skip
     assert same.exit_code == 1
     assert "APPROVAL_REFUSED" in same.output or "FAILED_PRECONDITION" in same.output
+    assert "began the transaction" in same.output  # refused as its own principal, no other way
     ok = await cli(
         "tx", "refuse", tx, p.receipt_id, "--principal", "al", "--reason", "halve it",
         "--server", s.target,
