@@ -496,8 +496,15 @@ async def serve(
     API keys."""
     running = await start(config)
     if loop is not None and running.keys is not None:
+        keys, reloads = running.keys, set[asyncio.Task[bool]]()
+
+        def reload() -> None:  # the file is read off the loop; the task is kept until it ends
+            task = loop.create_task(keys.reload_in_thread())
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
         with contextlib.suppress(NotImplementedError, AttributeError):  # no SIGHUP on Windows
-            loop.add_signal_handler(signal.SIGHUP, running.keys.reload)
+            loop.add_signal_handler(signal.SIGHUP, reload)
     await stop.wait()
     log.info(
         "draining: refusing new calls, waiting up to %gs for in-flight ones", config.grace_secs
