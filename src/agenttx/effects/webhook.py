@@ -115,7 +115,13 @@ class WebhookChannel:
                 return
             if status in REDIRECTS and location:
                 url = urljoin(url, location)
-                if _origin_of(url) != origin:
+                try:
+                    moved = _origin_of(url) != origin
+                except ValueError:  # a port out of range: no request could reach it
+                    raise PermanentDeliveryError(
+                        f"redirected to {_origin(url)}, which is not a valid URL"
+                    ) from None
+                if moved:
                     # As browsers do: the agent's own headers (an Authorization, an API key)
                     # were meant for the first origin, not for wherever it redirects.
                     own = {k for k in headers if k not in _DELIVERY_HEADERS}
