@@ -28,6 +28,7 @@ from agenttx.api.grpc_server import (
     transaction_reply,
     transactions_reply,
 )
+from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.errors import InvalidArgument
 from agenttx.types import REFERENCE_FALLBACK, Caller
 from agenttx.wire import agenttx_pb2 as pb
@@ -138,6 +139,7 @@ class Call:
     # Who calls (``agenttx.auth``: the request's API key); None without keys. Every engine
     # call gets it, so a key reaches only its tenant and, as an agent, its own transactions.
     caller: Caller | None = None
+    body_bytes: int = 0  # the request body's size: what decides whether its work leaves the loop
 
     @property
     def transaction_id(self) -> str:
@@ -178,17 +180,23 @@ async def _begin(c: Call) -> Any:
     )
 
 
+def _arguments_text(arguments: Any) -> str:
+    # json.dumps, not jsontext.compact: a NaN the body's parser let through must reach the
+    # engine as text, where the JSON policy fails the step with a hint (compact would raise).
+    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+
+
 async def _step(c: Call) -> Any:
     b: StepBody = c.body
     if b.arguments is not None and b.arguments_json is not None:
         raise InvalidArgument("send arguments (an object) or arguments_json (text), not both")
     # The object goes to the engine as text, as gRPC sends it, so the JSON policy (depth,
     # numbers, strings) judges it inside the step: a breach is a failed step with a hint.
-    text = (
-        b.arguments_json
-        if b.arguments_json is not None
-        else json.dumps(b.arguments or {}, separators=(",", ":"), ensure_ascii=False)
-    )
+    if b.arguments_json is not None:
+        text = b.arguments_json
+    else:  # the compact text, off the loop when the body was large enough to be parsed there
+        arguments = b.arguments or {}
+        text = await by_size(c.body_bytes, INLINE_JSON_CHARS, _arguments_text, arguments)
     r = await c.engine.execute_step(
         c.transaction_id,
         b.step_id,
