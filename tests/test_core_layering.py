@@ -22,6 +22,7 @@ ALLOWED = (
     "agenttx.receipts",
     "agenttx.jsontext",
     "agenttx.jsonpolicy",
+    "agenttx.files",  # layer 1 (agenttx.__doc__): size-bounded reads of files the user names
     "agenttx.audit",
     "agenttx.store.contract",
     "agenttx.tools",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from agenttx import jsonpolicy
@@ -207,12 +206,3 @@ def check_role_list(roles: Sequence[str]) -> None:
             raise InvalidArgument(
                 f"invalid argument: role {clip(role, 40)!r} is over {MAX_ROLE_BYTES} bytes"
             )
-
-
-def read_capped(path: Path, limit: int) -> bytes | None:
-    """The bytes of the file at ``path``, or None if it holds more than ``limit``: never more
-    than ``limit + 1`` is read, so a FIFO, a device or a file that grew since its size was
-    checked cannot make a start read without end. ``OSError`` passes through."""
-    with path.open("rb") as f:
-        data = f.read(limit + 1)
-    return None if len(data) > limit else data

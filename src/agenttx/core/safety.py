@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agenttx.core.limits import read_capped
 from agenttx.errors import PolicyViolation, StartupError
+from agenttx.files import read_capped
 from agenttx.receipts import Mode
 from agenttx.types import EffectClass
 

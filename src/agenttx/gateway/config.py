@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agenttx.core.limits import read_capped
 from agenttx.errors import StartupError
+from agenttx.files import read_capped
 from agenttx.gateway.mapping import MappingError, check_template
 
 # Effects a downstream tool may be given by override (``state`` is AgentTx-managed state only).
