@@ -81,6 +81,13 @@ def test_a_full_file_loads(tmp_path: Path) -> None:
             "never sent downstream",
         ),
         ('[servers.kv]\ncommand = "x"\n', 1, "AgentTx's own tools"),
+        # A server known only from its tools' table: the line of that table, the first place
+        # the file names it (it had no line at all).
+        (
+            '[servers.a]\ncommand = "x"\n\n[servers.m.tools.t]\neffect = "read"\n',
+            4,
+            "exactly one of",
+        ),
         ('[servers.a]\ncommand = "no-such-binary-7f3"\n', 2, "not an executable file or on PATH"),
         (
             '[servers.a]\ncommand = "x"\n[servers.a.tools.t]\nbefore = { tool = "g" }\n',

@@ -176,11 +176,19 @@ class _Loader:
         return 0
 
     def _header_line(self, table: tuple[str, ...]) -> int:
+        """The line of ``[table]``; without one, of its first sub-table (``[servers.m.tools.t]``
+        makes ``servers.m`` exist without a header of its own); -1 if neither is there."""
+        first_below = -1
         for n, line in enumerate(self.lines):
             stripped = line.strip()
-            if stripped.startswith("[") and _header(stripped) == table:
+            if not stripped.startswith("["):
+                continue
+            header = _header(stripped)
+            if header == table:
                 return n
-        return -1
+            if first_below < 0 and table and header[: len(table)] == table:
+                first_below = n
+        return first_below
 
     # -------------------------------------------------------------- values
 
