@@ -140,7 +140,8 @@ def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProc
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A wheel built the way `pip install .` builds one: isolated, from build-system.requires."""
+    """A wheel built as a release builds one, with ``python -m build`` (isolated, from
+    build-system.requires, as `pip install .` builds too)."""
     tree = tmp_path_factory.mktemp("tree")
     for name in BUILD_INPUTS:
         source = ROOT / name
@@ -151,7 +152,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(source, tree / name)
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), "."], tree, 300)
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), "."], tree, 300)
     (built,) = out.glob("agenttx-*.whl")
     return built
 
