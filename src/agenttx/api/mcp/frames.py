@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import queue
@@ -123,6 +124,16 @@ class AnsweringMalformed:
             item = await self._read.receive()  # anyio.EndOfStream at the end passes through
             if not isinstance(item, Exception):
                 return item  # type: ignore[no-any-return]
+            line = _unparsed_line(item)
+            if line is not None:
+                # A long line is parsed on a worker thread: up to MAX_LINE_BYTES of JSON.
+                if len(line) > _PARSE_ON_LOOP_CHARS:
+                    recovered = await anyio.to_thread.run_sync(_lenient_message, line)
+                else:
+                    recovered = _lenient_message(line)
+                if not isinstance(recovered, Exception):
+                    return SessionMessage(recovered)
+                item = recovered  # JSON after all: say what is wrong with it as a message
             await self._write.send(SessionMessage(error_reply(item)))
 
     def __aiter__(self) -> AnsweringMalformed:
@@ -152,14 +163,53 @@ def _deliver(wanted: asyncio.Future[Any], line: str | None) -> None:
         wanted.set_result(line)
 
 
+# Below this a line's lenient parse costs well under a millisecond: no thread hop.
+_PARSE_ON_LOOP_CHARS = 64 << 10
+
+
+def _unparsed_line(exc: Exception) -> str | None:
+    """The line the SDK's JSON parser refused, if that is why ``exc`` was raised."""
+    if not isinstance(exc, ValidationError):
+        return None
+    errors = exc.errors(include_url=False)
+    if not errors or errors[0].get("type") != "json_invalid":
+        return None
+    raw = errors[0].get("input")
+    return raw if isinstance(raw, str) else None
+
+
+def _lenient_message(line: str) -> types.JSONRPCMessage | Exception:
+    """The message of a line that is JSON by the standard but not by pydantic's parser, else
+    why not (the exception to answer). That parser refuses a lone UTF-16 surrogate escape
+    (``"\\ud800"``) anywhere in the frame and so loses the request id: the caller would get a
+    parse error it cannot match to its request. Read leniently, the request goes on, and the
+    engine's JSON policy answers the bad text where it sits, as on every other surface (a
+    step's arguments: a failed step whose hint names ``json_utf8``)."""
+    try:
+        value = json.loads(line)
+    except ValueError as exc:  # not JSON at all: a parse error, as the SDK said
+        return exc
+    try:
+        return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError as exc:  # JSON, but no JSON-RPC message: error_reply says which
+        return exc
+
+
 def error_reply(exc: Exception) -> types.JSONRPCError:
     code, message, request_id = types.INVALID_REQUEST, "Invalid Request", None
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, json.JSONDecodeError):
+        code, message = types.PARSE_ERROR, "Parse error"
+    elif isinstance(exc, ValidationError):
         errors = exc.errors(include_url=False)
         if errors and errors[0].get("type") == "json_invalid":
             code, message = types.PARSE_ERROR, "Parse error"
         else:
-            raw = errors[0].get("input") if errors else None
+            # Each member of the message union reports its own error; some hold the whole
+            # message (a missing field), others only the part they refused (``params``): the
+            # request's id is read from whichever holds the message.
+            inputs = [e.get("input") for e in errors]
+            whole = [raw for raw in inputs if isinstance(raw, dict) and "jsonrpc" in raw]
+            raw = whole[0] if whole else (inputs[0] if inputs else None)
             if isinstance(raw, dict) and _OVERSIZED_KEY in raw:
                 message = f"Request too large: a line of {raw[_OVERSIZED_KEY]} bytes (limit "
                 message += f"{MAX_LINE_BYTES})"
