@@ -54,8 +54,11 @@ def small_disk(path: Path, size: str = "4m") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def fill(disk: Path) -> Path:
-    """Fill ``disk`` to the last byte with a filler file; returns it (unlink to free)."""
+def fill(disk: Path, leave: int = 0) -> Path:
+    """Fill ``disk`` with a filler file, to the last byte or to ``leave`` bytes short of it;
+    returns it (unlink to free)."""
+    spare = disk / "spare"
+    spare.write_bytes(b"\0" * leave)  # held while filling, then given back
     filler = disk / "filler"
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
@@ -65,6 +68,7 @@ def fill(disk: Path) -> Path:
                     pass
     finally:
         os.close(fd)
+    spare.unlink()
     return filler
 
 
@@ -130,6 +134,33 @@ async def test_a_full_store_is_resource_exhausted_reads_work_and_space_brings_it
             assert r.output["value"] == "x" * 300_000
         finally:
             await reopened.close()
+
+
+async def test_a_store_full_refusal_is_not_kept_as_the_request_ids_reply(tmp_path: Path) -> None:
+    """The disk is nearly full: the small write that would keep the refusal as the request's
+    reply fits, the step does not. Once space is freed the same call with the same
+    request_id succeeds (it was refused with STORE_FULL for good), and its reply, a definite
+    one, is then kept: a retry replays it."""
+    with small_disk(tmp_path / "disk") as disk:
+        url = f"sqlite:///{disk}/agenttx.db"
+        engine = await agenttx.Engine.open(url, background=False)
+        try:
+            tx = (await engine.begin()).transaction_id
+            await engine.execute_step(tx, 1, "kv.put", {"key": "a", "value": 1})
+            filler = fill(disk, leave=96 << 10)
+            big = {"key": "b", "value": "x" * 400_000}
+            for _ in range(2):
+                with pytest.raises(agenttx.StoreFull, match="free disk space"):
+                    await engine.execute_step(tx, 2, "kv.put", big, request_id="r-2")
+            assert await engine.store.get_request("default", "r-2") is None
+
+            filler.unlink()
+            done = await engine.execute_step(tx, 2, "kv.put", big, request_id="r-2")
+            assert (done.status, done.next_step_id) == (agenttx.StepStatus.SUCCESS, 3)
+            assert await engine.execute_step(tx, 2, "kv.put", big, request_id="r-2") == done
+            assert (await engine.get_transaction(tx)).next_step_id == 3  # it ran once
+        finally:
+            await engine.close()
 
 
 async def test_a_full_store_under_an_outside_step_is_finished_at_the_next_call(

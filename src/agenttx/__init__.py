@@ -12,7 +12,7 @@ Layers (imports only point down this list):
    ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
    ``jsonpolicy``, ``audit``,            audit chain, preview and approval values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
-   ``files``                             reads; import nothing else
+   ``files``, ``numbers``                reads, bounded whole numbers; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -38,6 +38,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.types     imports only   agenttx.errors agenttx.types
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.files     imports only   agenttx.files
+    agenttx.numbers   imports only   agenttx.errors agenttx.numbers
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
     agenttx.audit     imports only   agenttx.audit
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts

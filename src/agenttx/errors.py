@@ -61,6 +61,12 @@ them, never from the message.
     ├── StartupError                  STARTUP_FAILED     cannot start so (a setting, a store)
     └── PermanentDeliveryError        DELIVERY_REJECTED  a channel says retrying cannot help
 
+Transient refusals (``transient = True``: RevisionConflict, DeadlineExceeded, InternalError,
+StoreFull, ServerUnavailable) say nothing final about the call: it changed nothing, and the same
+call may succeed later (another writer is done, the busy transaction is free, there is room
+again, the server is back). A request id never keeps one as its reply (``core.requests``): the
+same call with the same ``request_id`` runs again.
+
 A step failure is not a protocol error: the engine turns it (and any other exception a tool
 raises) into a failed step, data in an OK reply (status, hint, strategy); its text and
 traceback are the raw error the hint cleaner reads. The client raises a ``StepError`` for such
@@ -87,6 +93,9 @@ class AgentTxError(Exception):
     reason: ClassVar[str] = "AGENTTX_ERROR"
     # name -> type of each attribute that is data (sent on the wire, kept in a stored reply)
     fields: ClassVar[Mapping[str, type]] = MappingProxyType({})
+    # True iff the refusal is not the call's outcome: the same call may succeed later, so a
+    # request id never keeps it as its reply (the module docstring lists them).
+    transient: ClassVar[bool] = False
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
@@ -463,6 +472,7 @@ class RevisionConflict(Aborted):
     """A compare-and-set on the transaction's revision lost: someone else changed it."""
 
     reason = "REVISION_CONFLICT"
+    transient = True
 
 
 class SnapshotMismatch(Aborted):
@@ -490,10 +500,12 @@ class SnapshotMismatch(Aborted):
 
 class DeadlineExceeded(AgentTxError):
     code = reason = "DEADLINE_EXCEEDED"
+    transient = True
 
 
 class InternalError(AgentTxError):
     code = reason = "INTERNAL"
+    transient = True
 
 
 class StoreFull(AgentTxError):
@@ -504,6 +516,7 @@ class StoreFull(AgentTxError):
 
     code = "RESOURCE_EXHAUSTED"
     reason = "STORE_FULL"
+    transient = True
 
 
 class ServerUnavailable(AgentTxError, ConnectionError):
@@ -511,6 +524,7 @@ class ServerUnavailable(AgentTxError, ConnectionError):
     carried the same request_id, so calling again with that id is safe."""
 
     code = reason = "UNAVAILABLE"
+    transient = True
     fields = _fields(attempts=int)
 
     def __init__(self, message: str, attempts: int) -> None:

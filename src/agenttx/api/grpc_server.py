@@ -31,6 +31,7 @@ from agenttx.api import (
     reconcile_wire,
     undo_wire,
 )
+from agenttx.api.grpc_requests import add_service
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.api.revocable import watch_as
 from agenttx.api.tracing import incoming
@@ -760,8 +761,14 @@ def build_server(
             *(options or []),
         ],
     )
-    pb_grpc.add_AgentTxServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AgentTxServicer(engine, keys), server
+    # As the generated add_AgentTxServiceServicer_to_server, with every request checked as
+    # it is decoded: malformed bytes and out-of-range 64-bit fields are INVALID_ARGUMENT.
+    add_service(
+        AgentTxServicer(engine, keys),
+        server,
+        pb.DESCRIPTOR.services_by_name["AgentTxService"],
+        pb,
+        SERVICE_NAME,
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -20,6 +20,8 @@ from agenttx.cli.common import (
     to_dict,
     when,
 )
+from agenttx.cli.numbers import WholeNumberParam
+from agenttx.numbers import EFFECT_ID
 
 STATUSES = ("pending", "delivering", "delivered", "dead")
 _STYLE = {"delivered": "green", "dead": "red", "pending": "yellow", "delivering": "cyan"}
@@ -116,7 +118,7 @@ def effects_list(
 
 
 @effects.command("retry")
-@click.argument("effect_id", type=click.IntRange(1, (1 << 63) - 1))
+@click.argument("effect_id", type=WholeNumberParam(EFFECT_ID))
 @server_option
 @json_option
 @timeout_option

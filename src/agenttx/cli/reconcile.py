@@ -23,6 +23,8 @@ from agenttx.cli.common import (
     to_dict,
     when,
 )
+from agenttx.cli.numbers import WholeNumberParam
+from agenttx.numbers import STEP_ID
 
 OUTCOME_STYLE = {"happened": "green", "not_happened": "yellow", "unknown": "magenta"}
 
@@ -60,7 +62,7 @@ def unknown_outcome_fact(t: Any) -> str:
 
 @click.command("reconcile")
 @click.argument("transaction_id")
-@click.argument("step_id", type=click.IntRange(min=1))
+@click.argument("step_id", type=WholeNumberParam(STEP_ID))
 @server_option
 @json_option
 @timeout_option
@@ -76,7 +78,7 @@ def tx_reconcile(
 
 @click.command("resolve")
 @click.argument("transaction_id")
-@click.argument("step_id", type=click.IntRange(min=1))
+@click.argument("step_id", type=WholeNumberParam(STEP_ID))
 @click.argument("outcome", type=click.Choice(["happened", "not-happened"]))
 @click.option(
     "--output",

@@ -3,6 +3,7 @@ and commit are in tx_step.py, preview and approval in tx_receipts.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -22,8 +23,10 @@ from agenttx.cli.common import (
     to_dict,
     when,
 )
+from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.reconcile import unknown_outcome_fact
 from agenttx.cli.watch import watch
+from agenttx.numbers import TO_STEP
 from agenttx.receipts import voided_because
 from agenttx.types import TxStatus
 
@@ -237,7 +240,7 @@ def _revisions(t: Any) -> str:
 @click.argument("transaction_id")
 @click.option(
     "--to-step",
-    type=click.IntRange(min=1),
+    type=WholeNumberParam(dataclasses.replace(TO_STEP, low=1)),
     default=None,
     help="Rewind to before this step and keep the transaction open (default: abort it).",
 )

@@ -28,7 +28,9 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
 )
+from agenttx.cli.numbers import WholeNumberParam
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
+from agenttx.numbers import EXPECTED_REVISION, STEP_ID
 from agenttx.receipts import Mode
 from agenttx.types import Isolation
 
@@ -102,7 +104,7 @@ def tx_begin(
 
 @click.command("step")
 @click.argument("transaction_id")
-@click.argument("step_id", type=click.IntRange(min=1))
+@click.argument("step_id", type=WholeNumberParam(STEP_ID))
 @click.argument("tool")
 @click.argument("arguments_json", required=False, default="")
 @click.option(
@@ -179,7 +181,7 @@ def tx_step(
 )
 @click.option(
     "--expected-revision",
-    type=click.IntRange(min=1),
+    type=WholeNumberParam(EXPECTED_REVISION),
     default=None,
     help="The revision your decision was based on: refused if the transaction moved since.",
 )

@@ -11,13 +11,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import call, json_option, server_option, status_markup, to_dict, when
+from agenttx.cli.numbers import WholeNumberParam
+from agenttx.numbers import AFTER_REVISION
 
 
 @click.command("watch")
 @click.argument("transaction_id")
 @click.option(
     "--after-revision",
-    type=click.IntRange(min=0),
+    type=WholeNumberParam(AFTER_REVISION),
     default=0,
     show_default=True,
     help="Start after this revision (0: show the current state first).",

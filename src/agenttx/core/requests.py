@@ -17,6 +17,10 @@ Where the reply is looked up and stored, so the common call costs no write of it
   that call may have happened. Everything else — failed steps and their rewinds, rollbacks,
   refusals, an outside step's final reply, a commit that delivered effects (its reply counts
   them) — stores its reply with ``put_request``, a write of its own.
+- **Never stored**: a transient refusal (``AgentTxError.transient``: store full, unavailable,
+  deadline, a revision conflict, a store failure or shutdown), a cancellation (the call's
+  task cancelled, or the step's tool cancelled by its caller: ``Request.final``). None is the
+  request's outcome, so the same call with the same id runs again.
 
 A failure path's window between its durable write and its reply is closed by the durable rows:
 a step attempt records its request id (``rid``) and a commit records ``commit_request_id``
@@ -50,14 +54,6 @@ from agenttx.types import CommitResult, StepResult, StepStatus, TxStatus
 T = TypeVar("T")
 
 MAX_REQUEST_ID_BYTES = 256
-# Errors that say nothing final about the request: a retry should run it again. A step failure
-# that escaped its step is a bug (InternalError's kind), not the request's outcome.
-_TRANSIENT = (
-    errors.RevisionConflict,
-    errors.InternalError,
-    errors.DeadlineExceeded,
-    errors.StepFailure,
-)
 _FINAL_STATUSES = ("COMMITTED", "ROLLED_BACK", "FAILED")
 
 
@@ -100,6 +96,9 @@ class Request:
     stored: bool = False
     # True iff ``start_step`` claimed the id: the reply then fills the claim (put_request).
     claimed: bool = False
+    # False iff the call's reply is not the request's outcome (its caller cancelled the step
+    # mid-tool: the step was undone), so nothing is stored and a retry runs the call again.
+    final: bool = True
 
     @property
     def key(self) -> tuple[str, str]:
@@ -164,8 +163,8 @@ class RequestLog:
             result = await self._call(req, call)
         except ReplyFound as found:
             return self._replay(found.stored, method, digest, result_type)
-        if req.stored:
-            return result  # stored with the call's own write
+        if req.stored or not req.final:
+            return result  # stored with the call's own write, or not to be stored
         row = req.reply(result)
         stored = await self.store.put_request(req.tenant, row)
         if stored is row:
@@ -184,9 +183,12 @@ class RequestLog:
             if stored is None:
                 raise
             raise ReplyFound(stored) from None
-        except _TRANSIENT:
-            raise
         except AgentTxError as exc:
+            # A transient refusal (store full, unavailable, deadline, a conflict, a store
+            # failure) says nothing final about the request: a retry must run it again, so it
+            # is never stored. A step failure that escaped its step is a bug, not an outcome.
+            if exc.transient or isinstance(exc, errors.StepFailure):
+                raise
             if isinstance(exc, errors.NotActive) and exc.status not in _FINAL_STATUSES:
                 raise  # busy (EXECUTING, ROLLING_BACK): the same request may run later
             error = {

@@ -331,6 +331,10 @@ class StepExecutor:
                     return await self._outcome_unknown(rt, att, scope, text, text)
                 return await self._fail(rt, att, text, scope=scope)
             except StepCancelled:
+                if request is not None:
+                    # Undone at its caller's word: not the request's outcome, so a retry with
+                    # the same request id runs the step again (no stored reply, no rid).
+                    request.final = False
                 return await self._fail(rt, att, "", hint=cancelled_hint(att), scope=scope)
             except asyncio.CancelledError:
                 raise
@@ -517,7 +521,7 @@ class StepExecutor:
                 "refs": [[r.step_id, list(r.path), list(r.arg_path)] for r in att.references],
                 **detail,
             }
-        if att.request is not None:
+        if att.request is not None and att.request.final:
             # Kept although a successful step's reply is stored with it: a failure's reply is
             # written after its rewind, and a retry in between rebuilds it from this row.
             detail = {**detail, "rid": att.request.request_id}

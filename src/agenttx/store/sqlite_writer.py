@@ -214,7 +214,8 @@ def _execute_batch(
             try:
                 value = units[0](conn)
             except Exception as exc:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back itself (below)
+                    conn.execute("ROLLBACK")
                 return [(None, exc)], False
             conn.execute("COMMIT")
             return [(value, None)], True
@@ -224,6 +225,11 @@ def _execute_batch(
             try:
                 value = unit(conn)
             except Exception as exc:
+                if not conn.in_transaction:
+                    # SQLite rolled the whole transaction back itself, as it may on a full
+                    # disk or an I/O error: the units before this one are undone too, and a
+                    # ROLLBACK would fail and hide this error behind its own.
+                    return [(None, exc)] * len(units), False
                 conn.execute("ROLLBACK TO unit")
                 conn.execute("RELEASE unit")
                 results.append((None, exc))

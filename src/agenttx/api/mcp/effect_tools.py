@@ -16,6 +16,7 @@ from agenttx.api import effects_wire
 from agenttx.api.fields import message_fields
 from agenttx.api.mcp.results import ok
 from agenttx.errors import InvalidArgument
+from agenttx.numbers import AFTER_ID, EFFECT_ID, EFFECTS_PAGE, WholeNumber
 from agenttx.types import Caller, EffectInfo, EffectPage
 
 if TYPE_CHECKING:
@@ -163,8 +164,8 @@ def add_effect_tools(mcp: AgentTxMCP, source: EffectSource) -> None:
         page = await source.list_effects(
             statuses,
             _text(args, "transaction_id"),
-            _integer(args, "after_id", 0),
-            _integer(args, "page_size", 0),
+            _integer(args, AFTER_ID, 0),
+            _integer(args, EFFECTS_PAGE, 0),
             caller,
         )
         wire = effects_wire.effects_page(page.effects, page.next_after_id)
@@ -176,7 +177,7 @@ def add_effect_tools(mcp: AgentTxMCP, source: EffectSource) -> None:
         return ok({"effects": fields.get("effects", []), "next_after_id": wire.next_after_id}, text)
 
     async def retry_effect(args: dict[str, Any], caller: Caller | None) -> types.CallToolResult:
-        effect_id = _integer(args, "effect_id", 0)
+        effect_id = _integer(args, EFFECT_ID, 0)
         if not effect_id:
             raise InvalidArgument("effect_id is required: the id list_effects shows")
         e = await source.retry_effect(effect_id, caller)
@@ -197,12 +198,8 @@ def _text(args: dict[str, Any], name: str) -> str:
     return value
 
 
-def _integer(args: dict[str, Any], name: str, default: int) -> int:
-    value = args.get(name)
+def _integer(args: dict[str, Any], field: WholeNumber, default: int) -> int:
+    value = args.get(field.name)
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().isdigit():  # models send numbers as text
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"{name} must be a non-negative integer")
-    return value
+    return field.parse(value)  # models send numbers as text too; bounded before int()

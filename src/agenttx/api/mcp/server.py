@@ -41,7 +41,8 @@ from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
 from agenttx.api.tracing import incoming
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
-from agenttx.errors import AgentTxError, CommitConflict
+from agenttx.errors import AgentTxError, CommitConflict, InvalidArgument
+from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE, WholeNumber
 from agenttx.tools.context import ProgressSink
 from agenttx.types import Caller
 
@@ -75,19 +76,16 @@ class _Args:
             raise _BadArgument(f"{name} must not be empty")
         return value
 
-    def integer(self, name: str, *, required: bool = False) -> int | None:
-        value = self.values.get(name)
+    def integer(self, field: WholeNumber, *, required: bool = False) -> int | None:
+        value = self.values.get(field.name)
         if value is None or value == "":
             if required:
-                raise _BadArgument(f"{name} is required")
+                raise _BadArgument(f"{field.name} is required")
             return None
-        if isinstance(value, str) and value.strip().isdigit():
-            return int(value.strip())
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise _BadArgument(f"{name} must be a whole number, got {value!r}")
+        try:
+            return field.parse(value)  # bounded before int(): a 5,000-digit text is refused
+        except InvalidArgument as exc:
+            raise _BadArgument(exc.message) from None
 
     def flag(self, name: str) -> bool:
         value = self.values.get(name)
@@ -283,7 +281,7 @@ class AgentTxMCP:
     async def _run_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         args = call.args
         tx = args.text("transaction_id", required=True)
-        step_id = args.integer("step_id", required=True)
+        step_id = args.integer(STEP_ID, required=True)
         assert step_id is not None
         tool = args.text("tool", required=True)
         arguments = args.values.get("arguments")
@@ -321,7 +319,7 @@ class AgentTxMCP:
 
     async def _commit(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        expected = call.args.integer("expected_revision")
+        expected = call.args.integer(EXPECTED_REVISION)
         receipt_id = call.args.text("receipt_id")
         try:
             c = await run_detached(call.backend.commit(tx, expected, receipt_id))
@@ -335,7 +333,7 @@ class AgentTxMCP:
 
     async def _rollback(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        to_step = call.args.integer("to_step")
+        to_step = call.args.integer(TO_STEP)
         b = await run_detached(call.backend.rollback(tx, to_step or None, call.args.text("reason")))
         return results.rollback_result(b, to_step)
 
@@ -392,7 +390,7 @@ class AgentTxMCP:
         return results.tools_result(await call.backend.list_tools())
 
     async def _list_transactions(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        page_size = call.args.integer("page_size") or 50
+        page_size = call.args.integer(TRANSACTIONS_PAGE) or 50
         rows, token = await call.backend.list_transactions(
             [s.upper() for s in call.args.strings("status")],
             call.args.text("agent_id"),
@@ -403,7 +401,7 @@ class AgentTxMCP:
 
     async def _reconcile_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        step_id = call.args.integer("step_id", required=True)
+        step_id = call.args.integer(STEP_ID, required=True)
         assert step_id is not None
         try:
             r = await run_detached(call.backend.reconcile_step(tx, step_id))

@@ -34,7 +34,8 @@ from starlette.routing import BaseRoute, Route
 from agenttx.api.revocable import until_revoked, watch_as
 from agenttx.api.v1.errors import invalid_response, plain_error, refusal_body, refusal_response
 from agenttx.auth.http_auth import grant_of
-from agenttx.errors import AgentTxError, StepFailure
+from agenttx.errors import AgentTxError, InvalidArgument, StepFailure
+from agenttx.numbers import AFTER_REVISION
 from agenttx.types import Caller
 
 KEEPALIVE_SECS = 15.0
@@ -185,9 +186,11 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         after = request.query_params.get("after_revision") or request.headers.get(
             "last-event-id", "0"
         )
-        if not after.isdigit() or len(after) > 19:
-            return invalid_response("after_revision (or Last-Event-ID) must be a revision number")
-        stream = watch_as(engine, grant_of(request.scope), transaction_id, int(after))
+        try:
+            after_revision = AFTER_REVISION.parse(after)
+        except InvalidArgument as exc:
+            return invalid_response(f"{exc.message} (after_revision or Last-Event-ID)")
+        stream = watch_as(engine, grant_of(request.scope), transaction_id, after_revision)
         # The first event is read before answering, so an unknown id is a 404, not a stream.
         try:
             first = await anext(stream)

@@ -30,6 +30,7 @@ from agenttx.api.grpc_server import (
 )
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.errors import InvalidArgument
+from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE
 from agenttx.types import REFERENCE_FALLBACK, Caller
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -70,7 +71,9 @@ class BeginBody(_Body):
 
 
 class StepBody(_Body):
-    step_id: int = Field(ge=1, description="must equal the transaction's next_step_id")
+    step_id: int = Field(
+        ge=STEP_ID.low, le=STEP_ID.high, description="must equal the transaction's next_step_id"
+    )
     tool_name: str = Field(min_length=1, max_length=128)
     arguments: dict[str, Any] | None = Field(
         default=None, description="the tool's arguments as a JSON object"
@@ -85,7 +88,10 @@ class StepBody(_Body):
 class CommitBody(_Body):
     request_id: str = Field(default="", max_length=256)
     expected_revision: int | None = Field(
-        default=None, ge=1, description="the snapshot's revision: refuse if it moved since"
+        default=None,
+        ge=EXPECTED_REVISION.low,
+        le=EXPECTED_REVISION.high,
+        description="the snapshot's revision: refuse if it moved since",
     )
     receipt_id: str = Field(
         default="", max_length=64, description="commit exactly this preview's change"
@@ -95,7 +101,8 @@ class CommitBody(_Body):
 class RollbackBody(_Body):
     to_step: int | None = Field(
         default=None,
-        ge=0,
+        ge=TO_STEP.low,
+        le=TO_STEP.high,
         description="rewind to before this step; absent or 0: abort the transaction",
     )
     reason: str = ""
@@ -112,7 +119,7 @@ class ListQuery(BaseModel):
     agent_id: str = ""
     label: str = ""
     tenant: str = Field(default="", max_length=63, description="only this tenant's")
-    page_size: int = Field(default=50, ge=1, le=500)
+    page_size: int = Field(default=50, ge=1, le=TRANSACTIONS_PAGE.high)
     page_token: str = ""
     newest_first: bool = False
     created_after: float | None = Field(

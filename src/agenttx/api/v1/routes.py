@@ -30,7 +30,7 @@ from agenttx.api.fields import message_fields
 from agenttx.api.tracing import incoming
 from agenttx.api.v1 import events
 from agenttx.api.v1.access import AccessCheck, AccessMiddleware, open_access
-from agenttx.api.v1.body import BodyTooLarge, read_body
+from agenttx.api.v1.body import BodyTooLarge, NotJson, lenient_body, read_body
 from agenttx.api.v1.errors import (
     internal_response,
     invalid_response,
@@ -42,6 +42,7 @@ from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.errors import AgentTxError
+from agenttx.numbers import WholeNumber
 
 log = logging.getLogger("agenttx.http")
 
@@ -153,8 +154,28 @@ async def _body(request: Request, op: Operation, limit: int) -> tuple[Any, int]:
         # thread, as the engine parses large arguments: 4 MB took ~0.16 s of the loop.
         parsed = await by_size(len(raw), INLINE_JSON_CHARS, op.body.model_validate_json, raw)
     except ValidationError as exc:
-        raise _BadRequest(_validation_message(exc)) from None
+        if not any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise _BadRequest(_validation_message(exc, op.body)) from None
+        # JSON pydantic's parser refuses: read again, leniently, so that what the JSON policy
+        # judges inside a step fails the step, and a field's number is refused by name.
+        parsed = await by_size(len(raw), INLINE_JSON_CHARS, _lenient, op.body, raw)
     return parsed, len(raw)
+
+
+def _lenient(model: type[BaseModel], raw: bytes) -> BaseModel:
+    fields = model.model_fields
+    split = "arguments" in fields and "arguments_json" in fields
+    try:
+        value, arguments = lenient_body(raw, split_arguments=split)
+    except NotJson as exc:
+        raise _BadRequest(f"invalid request: {exc}") from None
+    try:
+        parsed = model.model_validate(value)
+    except ValidationError as exc:
+        raise _BadRequest(_validation_message(exc, model)) from None
+    if arguments is not None:  # as text, as gRPC sends it: the engine's policy judges it
+        parsed = parsed.model_copy(update={"arguments": None, "arguments_json": arguments})
+    return parsed
 
 
 def _query(request: Request, op: Operation) -> Any:
@@ -170,16 +191,41 @@ def _query(request: Request, op: Operation) -> Any:
     try:
         return op.query.model_validate(values)
     except ValidationError as exc:
-        raise _BadRequest(_validation_message(exc)) from None
+        raise _BadRequest(_validation_message(exc, op.query)) from None
 
 
-def _validation_message(exc: ValidationError) -> str:
+# pydantic's errors for a value that is not a whole number in its field's range.
+_NUMBER_ERRORS = frozenset(
+    {
+        *("int_type", "int_parsing", "int_parsing_size", "int_from_float"),
+        *("greater_than_equal", "less_than_equal", "greater_than", "less_than"),
+    }
+)
+
+
+def _validation_message(exc: ValidationError, model: type[BaseModel]) -> str:
     parts = []
     for e in exc.errors()[:3]:
+        number = _whole_number(model, e["loc"]) if e["type"] in _NUMBER_ERRORS else None
+        if number is not None:  # in the words of every surface (agenttx.numbers)
+            parts.append(number.refusal(e["input"]).message)
+            continue
         where = ".".join(str(p) for p in e["loc"]) or "body"
         parts.append(f"{where}: {e['msg']}")
     more = exc.error_count() - len(parts)
     return "invalid request: " + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _whole_number(model: type[BaseModel], loc: tuple[int | str, ...]) -> WholeNumber | None:
+    """The range of the model's whole-number field at ``loc``, from its own bounds."""
+    info = model.model_fields.get(str(loc[0])) if len(loc) == 1 else None
+    if info is None or info.annotation not in (int, int | None):
+        return None
+    low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+    high = next((m.le for m in info.metadata if hasattr(m, "le")), None)
+    if not (isinstance(low, int) and isinstance(high, int)):
+        return None
+    return WholeNumber(str(loc[0]), low, high)
 
 
 async def _json_reply(reply: Any) -> Response:

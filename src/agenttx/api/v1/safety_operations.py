@@ -17,7 +17,7 @@ from pydantic import Field
 
 from agenttx.api import compensation_wire, effects_wire, receipts_wire, reconcile_wire, undo_wire
 from agenttx.api.v1.operations import Call, Operation, _Body
-from agenttx.errors import InvalidArgument
+from agenttx.numbers import AFTER_ID, EFFECT_ID, EFFECTS_PAGE, STEP_ID, WholeNumber
 from agenttx.wire import agenttx_pb2 as pb
 
 Role = str  # "approver", "admin", "agent" (docs/security.md)
@@ -85,20 +85,25 @@ class EffectsQuery(_Body):
     status: list[str] = Field(
         default_factory=list, description="pending, delivering, delivered, dead; empty: all"
     )
-    after_id: int = Field(default=0, ge=0, description="the next_after_id of the last page")
-    page_size: int = Field(default=100, ge=1, le=1000)
+    after_id: int = Field(
+        default=0,
+        ge=AFTER_ID.low,
+        le=AFTER_ID.high,
+        description="the next_after_id of the last page",
+    )
+    page_size: int = Field(default=100, ge=1, le=EFFECTS_PAGE.high)
 
 
-def _number(c: Call, name: str) -> int:
-    """A path's step or effect id: a positive decimal number."""
-    text = c.path[name]
-    if not text.isdigit() or len(text) > 18 or int(text) < 1:
-        raise InvalidArgument(f"{name} in the path must be a positive number, got {text[:40]!r}")
-    return int(text)
+def _number(c: Call, field: WholeNumber) -> int:
+    """A path's step or effect id: a decimal number in the field's range."""
+    text = c.path[field.name]
+    if text[:1] in "+- ":  # a path segment spells the number exactly
+        raise field.refusal(text)
+    return field.parse(text)
 
 
 def _step_id(c: Call) -> int:
-    return _number(c, "step_id")
+    return _number(c, STEP_ID)
 
 
 async def _preview(c: Call) -> Any:
@@ -192,7 +197,7 @@ async def _effects(c: Call) -> Any:
 
 
 async def _retry_effect(c: Call) -> Any:
-    effect = await c.engine.retry_effect(_number(c, "effect_id"), caller=c.caller)
+    effect = await c.engine.retry_effect(_number(c, EFFECT_ID), caller=c.caller)
     return pb.RetryEffectResponse(effect=effects_wire.record(effect))
 
 
