@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from agenttx import AgentTxClient, TxStatus
 from agenttx.cli import main
 from http_harness import http_base, request, start_http_server
+from mcp_harness import stdio_client, structured, text
 from server_process import ServerThread
 from undo_outcome_tools import TOOLS, calls
 
@@ -101,3 +102,29 @@ def test_http_v1_shows_it_and_settles_it_over_a_real_server(tmp_path: Path) -> N
         assert request(base, "GET", f"/v1/transactions/{tx}").json["requires_human"] is False
         assert calls(log, "pay.uncertain") == 1
     assert proc.terminate() == 0
+
+
+async def test_mcp_says_the_rollback_waits_and_reconcile_step_settles_it(tmp_path: Path) -> None:
+    log = tmp_path / "provider-log"
+    log.mkdir()
+    async with stdio_client(tmp_path / "data", "legacy", "--tools", "undo_outcome_tools") as c:
+        tx = structured(await c.call_tool("begin_transaction", {}))["transaction_id"]
+        r = await c.call_tool(
+            "run_step",
+            {"transaction_id": tx, "step_id": 1, "tool": "pay.uncertain",
+             "arguments": {"n": 1, "log": str(log)}},
+        )  # fmt: skip
+        assert structured(r)["status"] == "SUCCESS", text(r)
+        waiting = await c.call_tool("rollback_transaction", {"transaction_id": tx})
+        assert structured(waiting)["transaction_status"] == "ROLLING_BACK"
+        assert "never run again" in text(waiting)
+        assert "Resume with run_step" not in text(waiting)
+        shown = await c.call_tool("get_transaction", {"transaction_id": tx})
+        assert structured(shown)["reconcile_state"] == "undo_outcome_unknown"
+        assert structured(shown)["requires_human"]
+        assert "reconcile_step" in text(shown)
+        (log / "provider").write_text("happened")
+        done = structured(await c.call_tool("reconcile_step", {"transaction_id": tx, "step_id": 1}))
+        assert done["outcome"] == "happened"
+        assert done["transaction_status"] == "ROLLED_BACK"
+    assert calls(log, "pay.uncertain") == 1
