@@ -244,13 +244,23 @@ class NoReconcileHandler(FailedPrecondition):
     reason = "NO_RECONCILE_HANDLER"
     fields = _fields(transaction_id=str, step_id=int, tool=str)
 
-    def __init__(self, transaction_id: str, step_id: int, tool: str) -> None:
-        super().__init__(
-            f"transaction {transaction_id}: tool '{clip(tool)}' of step {step_id} has no "
-            "reconcile handler; an operator checks the outside system and runs `agenttx tx "
-            f"resolve {transaction_id} {step_id} happened|not-happened` (resolve_step), or "
-            "the transaction is rolled back"
-        )
+    def __init__(self, transaction_id: str, step_id: int, tool: str, *, undo: bool = False) -> None:
+        # ``undo``: the unknown outcome is the undo's (``@tool.undo_reconcile``), not the step's.
+        if undo:
+            message = (
+                f"transaction {transaction_id}: tool '{clip(tool)}' has no undo_reconcile "
+                f"handler for the undo of step {step_id}; an operator checks the outside system "
+                f"and runs `agenttx tx resolve {transaction_id} {step_id} happened|not-happened` "
+                "(resolve_step: happened = the undo took effect)"
+            )
+        else:
+            message = (
+                f"transaction {transaction_id}: tool '{clip(tool)}' of step {step_id} has no "
+                "reconcile handler; an operator checks the outside system and runs `agenttx tx "
+                f"resolve {transaction_id} {step_id} happened|not-happened` (resolve_step), or "
+                "the transaction is rolled back"
+            )
+        super().__init__(message)
         self.transaction_id = transaction_id
         self.step_id = step_id
         self.tool = tool

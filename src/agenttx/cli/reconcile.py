@@ -51,7 +51,9 @@ def unknown_outcome_fact(t: Any) -> str:
     command that settles it."""
     step, tx = t.outcome_unknown_step, t.transaction_id
     state = "is being reconciled" if t.reconcile_state == "reconciling" else "awaits reconciliation"
-    parts = [f"step {step} {state}"]
+    # A rollback or compensation waiting on an unknown undo names the undo, not the step.
+    undo = t.reconcile_state == "undo_outcome_unknown"
+    parts = [f"the undo of step {step} {state}" if undo else f"step {step} {state}"]
     if t.operation_id:
         parts.append(f"operation {escape(t.operation_provider)}:{escape(t.operation_id)}")
     if t.reconcile_after:

@@ -23,6 +23,9 @@ recovery and maintenance       ``recovery``: ``Recovery`` — crashed work (an i
                                pruning; ``background``: the loops
 unknown outcomes               ``reconcile``: ``Reconciler`` — the provider-operation
                                checkpoint, ``reconcile_step`` (leased) and ``resolve_step``
+unknown undo outcomes          ``undo_outcomes``: the waiting records (a timed-out or
+                               ``UncertainOutcome`` undo, never run again); ``undo_reconcile``:
+                               ``UndoReconciler`` — its ``undo_reconcile`` handler or an operator
 compensation contracts         ``contracts``: each step's verdict (run, awaiting approval, past
                                its window, not supported), what a commit keeps, the plan
 compensating a commit          ``compensate``: ``Compensator`` — the compensating transaction

@@ -7,7 +7,8 @@ actions the commit kept (``contracts.kept_entries``) newest first, each as the r
 one (retries, backoff, its own audit record), and settles COMPENSATED iff every action ran and
 no step was left undone; otherwise FAILED with ``requires_human`` and the evidence (which
 step, why: past its window, ``rollback_not_supported``, or its undo failed). A contract that
-asks for an approver makes it wait in COMPENSATING (``compensation_approval``).
+asks for an approver makes it wait in COMPENSATING (``compensation_approval``), and so does an
+undo whose outcome is unknown, until it is reconciled or resolved (``undo_reconcile``).
 
 Durability: the compensating transaction, with the plan it runs, is durable before any undo
 runs; each undo's outcome is durable in the original's undo record (``done`` / ``failed``) with
@@ -35,6 +36,7 @@ from agenttx.core.contracts import describe as describe_action
 from agenttx.core.controller import ControllerState
 from agenttx.core.images import TxImages
 from agenttx.core.rewind import Rewinder
+from agenttx.core.undo_outcomes import UNKNOWN, records_for, unknown_evidence, unknown_undo
 from agenttx.errors import (
     AlreadyExists,
     DeadlineExceeded,
@@ -216,8 +218,29 @@ class Compensator:
 
             plan = judged()
             to_run = [by_id[a.undo_id] for a in plan.actions if a.verdict == RUN]
-            failures = await self.rewinder.compensate(rt, to_run, on_behalf_of=original)
+            failures, fresh = await self.rewinder.compensate(rt, to_run, on_behalf_of=original)
             after = judged()
+            # An undo whose outcome is unknown (now, or before a crash) is not run again: the
+            # compensation waits in COMPENSATING for its answer (``undo_reconcile``).
+            unknown = [by_id[a.undo_id] for a in after.actions if a.verdict == UNKNOWN]
+            if unknown:
+                tools = {int(e["undo_id"]): str(e["tool"]) for e in comp["entries"]}
+                records = records_for(
+                    unknown,
+                    [*comp.get("undo_unknown", ()), *fresh],
+                    lambda u: tools.get(u.id, u.handler.removesuffix("#undo")),
+                    self.clock(),
+                )
+                if records != comp.get("undo_unknown"):
+                    waiting = dict(
+                        comp, undo_unknown=records, actions=[_action(a) for a in after.actions]
+                    )
+                    update = images.update(
+                        rt, TxStatus.COMPENSATING, 0, dict(rt.body, compensation=waiting),
+                        (TxStatus.COMPENSATING.value,),
+                    )  # fmt: skip
+                    images.applied(rt, update, await self.store.update_transaction(update))
+                return self._result(rt.row, after.actions)
             # Judged again with the records as the run left them (done / failed); a step
             # judged past its window now was inside it when the run started, so the first
             # verdict stands for those.
@@ -235,7 +258,9 @@ class Compensator:
                 compensation_errors=[describe_action(a) for a in left],
                 compensation_evidence=[evidence(a) for a in left],
                 compensation=dict(
-                    comp, outcome=status.value, actions=[_action(a) for a in actions]
+                    {k: v for k, v in comp.items() if k != "undo_unknown"},
+                    outcome=status.value,
+                    actions=[_action(a) for a in actions],
                 ),
             )
             if status is TxStatus.FAILED:
@@ -266,7 +291,7 @@ class Compensator:
             r.status in ("compensated", "failed"),
             0,
             sum(1 for a in r.actions if a.verdict in ("done", "failed")),
-            [describe_action(a) for a in r.actions if a.verdict in ("failed", *BLOCKED)],
+            [describe_action(a) for a in r.actions if a.verdict in ("failed", UNKNOWN, *BLOCKED)],
             TxStatus(await self._status(cid)),
             r.revision,
             compensation_approval_pending=r.status == "awaiting_approval",
@@ -319,6 +344,8 @@ class Compensator:
             word = "compensated"
         elif status is TxStatus.FAILED:
             word = "failed"
+        elif unknown_undo(body):
+            word = UNKNOWN  # waits for an undo's answer (``undo_reconcile``)
         elif awaiting_approval(body):
             word = "awaiting_approval"
         else:
@@ -329,8 +356,11 @@ class Compensator:
             status=word,
             reason=str(comp.get("reason", "")),
             actions=actions,
-            evidence=list(body.get("compensation_evidence", [])),
-            requires_human=bool(body.get("requires_human", False)),
+            evidence=[
+                *body.get("compensation_evidence", []),
+                *map(unknown_evidence, unknown_undo(body)),
+            ],
+            requires_human=bool(body.get("requires_human", False) or unknown_undo(body)),
             revision=row.revision,
         )
 

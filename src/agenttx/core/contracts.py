@@ -12,6 +12,8 @@ a compensation after it (``docs/compensation.md``):
 - ``not_supported``: the tool declares ``rollback_not_supported``: nothing undoes it.
 - ``refused``: as ``awaiting_approval``, but an approver refused it
   (``refuse_compensation``): the undo is not run, a human decides.
+- ``outcome_unknown``: the undo ran and timed out or raised ``UncertainOutcome``: it is not
+  run again; the rollback or compensation waits for its answer (``undo_outcomes``).
 
 Everything here is a plain function of the transaction's steps, its undo records, the tools
 and the time, so a rollback, a compensation and a preview (``compensation_plan``) agree.
@@ -82,7 +84,7 @@ def judge(
         )
     if undo is None:
         return action(PAST_WINDOW, "its undo record is gone: the compensation window ended")
-    if undo.status in ("done", "failed", "skipped"):
+    if undo.status in ("done", "failed", "skipped", "outcome_unknown"):
         return action(undo.status, undo.last_error)
     if expires_at and now >= expires_at:
         late = now - expires_at

@@ -80,6 +80,7 @@ from agenttx.core.safety import SafetyPolicy, load_safety_policy
 from agenttx.core.steps import StepExecutor
 from agenttx.core.tool_policy import ALLOW_ALL, ToolPolicy
 from agenttx.core.undo import StepHistory
+from agenttx.core.undo_reconcile import UndoReconciler
 from agenttx.effects.channels import Channel, JsonlChannel
 from agenttx.effects.dispatcher import OutboxDispatcher
 from agenttx.effects.standard import outbound_guard, standard_channels
@@ -196,6 +197,11 @@ class Engine:
         # Compensating committed transactions: new transactions that run the kept undos.
         self.compensator = Compensator(self.images, self.rewinder, store, registry, config, clock)
         # Approvals of rollbacks and compensations whose contracts ask for an approver.
+        # Undo actions whose outcome is unknown: asked of their undo_reconcile handler, or
+        # settled by an operator, then the rollback or compensation goes on.
+        self.undo_reconciler = UndoReconciler(
+            self.images, store, registry, self.rewinder, clock, self.compensator.resume
+        )
         self.compensation_approvals = CompensationApprovals(
             self.images, self.rewinder, clock, self.compensator.resume
         )
@@ -692,10 +698,14 @@ class Engine:
         with ``r.output``), "not_happened" (send the step again) or "unknown" (reconcile
         again in ``r.retry_after_ms``). Refused before the earliest reconcile time
         (``ReconcileNotDue``), while another reconcile runs (``ReconcileInProgress``) and for
-        a tool without a handler (``NoReconcileHandler``: ``resolve_step`` it)."""
+        a tool without a handler (``NoReconcileHandler``: ``resolve_step`` it). While a
+        rollback or compensation waits on an unknown undo of step ``step_id``, it asks that
+        undo's ``@tool.undo_reconcile`` handler instead ("happened": the undo took effect)."""
         check_text("transaction_id", transaction_id)
         check_number("step_id", step_id)
         await self.access.check(caller, transaction_id, Action.ACT)
+        if await self.undo_reconciler.holds(transaction_id, step_id):
+            return await self.undo_reconciler.reconcile(transaction_id, step_id)
         return await self.reconciler.reconcile(transaction_id, step_id)
 
     async def resolve_step(
@@ -704,13 +714,21 @@ class Engine:
     ) -> ReconcileResult:  # fmt: skip
         """An operator settles step ``step_id``'s unknown outcome after checking the outside
         system: ``outcome`` "happened" (the step succeeds with ``output``, its undo kept) or
-        "not_happened" (its undo records are dropped unrun; the step may be sent again)."""
+        "not_happened" (its undo records are dropped unrun; the step may be sent again).
+        While a rollback or compensation waits on an unknown undo of step ``step_id``, it
+        settles that undo instead: "happened" (it took effect) or "not_happened" (the step's
+        effect stays; reported, the transaction needs a human); no ``output``."""
         check_text("transaction_id", transaction_id)
         check_number("step_id", step_id)
         check_text("outcome", outcome)
         check_text("reason", reason)
         check_compensation_reason(reason)  # the same bound as every reason a person gives
         await self.access.check(caller, transaction_id, Action.ACT)
+        if await self.undo_reconciler.holds(transaction_id, step_id):
+            reason = self.redactor.text(reason)  # shown in the audit chain: secrets masked
+            return await self.undo_reconciler.resolve(
+                transaction_id, step_id, outcome, output, reason
+            )
         return await self.reconciler.resolve(transaction_id, step_id, outcome, output, reason)
 
     async def resolve_outcome(

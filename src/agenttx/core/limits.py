@@ -206,3 +206,15 @@ def check_role_list(roles: Sequence[str]) -> None:
             raise InvalidArgument(
                 f"invalid argument: role {clip(role, 40)!r} is over {MAX_ROLE_BYTES} bytes"
             )
+
+
+DEFAULT_RETRY_AFTER_MS = 5_000  # the seed's default earliest reconcile time
+MAX_RETRY_AFTER_MS = 86_400_000  # one day: a later time is clamped to it
+
+
+def retry_ms(ms: int | None) -> int:
+    """An earliest-reconcile delay in ms (a step's or an undo's): the default when unsaid,
+    clamped to a day."""
+    if ms is None:
+        return DEFAULT_RETRY_AFTER_MS
+    return max(0, min(int(ms), MAX_RETRY_AFTER_MS))

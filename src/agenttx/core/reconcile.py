@@ -40,7 +40,7 @@ from agenttx.core.audit import Event, step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.images import TxImages
 from agenttx.core.leases import lease_held
-from agenttx.core.limits import check_transaction_id, reply_room
+from agenttx.core.limits import check_transaction_id, reply_room, retry_ms
 from agenttx.core.runtime import StepRun, TxRuntime
 from agenttx.core.states import OPEN
 from agenttx.core.views import step_references
@@ -61,8 +61,6 @@ from agenttx.tools.reconcile import ReconcileContext, Reconciled, as_reconciled
 from agenttx.tools.registry import ToolRegistry
 from agenttx.types import ReconcileResult, StepStatus, TxStatus
 
-DEFAULT_RETRY_AFTER_MS = 5_000  # the seed's default earliest reconcile time
-MAX_RETRY_AFTER_MS = 86_400_000  # one day: a later time is clamped to it
 MAX_PROVIDER_BYTES = 128
 MAX_OPERATION_ID_BYTES = 1024
 MAX_CURSOR_BYTES = 4096  # the cursor's compact JSON
@@ -112,18 +110,12 @@ def pending_record(
     """The ``reconcile`` record of a step that just became OUTCOME_UNKNOWN."""
     record: dict[str, Any] = {
         "step": step_id,
-        "retry_at": now + _retry_ms(retry_after_ms) / 1000,
+        "retry_at": now + retry_ms(retry_after_ms) / 1000,
         "tries": 0,
     }
     if op:
         record["op"] = dict(op)
     return record
-
-
-def _retry_ms(ms: int | None) -> int:
-    if ms is None:
-        return DEFAULT_RETRY_AFTER_MS
-    return max(0, min(int(ms), MAX_RETRY_AFTER_MS))
 
 
 def ms_left(record: Mapping[str, Any], now: float) -> int:
@@ -316,20 +308,7 @@ class Reconciler:
         assert fn is not None
         kwargs = dict(arguments) if isinstance(arguments, dict) else {}
         kwargs["operation_id"] = ctx.operation_id  # the checkpoint wins over an argument
-        try:
-            async with asyncio.timeout(tool.timeout_s):
-                if asyncio.iscoroutinefunction(fn):
-                    answer = await fn(ctx, **kwargs)
-                else:  # a plain function blocks: a worker thread, as for tools
-                    loop = asyncio.get_running_loop()
-                    answer = await loop.run_in_executor(None, lambda: fn(ctx, **kwargs))
-            return as_reconciled(answer), ""
-        except TimeoutError:
-            return None, f"the reconcile handler timed out after {int(tool.timeout_s * 1000)} ms"
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return None, f"the reconcile handler failed: {type(exc).__name__}: {exc}"
+        return await ask_handler(fn, ctx, kwargs, tool.timeout_s)
 
     def _output_text(self, rt: TxRuntime, output: Any) -> str:
         try:
@@ -461,9 +440,9 @@ class Reconciler:
         error: str,
     ) -> ReconcileResult:  # fmt: skip
         now = self.clock()
-        retry_ms = _retry_ms(answer.retry_after_ms if answer else None)
+        delay_ms = retry_ms(answer.retry_after_ms if answer else None)
         kept = {k: v for k, v in record.items() if k not in ("lease", "error")}
-        kept["retry_at"] = now + retry_ms / 1000
+        kept["retry_at"] = now + delay_ms / 1000
         if answer is not None and answer.cursor is not None and kept.get("op"):
             try:
                 op = kept["op"]
@@ -473,7 +452,7 @@ class Reconciler:
         if error:
             kept["error"] = error[:_ERROR_CHARS]
         body = dict(rt.body, reconcile=kept)
-        event = _event(row, "unknown", "handler", kept, retry_after_ms=retry_ms,
+        event = _event(row, "unknown", "handler", kept, retry_after_ms=delay_ms,
                        error=error[:_ERROR_CHARS])  # fmt: skip
         update = self.images.update(
             rt, TxStatus.ACTIVE, rt.row.next_step_id, body, OPEN, audit=[event]
@@ -482,9 +461,30 @@ class Reconciler:
         why = f" ({error[:120]})" if error else ""
         hint = (
             f"Hint: step {row.step_id}'s outcome is still unknown{why}; call reconcile_step "
-            f"again in {retry_ms} ms, or roll back."
+            f"again in {delay_ms} ms, or roll back."
         )
-        return self._result(rt, row, kept, "unknown", hint, retry_after_ms=retry_ms)
+        return self._result(rt, row, kept, "unknown", hint, retry_after_ms=delay_ms)
+
+
+async def ask_handler(
+    fn: Any, ctx: ReconcileContext, kwargs: dict[str, Any], timeout_s: float
+) -> tuple[Reconciled | None, str]:
+    """Ask a reconcile handler (a step's or an undo's) under ``timeout_s``: its answer, or
+    None and why it gave none (it raised, timed out, or answered nonsense)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            if asyncio.iscoroutinefunction(fn):
+                answer = await fn(ctx, **kwargs)
+            else:  # a plain function blocks: a worker thread, as for tools
+                loop = asyncio.get_running_loop()
+                answer = await loop.run_in_executor(None, lambda: fn(ctx, **kwargs))
+        return as_reconciled(answer), ""
+    except TimeoutError:
+        return None, f"the reconcile handler timed out after {int(timeout_s * 1000)} ms"
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return None, f"the reconcile handler failed: {type(exc).__name__}: {exc}"
 
 
 def operation_of(detail: Mapping[str, Any]) -> tuple[str, str]:

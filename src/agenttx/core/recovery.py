@@ -23,6 +23,7 @@ from agenttx.core.leases import lease_dead
 from agenttx.core.reconcile import ms_left, pending_record
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import TxRuntime
+from agenttx.core.undo_outcomes import still_unknown
 from agenttx.errors import (
     DeadlineExceeded,
     NotActive,
@@ -111,6 +112,10 @@ class Recovery:
             if plan.get("awaiting_approval") and not decided(plan):
                 # Waits for ``approve_compensation`` / ``refuse_compensation``, not for
                 # recovery; a decided plan is finished as the approver decided.
+                return ""
+            if still_unknown(plan.get("undo_unknown", ()), rt.undo):
+                # Waits for its unknown undo's answer (``undo_reconcile``); an undo settled by
+                # a call that crashed before its plan said so is finished here.
                 return ""
             body = dict(rt.body)
             why = cause("RECOVERY", "restart")

@@ -6,6 +6,11 @@ Order (the reference's): compensate the undo records of steps ≥ target newest 
 to ``compensation_retries`` times, backoff 10 ms · 2^try; a failure is reported and its record
 kept) → drop staged effects ≥ target → restore state → truncate steps, context and graph.
 
+Each run of an undo handler is bounded by its tool's ``undo_timeout``. One that times out or
+raises ``UncertainOutcome`` is not tried again: its record becomes ``outcome_unknown`` (durable
+before the next undo runs), the other undo actions run, and the rewind waits in ROLLING_BACK
+until that outcome is reconciled or resolved (``undo_outcomes``).
+
 Durability: without compensations the rewind is one store transaction. With them it is two
 phases: ROLLING_BACK with the plan (``body["rewind"]``), then the compensations, then the
 final state; a crash in between is finished by recovery from that plan, and compensations
@@ -18,6 +23,7 @@ in the chain with the phase that makes them durable; each compensation with its 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,12 +40,16 @@ from agenttx.core.contracts import (
     merged_evidence,
     refusal_reason,
     rewind_actions,
+    tool_of,
 )
 from agenttx.core.eager import leave_eager
 from agenttx.core.images import Event, TxImages
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import UNFINISHED
+from agenttx.core.undo_outcomes import UNKNOWN, records_for, unknown_line, unknown_record
+from agenttx.errors import UncertainOutcome
 from agenttx.store.contract import StepRow, Store, UndoRow
+from agenttx.tools.contract import DEFAULT_TIMEOUT_S
 from agenttx.tools.registry import ToolRegistry
 from agenttx.types import CompensationAction, TxStatus
 
@@ -81,6 +91,7 @@ class Rewinder:
         if final.terminal:
             body = dict(body, ended_at=self.clock())
         ran = 0
+        fresh: list[dict[str, Any]] = []
         why = cause or {}
         failed = [step_event(failed_row)] if failed_row is not None else []
         # The contracts decide which undo actions may run (``contracts``): an approval asked
@@ -156,9 +167,31 @@ class Rewinder:
                 return [], 0
             await self.skip(rt, [u for u in to_undo if verdicts.get(u.id) in BLOCKED], blocked)
             to_run = [u for u in to_undo if verdicts.get(u.id, RUN) == RUN]
-            errors += await self.compensate(rt, to_run)
+            failures, fresh = await self.compensate(rt, to_run)
+            errors += failures
             ran = len(to_run)
             body = dict(rt.body)
+        # An undo whose outcome is unknown (now, or before a crash) is never run again: the
+        # rewind waits for its answer (``undo_outcomes``) instead of ending as if it worked.
+        mine = covered | {u.id for u in to_undo}
+        unknown = [u for u in rt.undo if u.id in mine and u.status == UNKNOWN]
+        if unknown:
+            plan = dict(body.get("rewind") or {}, target=target, final=final.value, cause=dict(why))
+            plan["undo_ids"] = sorted(mine)
+            if not_undone:
+                plan["not_undone"] = not_undone
+            if events:
+                plan["events"] = [[kind, dict(data)] for kind, data in events]
+            known = [*plan.get("undo_unknown", ()), *fresh]
+            plan["undo_unknown"] = records_for(
+                unknown, known, lambda u: self.tool_name(rt, u), self.clock()
+            )
+            update = images.update(
+                rt, TxStatus.ROLLING_BACK, rt.row.next_step_id, dict(body, rewind=plan), UNFINISHED
+            )
+            images.applied(rt, update, await self.store.update_transaction(update))
+            tx = rt.transaction_id
+            return [*errors, *(unknown_line(tx, r) for r in plan["undo_unknown"])], ran
         if not_undone:
             body = dict(
                 body,
@@ -206,51 +239,97 @@ class Rewinder:
 
     async def compensate(
         self, rt: TxRuntime, rows: list[UndoRow], *, on_behalf_of: str = ""
-    ) -> list[str]:
+    ) -> tuple[list[str], list[dict[str, Any]]]:
         """Run undo handlers newest first, each up to ``compensation_retries`` times with
-        exponential backoff; a handler that keeps failing is reported and its record kept.
-        Each run's audit record goes in ``rt``'s chain; its handler sees the transaction
-        ``on_behalf_of`` (default ``rt``'s) — a compensating transaction's handlers see the
-        committed one they undo."""
+        exponential backoff and each run under its tool's ``undo_timeout``; a handler that
+        keeps failing is reported and its record kept (``failed``). One that times out or
+        raises ``UncertainOutcome`` is not tried again: its record becomes ``outcome_unknown``
+        at once. Each outcome is durable, with its audit record in ``rt``'s chain, before the
+        next undo runs; a handler sees the transaction ``on_behalf_of`` (default ``rt``'s) —
+        a compensating transaction's handlers see the committed one they undo. Returns (the
+        failures' ``compensation_errors`` lines, the unknown undos' waiting records)."""
         errors: list[str] = []
+        unknown: list[dict[str, Any]] = []
         if rows:
             await leave_eager()  # undo handlers are user code
         for row in sorted(rows, key=lambda u: u.id, reverse=True):
             handler = self.registry.undo_handler(row.handler)
+            tool = tool_of(rt.steps.get(row.step_id), row.handler, self.registry)
+            timeout = tool.undo_timeout if tool is not None else DEFAULT_TIMEOUT_S
             last = ""
-            ok = False
+            status = "failed"
+            uncertain: UncertainOutcome | None = None
             tries = max(self.config.compensation_retries, 1)
             for n in range(tries):
                 row.attempts += 1
                 if handler is None:
                     last = f"no undo handler named {row.handler!r} is registered"
                     break
+                ctx = UndoContext(on_behalf_of or rt.transaction_id, row)
                 try:
-                    result = handler(
-                        UndoContext(on_behalf_of or rt.transaction_id, row),
-                        **json.loads(row.args_json),
+                    async with asyncio.timeout(timeout) as limit:
+                        await _run_undo(handler, ctx, json.loads(row.args_json))
+                    status = "done"
+                    break
+                except TimeoutError as exc:
+                    # A timeout is no proof the undo did not happen: never sent again blindly.
+                    status = UNKNOWN
+                    last = (
+                        f"the undo handler timed out after {int(timeout * 1000)} ms"
+                        if limit.expired()
+                        else f"TimeoutError: {exc}"
                     )
-                    if asyncio.iscoroutine(result):
-                        await result
-                    ok = True
+                    break
+                except UncertainOutcome as exc:
+                    status, uncertain = UNKNOWN, exc
+                    op = f" (operation {exc.operation_id})" if exc.operation_id else ""
+                    last = f"UncertainOutcome: {exc}{op}"
                     break
                 except Exception as exc:
                     last = f"{type(exc).__name__}: {exc}"
                     if n + 1 < tries:
                         # Backoff between tries: the outside system may need a moment.
                         await asyncio.sleep(self.config.compensation_backoff_s * (2**n))
-            status = "done" if ok else "failed"
             row.status = status
-            row.last_error = "" if ok else last
+            row.last_error = "" if status == "done" else last
             records = self.images.chain(rt, rt.row.revision, self.clock(), compensation_event(row))
             sealed = self.images.seal_seq(rt)
+            # The checkpoint of an unknown outcome too: durable before anything else runs.
             await self.store.set_undo_status(
                 row.id, status, row.attempts, row.last_error, records, audit_seq=sealed
             )
             self.images.appended(rt, records, sealed)
-            if not ok:
+            if status == "failed":
                 errors.append(undo_error(row))
-        return errors
+            elif status == UNKNOWN:
+                unknown.append(
+                    unknown_record(
+                        row,
+                        self.tool_name(rt, row),
+                        self.clock(),
+                        provider=uncertain.provider if uncertain else "",
+                        operation_id=(uncertain.operation_id or "") if uncertain else "",
+                        retry_after_ms=uncertain.retry_after_ms if uncertain else None,
+                    )
+                )
+        return errors, unknown
+
+    def tool_name(self, rt: TxRuntime, row: UndoRow) -> str:
+        """The name of the tool whose step left the undo record ``row``."""
+        tool = tool_of(rt.steps.get(row.step_id), row.handler, self.registry)
+        return tool.name if tool is not None else row.handler.removesuffix("#undo")
+
+
+async def _run_undo(handler: Any, ctx: UndoContext, arguments: dict[str, Any]) -> None:
+    """Run one undo handler: a coroutine function on the loop, a plain function on a worker
+    thread (it may block; the timeout then stops the wait, not the thread)."""
+    if asyncio.iscoroutinefunction(handler):
+        await handler(ctx, **arguments)
+        return
+    loop = asyncio.get_running_loop()
+    result = await loop.run_in_executor(None, functools.partial(handler, ctx, **arguments))
+    if asyncio.iscoroutine(result):
+        await result
 
 
 def undo_error(row: UndoRow) -> str:

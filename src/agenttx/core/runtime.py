@@ -169,7 +169,10 @@ class TxRuntime:
         for step_id in [s for s in self.steps if s >= target]:
             del self.steps[step_id]
             self.outputs.pop(step_id, None)
-        self.undo = [u for u in self.undo if u.step_id < target or u.status == "failed"]
+        # Failed and unknown undo records stay: evidence, never run again.
+        self.undo = [
+            u for u in self.undo if u.step_id < target or u.status in ("failed", "outcome_unknown")
+        ]
         self.staged = [e for e in self.staged if e.step_id < target]
         self._graph_pending = [g for g in self._graph_pending if g[0] < target]
         self._graph.drop_from(max(target, 1))

@@ -3,6 +3,7 @@ rows (the graph is a pure function of the live steps, so a restart rebuilds it e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -16,6 +17,7 @@ from agenttx.core.hints import reference_category
 from agenttx.core.leases import lease_held
 from agenttx.core.refs import Reference
 from agenttx.core.runtime import GraphStep
+from agenttx.core.undo_outcomes import shown as undo_shown
 from agenttx.jsontext import compact
 from agenttx.store.contract import (
     StepRow,
@@ -96,7 +98,7 @@ def transaction_info(
     arguments and output is the costly part of a view); the rest are counted."""
     live = [s for s in steps if s.live and s.status == StepStatus.SUCCESS.value]
     omitted = max(0, len(steps) - recent) if recent is not None else 0
-    return TransactionInfo(
+    info = TransactionInfo(
         transaction_id=row.id,
         status=TxStatus(row.status),
         next_step_id=row.next_step_id,
@@ -154,6 +156,9 @@ def transaction_info(
         edge_kinds=list(edge_kinds or []),
         earlier_steps_omitted=omitted,
     )
+    # A waiting unknown undo needs a human, says so and names its step (``undo_outcomes``).
+    waiting = undo_shown(row.id, row.body)
+    return dataclasses.replace(info, **waiting) if waiting else info
 
 
 def pending_reconcile(body: dict[str, Any]) -> dict[str, Any]:

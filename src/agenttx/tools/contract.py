@@ -6,7 +6,10 @@ before the function runs and ``list_tools`` can show the schema; the output sche
 the return annotation the same way (no annotation, or one pydantic cannot describe: ``{}``,
 "any JSON"), and is only shown, never enforced. A tool of effect class
 ``compensatable`` declares how it is undone with ``@my_tool.undo``; the undo handler is looked
-up by name, so an undo recorded before a crash still runs after a restart.
+up by name, so an undo recorded before a crash still runs after a restart. An undo runs under
+``undo_timeout`` (default: the tool's ``timeout``); one that times out or raises
+``UncertainOutcome`` has an unknown outcome, settled by ``@my_tool.undo_reconcile`` or an
+operator, never by running it again (``docs/compensation.md``).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ LEGACY_FIDELITY = {"validated": "downstream_validation", "read_only_preview": "f
 
 MAX_TOOL_NAME_BYTES = 128
 DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 86_400.0  # a tool's timeout and its undo's: a day at most
 
 
 @dataclass(eq=False)
@@ -86,8 +90,14 @@ class Tool:
     # True iff the tool only uses managed state (no outside I/O, no sleeps): it cannot hang,
     # so the engine runs it without arming a timeout timer. Built-in state tools only.
     bounded: bool = False
+    # How long one run of the undo handler may take (None: ``timeout_s``). Past it the undo's
+    # outcome is unknown: it is never run again blindly (``docs/compensation.md``).
+    undo_timeout_s: float | None = None
     undo_fn: Callable[..., Any] | None = None
     reconcile_fn: Callable[..., Any] | None = None
+    # Asks the outside system whether an undo whose outcome is unknown took effect; called
+    # as the undo handler is, ``fn(ctx, **undo_args)``, with a ``ReconcileContext``.
+    undo_reconcile_fn: Callable[..., Any] | None = None
     # Dry-run handlers, called like ``fn`` (``docs/dry-run.md``): ``validate_fn`` asks the
     # outside system whether the call would be accepted (raises if not); ``simulate_fn``
     # returns what the call would return, changing nothing.
@@ -109,8 +119,13 @@ class Tool:
     def __post_init__(self) -> None:
         check_tool_name(self.name)
         self.dry_run = check_fidelity(self.name, self.dry_run)
-        if not 0 < self.timeout_s <= 86_400:
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
             raise InvalidArgument(f"tool {self.name}: timeout must be in (0, 86400] s")
+        if self.undo_timeout_s is not None and not 0 < self.undo_timeout_s <= MAX_TIMEOUT_S:
+            raise InvalidArgument(
+                f"tool {self.name}: undo_timeout must be in (0, {MAX_TIMEOUT_S:g}] s, got "
+                f"{self.undo_timeout_s!r}"
+            )
         self.is_async = inspect.iscoroutinefunction(self.fn)
         if self.schema is None:
             self.input_model, self.takes_context = _input_model(
@@ -167,6 +182,19 @@ class Tool:
         """Decorator: asks the outside system whether an uncertain call happened."""
         self.reconcile_fn = fn
         return fn
+
+    def undo_reconcile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: asks the outside system whether an undo whose outcome is unknown (it
+        timed out or raised ``UncertainOutcome``) took effect; called as ``fn(ctx,
+        **undo_args)`` with a ``ReconcileContext`` (``undo_id`` set), it answers as a
+        ``@tool.reconcile`` handler does: ``happened`` meaning the undo took effect."""
+        self.undo_reconcile_fn = fn
+        return fn
+
+    @property
+    def undo_timeout(self) -> float:
+        """The bound on one run of this tool's undo handler, in seconds."""
+        return self.undo_timeout_s if self.undo_timeout_s is not None else self.timeout_s
 
     @property
     def dry_run_reach(self) -> str:
@@ -309,6 +337,7 @@ def tool(
     effect: EffectClass | str = EffectClass.READ,
     description: str | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    undo_timeout: float | None = None,
     idempotent: bool = False,
     compensation: Compensation = "not_required",
     compensation_window_s: float | None = None,
@@ -334,6 +363,7 @@ def tool(
             effect=effect_class,
             description=description if description is not None else doc.split("\n\n")[0],
             timeout_s=timeout,
+            undo_timeout_s=undo_timeout,
             idempotent=idempotent,
             compensation=compensation,
             compensation_window_s=compensation_window_s,

@@ -45,6 +45,10 @@ class ReconcileContext:
     operation_id: str | None  # None if the step checkpointed none
     cursor: Any  # the last cursor checkpointed or returned by a reconcile (None if none)
     attempt: int  # 1 for the first reconcile of this unknown outcome, growing
+    # The undo record asked about by an ``@tool.undo_reconcile`` handler (0: the step's own
+    # call, ``@tool.reconcile``); its provider and operation id are the ones its
+    # ``UncertainOutcome`` reported.
+    undo_id: int = 0
 
 
 def as_reconciled(answer: Any) -> Reconciled:

@@ -303,6 +303,18 @@ HANDLERS = {
 }
 
 
+def waiting_undo_text(transaction_id: str) -> str:
+    """The text of a rollback (or compensation) that waits on an undo whose outcome is
+    unknown: what the agent may do, and what it must not."""
+    return (
+        f"Transaction {transaction_id} is rolling back but waits: an undo action's outcome is "
+        "unknown (it timed out, or its provider could not tell), and it is never run again. "
+        "Next: reconcile_step with the step_id its line below names (it asks the provider); "
+        "if the tool cannot be asked, an operator runs `agenttx tx resolve`. Until then the "
+        "transaction takes no steps."
+    )
+
+
 def waiting_rollback_text(b: RollbackResult) -> str:
     """The text of a rollback that waits for an approver (``rollback_transaction``)."""
     return (

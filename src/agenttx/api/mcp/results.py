@@ -18,7 +18,7 @@ import mcp_types as types
 from agenttx.api import history, receipts_wire
 from agenttx.api.fields import message_fields
 from agenttx.api.grpc_server import commit_reply, rollback_reply, step_reply, transaction_reply
-from agenttx.api.mcp.compensation import waiting_rollback_text
+from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
 from agenttx.api.mcp.continuations import Refusal, aborted, outcome_unknown
 from agenttx.jsontext import compact
 from agenttx.receipts import Approval, Preview, ReceiptStatus, voided_because
@@ -147,6 +147,8 @@ def rollback_result(b: RollbackResult, to_step: int | None) -> types.CallToolRes
     fields = message_fields(rollback_reply(b), short_enums=True)
     if b.compensation_approval_pending:
         text = waiting_rollback_text(b)
+    elif b.transaction_status is TxStatus.ROLLING_BACK:
+        text = waiting_undo_text(b.transaction_id)  # the other wait: an unknown undo
     elif b.next_step_id:
         text = (
             f"Rolled transaction {b.transaction_id} back to before step {b.next_step_id} "
@@ -179,6 +181,8 @@ def transaction_result(t: TransactionInfo, *, bounded: bool = False) -> types.Ca
             f"Transaction {t.transaction_id} is {t.status.value} and takes no more calls. "
             "begin_transaction for a new task."
         )
+    elif t.reconcile_state == "undo_outcome_unknown":
+        text = waiting_undo_text(t.transaction_id)
     elif t.outcome_unknown_step:
         text = (
             f"Transaction {t.transaction_id} is blocked: the outcome of step "

@@ -23,11 +23,12 @@ from agenttx.api.mcp.catalog import (
     _output,
     _tool,
 )
+from agenttx.api.mcp.compensation import waiting_undo_text
 from agenttx.api.mcp.continuations import Refusal, call_tool, choose_tool
 from agenttx.api.undo_wire import redo_reply, undo_reply
 from agenttx.errors import AgentTxError, RedoRefused, StepLimitReached, UndoRefused
 from agenttx.jsontext import compact
-from agenttx.types import REFERENCE_FALLBACK, StepResult, UndoResult
+from agenttx.types import REFERENCE_FALLBACK, StepResult, TxStatus, UndoResult
 
 _MOVE_FIELDS = {
     "transaction_id": _STR,
@@ -121,12 +122,15 @@ def dry_run_result(r: StepResult, tool: str) -> types.CallToolResult:
 
 def undo_result(u: UndoResult) -> types.CallToolResult:
     fields = message_fields(undo_reply(u), short_enums=True)
-    text = (
-        f"Undid step {u.step_id} of transaction {u.transaction_id}"
-        f" ({u.compensations_run} undo actions run, {u.effects_dropped} staged effects dropped)."
-        f" Next: run_step with step_id {u.next_step_id}"
-        + (", or redo_step to put it back exactly." if u.can_redo else ".")
-    )
+    if u.transaction_status is TxStatus.ROLLING_BACK:
+        text = waiting_undo_text(u.transaction_id)  # its undo's outcome is unknown
+    else:
+        text = (
+            f"Undid step {u.step_id} of transaction {u.transaction_id}"
+            f" ({u.compensations_run} undo actions run, {u.effects_dropped} staged effects "
+            f"dropped). Next: run_step with step_id {u.next_step_id}"
+            + (", or redo_step to put it back exactly." if u.can_redo else ".")
+        )
     if u.compensation_errors:
         text += " Undo failures: " + "; ".join(u.compensation_errors)
     return results.ok(fields, text)
