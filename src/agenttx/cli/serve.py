@@ -55,6 +55,19 @@ def _hosts(text: str) -> tuple[str, ...]:
     "any).",
 )
 @engine_option(
+    "--http-max-streams",
+    type=click.IntRange(1, 1_000_000),
+    default=1000,
+    help="HTTP event streams (/v1/events, /v1/transactions/{id}/events) open at once; one "
+    "more is answered 503 with Retry-After.",
+)
+@engine_option(
+    "--http-max-streams-per-key",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    help="Of those, how many one API key may hold open.",
+)
+@engine_option(
     "--mcp-effect-tools",
     is_flag=True,
     default=False,
@@ -116,6 +129,8 @@ def serve(**opts: Any) -> None:
         http_addr=None if http_addr.strip().lower() == "off" else http_addr,
         http_allowed_hosts=_hosts(opts["http_allowed_hosts"]),
         http_allowed_origins=_hosts(opts["http_allowed_origins"]),
+        http_max_streams=opts["http_max_streams"],
+        http_max_streams_per_key=opts["http_max_streams_per_key"],
         mcp_effect_tools=opts["mcp_effect_tools"],
         grace_secs=opts["grace_secs"],
         api_keys=opts["api_keys"],
