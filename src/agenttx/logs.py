@@ -147,8 +147,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = (
-            f"{_timestamp(record.created)} {record.levelname:<5} {record.name} "
-            f"{message_of(record)}"
+            f"{_timestamp(record.created)} {record.levelname:<5} {record.name} {message_of(record)}"
         )
         # A field whose value the message already shows (``"%s %s", rpc, code``) is not
         # repeated as key=value; the JSON formatter keeps every field.

@@ -92,6 +92,8 @@ class ServeConfig:
     mcp_effect_tools: bool = False  # MCP over HTTP also offers list_effects, retry_effect
     http_max_streams: int = 1000  # HTTP event streams open at once, of every kind
     http_max_streams_per_key: int = 100  # of those, opened with one API key
+    http_header_timeout_secs: float = 10.0  # for a connection's whole request head
+    http_max_waiting_connections: int = 512  # connections without a request in service
     grace_secs: float = 10.0
     otlp_endpoint: str | None = None  # None: no trace export (spans are no-ops)
     log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
@@ -392,7 +394,14 @@ async def listen_http(
 
         add_effect_tools(adapter, EngineEffects(engine))
     app = build_http_app(adapter, settings)
-    listener = HttpListener(app, sock, tls=config.tls, on_stop=api.streams.close)
+    listener = HttpListener(
+        app,
+        sock,
+        tls=config.tls,
+        on_stop=api.streams.close,
+        header_timeout_s=config.http_header_timeout_secs,
+        max_waiting=config.http_max_waiting_connections,
+    )
     try:
         await listener.start()
     except BaseException:

@@ -301,9 +301,7 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
                 async for e in stream:
                     yield e
 
-        return _CountedStream(
-            streams.frames(events(), {"transaction_id": transaction_id}), release
-        )
+        return _CountedStream(streams.frames(events(), {"transaction_id": transaction_id}), release)
 
     async def all_events(request: Request) -> Response:
         grant = grant_of(request.scope)
