@@ -61,6 +61,38 @@ def test_sighup_reloads_the_key_file(tmp_path: Path) -> None:
     assert server.terminate() == 0
 
 
+@pytest.mark.parametrize("emptied", ["", "\n  \n", "# every key was here\n"])
+def test_sighup_with_a_key_file_emptied_keeps_the_keys_in_force(
+    tmp_path: Path, emptied: str
+) -> None:
+    """A key file truncated to nothing (an editor saving, a copy half done) is no "0 keys":
+    it is refused like a broken one, said in the log, and every key in force keeps working."""
+    secret = new_secret()
+    keys = tmp_path / "keys.toml"
+    keys.write_text(key_table(secret, "ann", "acme"))
+    server = start_server(tmp_path / "data", "--api-keys", str(keys))
+    with server.killed_on_error():
+        keys.write_text(emptied)
+        server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while not any(
+            r.get("msg", "").startswith("keys not reloaded") for r in server.log_records()
+        ):
+            assert time.monotonic() < deadline, server.log_text()
+            time.sleep(0.05)
+        (refused,) = [
+            r for r in server.log_records() if r.get("msg", "").startswith("keys not reloaded")
+        ]
+        assert refused["level"] == "error"
+        assert "the 1 in force stay" in refused["msg"]
+        assert "holds no key" in refused["msg"]
+        assert not any(r.get("msg", "").startswith("keys reloaded") for r in server.log_records())
+        with server.channel() as channel:
+            auth = [("authorization", f"Bearer {secret}")]
+            server.stub(channel).ListTools(pb.ListToolsRequest(), metadata=auth, timeout=5)
+    assert server.terminate() == 0
+
+
 async def test_mcp_on_stdio_acts_as_its_principal_and_through_a_keyed_server(
     tmp_path: Path,
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -165,6 +166,11 @@ REFUSED = [
     ("http://10.0.0.1/hook", "10.0.0.1 is a private address"),
     ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
     ("http://[::1]:{port}/x", "::1 is a loopback address"),
+    # IPv4 inside IPv6: the IPv4-compatible form and NAT64's well-known prefix, around the
+    # loopback address the receiver listens on.
+    ("http://[::127.0.0.1]:{port}/x", "embeds 127.0.0.1 (IPv4-compatible), a loopback"),
+    ("http://[64:ff9b::7f00:1]:{port}/x", "embeds 127.0.0.1 (NAT64), a loopback"),
+    ("http://[fe80::5efe:169.254.169.254]/latest/", "embeds 169.254.169.254 (ISATAP)"),
     ("http://localhost:{port}/x", "localhost names this machine"),
 ]
 
@@ -191,7 +197,7 @@ async def test_the_guard_refuses_them_again_at_delivery(
     # An effect that reached the outbox some other way (a user tool staging on the
     # channel directly) meets the same guard, before any connection.
     channel = WebhookChannel(OutboundGuard())
-    with pytest.raises(PermanentDeliveryError, match=said):
+    with pytest.raises(PermanentDeliveryError, match=re.escape(said)):
         await channel.deliver(_effect({"url": url.format(port=hooks.port), "json": 1}))
     await channel.aclose()
     assert hooks.requests() == []

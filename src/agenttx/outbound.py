@@ -19,8 +19,16 @@ HOST[:PORT]``):
 Refused: every address that is not globally routable (``ipaddress``'s ``is_global`` is false:
 loopback, RFC 1918 private, link-local — which holds 169.254.169.254, the metadata address of
 AWS, GCP and Azure —, shared 100.64/10 — Alibaba's 100.100.100.200 —, unique-local IPv6 —
-AWS's fd00:ec2::254 —, unspecified, reserved, documentation ranges), multicast, and IPv4
-addresses mapped or embedded in IPv6 that are any of those. This module imports only the
+AWS's fd00:ec2::254 —, unspecified, reserved, documentation ranges), multicast, and any IPv6
+address that carries a refused IPv4 address (``embedded_ipv4``). An IPv6 address is unwrapped
+before it is judged, since a host that translates or tunnels it reaches the IPv4 inside:
+IPv4-mapped ``::ffff:0:0/96``, IPv4-translated ``::ffff:0:0:0/96``, IPv4-compatible ``::/96``,
+6to4 ``2002::/16``, Teredo ``2001::/32`` (both the server, bits 32–63, and the client, the last
+32 bits inverted), NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48`` (every RFC 6052 prefix length
+the local-use /48 allows, /48 to /96, since the operator's choice is not known here; the /48 is
+refused whole anyway, as not globally reachable), and ISATAP interface ids
+(``…:0:5efe:a.b.c.d``, ``…:200:5efe:a.b.c.d`` under any prefix). One decision serves the step
+and the delivery, so a refused address is never connected to. This module imports only the
 standard library and the error tree: the tools check at the step with it, the webhook channel
 at delivery.
 """
@@ -178,17 +186,19 @@ class OutboundGuard:
         return _at(target, addresses[0])
 
     def _refuse_address(self, target: Target, address: IPAddress) -> None:
-        kind = refused_kind(address)
-        if kind and not self.allowed(str(address), target.port):
+        why = refusal_reason(address)
+        if why and not self.allowed(str(address), target.port):
             shown = target.host if target.host == str(address) else f"{target.host} ({address})"
-            raise OutboundRefused(self._refusal(target, f"{shown} is a {kind} address"))
+            raise OutboundRefused(self._refusal(target, f"{shown} {why}"))
 
     def _refusal(self, target: Target, why: str) -> str:
         host = f"[{target.host}]" if ":" in target.host else target.host
+        # The flag before the explanation: a hint is cut at 240 characters, and an IPv6 target
+        # with an embedded address is long.
         return (
-            f"webhook target refused: {why}; webhooks may only reach public addresses. "
-            f"If this target is intended, the server operator can allow it with "
-            f"--webhook-allow {host}:{target.port}"
+            f"webhook target refused: {why}. If this target is intended, the server operator "
+            f"can allow it with --webhook-allow {host}:{target.port}; webhooks may only reach "
+            "public addresses"
         )
 
 
@@ -200,12 +210,32 @@ async def system_resolve(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-def refused_kind(address: IPAddress) -> str:
-    """Why the guard refuses ``address`` ("" if it does not): the range it belongs to."""
+def refusal_reason(address: IPAddress) -> str:
+    """Why the guard refuses ``address``, as the words after it ("is a loopback address",
+    "embeds 127.0.0.1 (IPv4-compatible), a loopback address"); "" if it does not."""
     if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour or _teredo_client(address)
-        if embedded is not None:
-            return refused_kind(embedded)
+        embedded = embedded_ipv4(address)
+        # Any one refused refuses the address (each may be what is reached). The refusal names
+        # the most telling one: a local-use NAT64 address has four readings, and the ones of
+        # unused bits (0.0.1.0) say less than a loopback or link-local one.
+        refused = [(form, v4, kind) for form, v4 in embedded if (kind := refused_kind(v4))]
+        telling = [r for r in refused if r[2] not in ("private", "non-public")]
+        if telling or (refused and address not in _LOCAL_NAT64):
+            form, ipv4, kind = (telling or refused)[0]
+            return f"embeds {ipv4} ({form}), a {kind} address"
+        if address in _LOCAL_NAT64:
+            return "is a local-use NAT64 address (64:ff9b:1::/48, not globally reachable)"
+        if any(form != "ISATAP" for form, _ in embedded):
+            # A translated or tunnelled address is the IPv4 inside it, which passed; its
+            # prefix's own entry in ``ipaddress`` (reserved, private) is not what is reached.
+            return ""
+    kind = refused_kind(address)
+    return f"is a {kind} address" if kind else ""
+
+
+def refused_kind(address: IPAddress) -> str:
+    """The refused range ``address`` itself is in ("" if none), not unwrapping IPv6 forms
+    (``refusal_reason`` does)."""
     if address.is_loopback:
         return "loopback"
     if address.is_link_local:
@@ -226,15 +256,49 @@ _METADATA = {
     ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
     ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
 }
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215
 
 
 def _is_metadata(address: IPAddress) -> bool:
     return address in _METADATA
 
 
-def _teredo_client(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    teredo = address.teredo
-    return teredo[1] if teredo is not None else None
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """Every IPv4 address ``address`` may carry, with the name of the form carrying it (the
+    module docstring lists them). Bit positions count from the most significant bit."""
+    n = int(address)
+    high, low = n >> 32, n & _V4
+
+    def v4(bits: int) -> ipaddress.IPv4Address:
+        return ipaddress.IPv4Address(bits & _V4)
+
+    found: list[tuple[str, ipaddress.IPv4Address]] = []
+    if high == 0xFFFF:
+        found.append(("IPv4-mapped", v4(low)))
+    elif high == 0xFFFF_0000:
+        found.append(("IPv4-translated", v4(low)))
+    elif high == 0 and n > 1:  # :: and ::1 are the unspecified and loopback addresses
+        found.append(("IPv4-compatible", v4(low)))
+    if n >> 112 == 0x2002:
+        found.append(("6to4", v4(n >> 80)))
+    if n >> 96 == 0x2001_0000:
+        found.append(("Teredo server", v4(n >> 64)))
+        found.append(("Teredo client", v4(~n)))
+    if high == 0x0064_FF9B_0000_0000_0000_0000:
+        found.append(("NAT64", v4(low)))
+    if n >> 80 == 0x0064_FF9B_0001:
+        # RFC 6052 §2.2: the IPv4 address around the reserved bits 64–71, per prefix length.
+        # /96 first: the usual length, so the one a refusal names.
+        found.append(("NAT64 /96", v4(low)))
+        found.append(("NAT64 /64", v4(n >> 24)))
+        found.append(("NAT64 /56", v4(((n >> 64) & 0xFF) << 24 | (n >> 32) & 0xFF_FFFF)))
+        found.append(("NAT64 /48", v4(((n >> 64) & 0xFFFF) << 16 | (n >> 40) & 0xFFFF)))
+    if high & 0xFCFF_FFFF == 0x0000_5EFE:  # ISATAP, the u and g bits either way (RFC 5214)
+        found.append(("ISATAP", v4(low)))
+    return found
+
+
+_V4 = 0xFFFF_FFFF
 
 
 def _ip(host: str) -> IPAddress | None:

@@ -90,6 +90,10 @@ class ServeConfig:
         "http://[::1]:*",
     )
     mcp_effect_tools: bool = False  # MCP over HTTP also offers list_effects, retry_effect
+    http_max_streams: int = 1000  # HTTP event streams open at once, of every kind
+    http_max_streams_per_key: int = 100  # of those, opened with one API key
+    http_header_timeout_secs: float = 10.0  # for a connection's whole request head
+    http_max_waiting_connections: int = 512  # connections without a request in service
     grace_secs: float = 10.0
     otlp_endpoint: str | None = None  # None: no trace export (spans are no-ops)
     log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
@@ -369,10 +373,14 @@ async def listen_http(
     except OSError as exc:
         raise StartupError(f"cannot listen on --http-addr {config.http_addr}: {exc}") from exc
     from agenttx.api.v1 import ApiSettings
+    from agenttx.api.v1.events import Streams
     from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
     from agenttx.api.web import web_exception_handlers, web_routes
 
-    api = ApiSettings(extra_operations=SAFETY_OPERATIONS)
+    api = ApiSettings(
+        extra_operations=SAFETY_OPERATIONS,
+        streams=Streams(config.http_max_streams, config.http_max_streams_per_key),
+    )
     settings = HttpSettings(
         allowed_hosts=config.http_allowed_hosts,
         allowed_origins=config.http_allowed_origins,
@@ -386,7 +394,14 @@ async def listen_http(
 
         add_effect_tools(adapter, EngineEffects(engine))
     app = build_http_app(adapter, settings)
-    listener = HttpListener(app, sock, tls=config.tls, on_stop=api.streams.close)
+    listener = HttpListener(
+        app,
+        sock,
+        tls=config.tls,
+        on_stop=api.streams.close,
+        header_timeout_s=config.http_header_timeout_secs,
+        max_waiting=config.http_max_waiting_connections,
+    )
     try:
         await listener.start()
     except BaseException:

@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agenttx.api.http_heads import HEADER_TIMEOUT_S, MAX_WAITING, heads_protocol
 from agenttx.api.mcp.server import AgentTxMCP
 from agenttx.auth.http_auth import BearerAuth
 from agenttx.auth.keys import KeyRing
@@ -44,6 +45,7 @@ LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 # The gRPC message cap, for the same reason: an MCP request holds at most arguments (1 MiB)
 # and reasoning (1 MiB) plus framing.
 MAX_BODY_BYTES = 4 << 20
+KEEP_ALIVE_S = 5  # an idle keep-alive connection's life after its last response
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ class HttpListener:
         *,
         tls: TlsFiles | None = None,
         on_stop: Callable[[], None] | None = None,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        max_waiting: int = MAX_WAITING,
     ) -> None:
         self.sock = sock
         self._on_stop = on_stop  # called first on stop: ends the open event streams
@@ -161,6 +165,10 @@ class HttpListener:
             log_config=None,  # our logging set-up stands; uvicorn logs under its own names
             access_log=False,
             timeout_graceful_shutdown=5,
+            # A connection idle after a response closes after this; one that has not sent a
+            # whole request head within header_timeout_s closes too (``api.http_heads``).
+            timeout_keep_alive=KEEP_ALIVE_S,
+            http=heads_protocol(header_timeout_s, max_waiting),
             ws="none",
             **(tls.uvicorn_options() if tls is not None else {}),
         )

@@ -20,7 +20,10 @@ whether an attacker's own digest shares two bytes with a stored one, which leads
 No message, log line or repr ever holds a secret.
 
 ``KeyRing.reload`` (on SIGHUP) reads the file again; a file that no longer parses is refused
-whole, the keys in force stay, and the error is logged. A reload also reaches what is already
+whole, the keys in force stay, and the error is logged. So is a file that parses but holds
+no key (empty, only comments, or truncated to nothing by an editor or a copy in progress):
+taking it would lock every caller out, the operator included, with no way back short of a
+restart; revoking every key is done by stopping the server. A reload also reaches what is already
 open: a stream (gRPC ``WatchTransaction``, the HTTP event streams) holds the ``KeyGrant`` it
 was opened with and awaits ``KeyGrant.revoked`` beside its next event. Each reload that loads
 counts one generation and wakes every such waiter (one ``asyncio.Event`` per reload, replaced
@@ -221,10 +224,20 @@ class KeyRing:
         if self.path is None:
             return None
         try:
-            return list(read_key_file(self.path))
+            entries = list(read_key_file(self.path))
         except InvalidArgument as exc:
             log.error("keys not reloaded, the %d in force stay: %s", len(self), exc.message)
             return None
+        if not entries:
+            log.error(
+                "keys not reloaded, the %d in force stay: --api-keys %s holds no key (empty "
+                "or truncated?); a reload never takes a file without keys, since it would "
+                "refuse every caller: write the [[key]] tables back and send SIGHUP again",
+                len(self),
+                self.path,
+            )
+            return None
+        return entries
 
     def _apply(self, entries: list[KeyEntry] | None) -> bool:
         if entries is None:

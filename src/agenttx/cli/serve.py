@@ -55,6 +55,33 @@ def _hosts(text: str) -> tuple[str, ...]:
     "any).",
 )
 @engine_option(
+    "--http-max-streams",
+    type=click.IntRange(1, 1_000_000),
+    default=1000,
+    help="HTTP event streams (/v1/events, /v1/transactions/{id}/events) open at once; one "
+    "more is answered 503 with Retry-After.",
+)
+@engine_option(
+    "--http-max-streams-per-key",
+    type=click.IntRange(1, 1_000_000),
+    default=100,
+    help="Of those, how many one API key may hold open.",
+)
+@engine_option(
+    "--http-header-timeout-secs",
+    type=click.FloatRange(0.1, 600),
+    default=10.0,
+    help="A connection must send a whole request head (request line and headers) within "
+    "this, from opening or from its last response; else it is closed.",
+)
+@engine_option(
+    "--http-max-waiting-connections",
+    type=click.IntRange(1, 1_000_000),
+    default=512,
+    help="Connections that have not sent a request head yet, at once; past it the oldest "
+    "is closed.",
+)
+@engine_option(
     "--mcp-effect-tools",
     is_flag=True,
     default=False,
@@ -116,6 +143,10 @@ def serve(**opts: Any) -> None:
         http_addr=None if http_addr.strip().lower() == "off" else http_addr,
         http_allowed_hosts=_hosts(opts["http_allowed_hosts"]),
         http_allowed_origins=_hosts(opts["http_allowed_origins"]),
+        http_max_streams=opts["http_max_streams"],
+        http_max_streams_per_key=opts["http_max_streams_per_key"],
+        http_header_timeout_secs=opts["http_header_timeout_secs"],
+        http_max_waiting_connections=opts["http_max_waiting_connections"],
         mcp_effect_tools=opts["mcp_effect_tools"],
         grace_secs=opts["grace_secs"],
         api_keys=opts["api_keys"],

@@ -11,6 +11,11 @@ it starts with what happens next. A comment line every 15 s keeps proxies from c
 stream. A subscriber that falls behind loses its oldest events, never the newest (each event
 carries the full status).
 
+Streams are counted (``Streams``): at most ``max_streams`` open at once on the listener, of
+both kinds together, and ``max_streams_per_key`` of one API key; one more is answered 503
+``TOO_MANY_SUBSCRIBERS`` with ``Retry-After`` before anything is watched. A stream's slot is
+given back however it ends, also when the client leaves before its first byte.
+
 A stream lives only as long as its key (``api.revocable``): when a reload of the key file
 revokes it, the stream sends one last ``event: error`` whose data is the error body of every
 other refusal (``UNAUTHENTICATED``), and closes. A key whose tenant or roles changed keeps a
@@ -24,23 +29,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from agenttx.api.revocable import until_revoked, watch_as
 from agenttx.api.v1.errors import invalid_response, plain_error, refusal_body, refusal_response
 from agenttx.auth.http_auth import grant_of
+from agenttx.auth.keys import KeyGrant
 from agenttx.errors import AgentTxError, InvalidArgument, StepFailure
 from agenttx.numbers import AFTER_REVISION
 from agenttx.types import Caller
 
 KEEPALIVE_SECS = 15.0
 QUEUE_SIZE = 256
-MAX_FIREHOSE_SUBSCRIBERS = 1000
+MAX_STREAMS = 1000  # event streams open at once on the listener, both kinds together
+MAX_STREAMS_PER_KEY = 100  # of those, opened with one API key
+RETRY_AFTER_SECS = 5  # what a refused stream is told to wait (a slot frees when one closes)
 MAX_SEEN = 10_000  # transactions a keyed /v1/events stream remembers it may (not) read
 _HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
@@ -80,9 +89,8 @@ class Firehose:
                 q.get_nowait()
             q.put_nowait(event)
 
-    def open(self) -> asyncio.Queue[Any] | None:
-        if len(self._queues) >= MAX_FIREHOSE_SUBSCRIBERS:
-            return None
+    def open(self) -> asyncio.Queue[Any]:
+        # No cap of its own: ``Streams.admit`` counts these with every other stream.
         q: asyncio.Queue[Any] = asyncio.Queue(QUEUE_SIZE)
         self._queues.add(q)
         return q
@@ -92,12 +100,55 @@ class Firehose:
 
 
 class Streams:
-    """The open event streams' shared end: ``close`` (the listener's stop) ends every one at
-    once, so a shutdown does not wait out the server's grace period for them; a browser
-    reconnects to the next server by itself."""
+    """The open event streams' shared end: ``admit`` counts them (in all and per API key),
+    ``close`` (the listener's stop) ends every one at once, so a shutdown does not wait out
+    the server's grace period for them; a browser reconnects to the next server by itself."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, max_streams: int = MAX_STREAMS, max_streams_per_key: int = MAX_STREAMS_PER_KEY
+    ) -> None:
         self._closing = asyncio.Event()
+        self.max_streams = max_streams
+        self.max_streams_per_key = max_streams_per_key
+        self.open_count = 0  # streams admitted and not yet released; ≤ max_streams
+        # Key digest → its streams open now (only keys with one or more); the digest, never
+        # the secret. Without keys there is no key to count by: only ``max_streams`` holds.
+        self._per_key: dict[bytes, int] = {}
+
+    def admit(self, grant: KeyGrant | None) -> Callable[[], None] | Response:
+        """A slot for one more stream of ``grant``'s key: the function that gives it back
+        (call it exactly once), or the 503 to answer instead."""
+        key = grant.digest if grant is not None else None
+        if self.open_count >= self.max_streams:
+            return _busy(
+                f"{self.open_count} event streams are open, the server's limit of "
+                f"{self.max_streams}; try again in a few seconds"
+            )
+        if key is not None and self._per_key.get(key, 0) >= self.max_streams_per_key:
+            return _busy(
+                f"this API key has {self.max_streams_per_key} event streams open, its limit; "
+                "close one (one /v1/events stream shows every transaction the key may read) "
+                "or try again later"
+            )
+        self.open_count += 1
+        if key is not None:
+            self._per_key[key] = self._per_key.get(key, 0) + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self.open_count -= 1
+            if key is not None:
+                left = self._per_key[key] - 1
+                if left:
+                    self._per_key[key] = left
+                else:
+                    del self._per_key[key]
+
+        return release
 
     def close(self) -> None:
         self._closing.set()
@@ -146,6 +197,43 @@ class Streams:
                 await aclose()
 
 
+def _busy(message: str) -> Response:
+    response = plain_error(503, "UNAVAILABLE", "TOO_MANY_SUBSCRIBERS", message)
+    response.headers["retry-after"] = str(RETRY_AFTER_SECS)
+    return response
+
+
+class _CountedStream(StreamingResponse):
+    """An event stream that gives its slot back however it ends: when its frames end (also
+    by the client leaving, which closes them), or, if they never started (the client gone
+    before the first byte: a ``finally`` inside a generator that never ran never runs), when
+    the response is done. Not only the latter: Starlette may return from the response while
+    the body is still streamed on a task of its own."""
+
+    def __init__(self, frames: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        self._release = release  # idempotent (``Streams.admit``)
+        self._started = False  # true iff the frames were iterated: their finally releases
+        super().__init__(self._counted(frames), media_type="text/event-stream", headers=_HEADERS)
+
+    async def _counted(self, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        self._started = True
+        try:
+            async for chunk in frames:
+                yield chunk
+        finally:
+            self._release()
+            aclose = getattr(frames, "aclose", None)
+            if aclose is not None:  # stop watching now, not when the generator is collected
+                await aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._started:
+                self._release()
+
+
 class _Audience:
     """Whom a ``/v1/events`` stream shows events to. With API keys it shows what a listing
     shows the key: its tenant's transactions, and an agent's own only. Tenant and owner never
@@ -190,14 +278,22 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
             after_revision = AFTER_REVISION.parse(after)
         except InvalidArgument as exc:
             return invalid_response(f"{exc.message} (after_revision or Last-Event-ID)")
-        stream = watch_as(engine, grant_of(request.scope), transaction_id, after_revision)
+        grant = grant_of(request.scope)
+        release = streams.admit(grant)
+        if isinstance(release, Response):
+            return release
+        stream = watch_as(engine, grant, transaction_id, after_revision)
         # The first event is read before answering, so an unknown id is a 404, not a stream.
         try:
             first = await anext(stream)
         except StopAsyncIteration:
             first = None
         except AgentTxError as exc:
+            release()
             return refusal_response(exc, {"transaction_id": transaction_id})
+        except BaseException:
+            release()
+            raise
 
         async def events() -> AsyncIterator[Any]:
             # aclosing: a stream that ends early stops watching (and its key's watch) now.
@@ -208,39 +304,29 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
                 async for e in stream:
                     yield e
 
-        return StreamingResponse(
-            streams.frames(events(), {"transaction_id": transaction_id}),
-            media_type="text/event-stream",
-            headers=_HEADERS,
-        )
+        return _CountedStream(streams.frames(events(), {"transaction_id": transaction_id}), release)
 
     async def all_events(request: Request) -> Response:
         grant = grant_of(request.scope)
         caller = grant.caller if grant is not None else None
+        release = streams.admit(grant)
+        if isinstance(release, Response):
+            return release
         q = firehose.open()
-        if q is None:
-            return plain_error(
-                503,
-                "UNAVAILABLE",
-                "TOO_MANY_SUBSCRIBERS",
-                f"over {MAX_FIREHOSE_SUBSCRIBERS} /v1/events streams are open; try again later",
-            )
-
         audience = _Audience(engine, caller)
 
         async def events() -> AsyncIterator[Any]:
-            try:
-                while True:
-                    event = await q.get()
-                    if await audience.shows(event.transaction_id):
-                        yield event
-            finally:
-                firehose.close(q)
+            while True:
+                event = await q.get()
+                if await audience.shows(event.transaction_id):
+                    yield event
 
-        return StreamingResponse(
-            streams.frames(until_revoked(events(), grant, audience.rekey), {}),
-            media_type="text/event-stream",
-            headers=_HEADERS,
+        def unsubscribe() -> None:
+            firehose.close(q)
+            release()
+
+        return _CountedStream(
+            streams.frames(until_revoked(events(), grant, audience.rekey), {}), unsubscribe
         )
 
     return [
