@@ -41,7 +41,7 @@ def unavailable(reason: str) -> None:
 def npm_package(name: str, version: str, installed: str, *flags: str) -> Path:
     """``name@version`` installed into its own prefix under the cache; the prefix's
     ``node_modules``. ``installed``: a path under it that exists once the install is done."""
-    prefix = CACHE / f"{name.rsplit('/', 1)[-1]}-{version}"
+    prefix = CACHE / f"{name.lstrip('@').replace('/', '-')}-{version}"
     problem = npm_install(prefix, installed, [f"{name}@{version}"], *flags)
     if problem:
         unavailable(problem)
