@@ -45,7 +45,7 @@ def unavailable(reason: str) -> None:
 def npm_server(binary: str) -> str:
     """The path of a reference server's executable (``mcp-server-filesystem`` …)."""
     packages = [f"{name}@{NPM_VERSION}" for name in NPM_SERVERS]
-    problem = npm_install(NPM_PREFIX, binary, packages)
+    problem = npm_install(NPM_PREFIX, f".bin/{binary}", packages)
     if problem:
         unavailable(f"the MCP reference servers: {problem}")
     return str(NPM_PREFIX / "node_modules" / ".bin" / binary)

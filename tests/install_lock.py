@@ -27,10 +27,11 @@ def installing(target: Path) -> Iterator[None]:
         yield
 
 
-def npm_install(prefix: Path, binary: str, packages: Sequence[str], *flags: str) -> str:
-    """Install ``packages`` into ``prefix`` with npm unless its ``binary`` is there already (one
-    process at a time). "" once the binary is there, else why it is not."""
-    path = prefix / "node_modules" / ".bin" / binary
+def npm_install(prefix: Path, installed: str, packages: Sequence[str], *flags: str) -> str:
+    """Install ``packages`` into ``prefix`` with npm unless ``installed``, a path under its
+    ``node_modules`` (a binary: ``.bin/<name>``), is there already (one process at a time). ""
+    once it is there, else why it is not."""
+    path = prefix / "node_modules" / installed
     if path.exists():
         return ""
     with installing(prefix):

@@ -76,9 +76,9 @@ async def test_tools_are_listed_with_schemas_annotations_and_instructions(
         a = listed[name].annotations
         assert a is not None
         assert (a.read_only_hint, a.idempotent_hint) == (True, True), name
-    rollback = listed["rollback_transaction"].annotations
-    assert rollback is not None
-    assert rollback.destructive_hint is True
+    commit = listed["commit_transaction"].annotations
+    assert commit is not None
+    assert commit.destructive_hint is True  # the one destructive act (docs/mcp.md, Tools)
     for name in ("run_step", "commit_transaction"):
         a = listed[name].annotations
         assert a is not None

@@ -207,11 +207,11 @@ class ForwardedTools:
             description=f"{description} [{server}: {note}]".strip(),
             timeout_s=timeout_ms / 1000 if timeout_ms is not None else DEFAULT_TIMEOUT_S,
             idempotent=c.idempotent,
-            schema=self._redacted(tool.input_schema or {"type": "object"}),
+            schema=self._redacted(object_schemas(tool.input_schema or {"type": "object"})),
             declared_output_schema=(
                 STAGED_SCHEMA
                 if c.effect is EffectClass.STAGED
-                else self._redacted(tool.output_schema or {})
+                else self._redacted(object_schemas(tool.output_schema or {}))
             ),
             server=server,
         )
@@ -305,6 +305,51 @@ class ForwardedTools:
             return output
 
         return compensated
+
+
+# Where JSON Schema takes a subschema (a schema object or a boolean). The four keywords of
+# ``_BOOLEAN_KEYWORDS`` keep a boolean: every client reads ``additionalProperties: false`` as the
+# usual way to close an object, and the Inspector's portability check allows them alone.
+_SUBSCHEMA = frozenset(
+    {"items", "contains", "not", "propertyNames", "if", "then", "else", "contentSchema"}
+    | {"additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems"}
+)
+_BOOLEAN_KEYWORDS = frozenset(
+    {"additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems"}
+)
+_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SUBSCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"}
+)
+
+
+def object_schemas(schema: Any, keyword: str = "") -> Any:
+    """``schema`` (a downstream tool's) with each boolean subschema written as the schema object
+    it means: ``true`` → ``{}``, ``false`` → ``{"not": {}}`` — the same contract. A server built
+    on a lenient SDK may send ``{"properties": {"x": true}}``; the TypeScript SDK refuses
+    every such listing whole, and AgentTx re-exports these schemas (``list_tools``). Data
+    keywords (``enum``, ``const``, ``default``, ``examples``) are left as they are. Linear in
+    the schema; its depth is bounded by the JSON parser it came through."""
+    if isinstance(schema, bool):
+        if keyword in _BOOLEAN_KEYWORDS:
+            return schema
+        return {} if schema else {"not": {}}
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [object_schemas(v) for v in value]
+        elif key in _SUBSCHEMA:
+            out[key] = object_schemas(value, key)
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            # ``dependencies`` maps a name to a schema or to a list of names (kept).
+            out[key] = {
+                n: v if isinstance(v, list) else object_schemas(v) for n, v in value.items()
+            }
+        else:
+            out[key] = value
+    return out
 
 
 def _object(arguments: Any) -> dict[str, Any]:

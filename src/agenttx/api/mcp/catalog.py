@@ -4,10 +4,16 @@ output schemas, annotations, and the workflow ``instructions`` sent at initializ
 The six names and parameters are the reference server's (``begin_transaction``, ``run_step``,
 ``commit_transaction``, ``rollback_transaction``, ``get_transaction``, ``list_tools``), plus
 ``list_transactions``, and ``preview_commit``, ``approve_commit`` and ``refuse_commit``
-(docs/safety.md). Inputs
-are declared strictly (``step_id`` an integer, ``arguments`` an object) and read leniently
-(``arguments.py``): models often send a number as a string or an object as JSON text, and
-refusing that would only cost them a turn.
+(docs/safety.md), ``reconcile_step``. Inputs are declared strictly (``step_id`` an integer,
+``arguments`` an object) and read leniently (``arguments.py``): models often send a number as
+a string or an object as JSON text, and refusing that would only cost them a turn.
+
+The annotations are decisions for hosts, some of which ask a person before each call hinted
+destructive: of an agent's own calls only ``commit_transaction`` is destructive (it makes the
+steps' changes final and releases the emails and webhooks); a step, an undo and a rollback
+change nothing that outlives the transaction (bar a tool declared ``irreversible``, which the
+safety policy can forbid), so a person is asked once, before the commit. The table and the
+reasons: docs/mcp.md, Tools.
 """
 
 from __future__ import annotations
@@ -98,28 +104,40 @@ _OK = {
 }
 
 
-def _output(fields: dict[str, Any], named: tuple[str, ...] = ()) -> dict[str, Any]:
+def _output(fields: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
     """One object for both shapes a result has: ``ok: true`` with the wire fields, or
     ``ok: false`` with error, continuation and diagnostics; only ``ok`` always appears.
 
-    ``fields`` are described and typed; ``named`` fields are declared ``true`` (any value;
-    docs/mcp.md says what each is). Why not a ``oneOf`` of the two shapes with every field
-    typed: the SDK client validates every successful result against this schema with the
-    pure-Python ``jsonschema``, which pays ~15-30 µs for each declared subschema present in
-    the result (a ``true`` one: ~2 µs) — for ``run_step`` that was most of the client's cost
-    beyond a no-op tool (docs/benchmarks.md, "MCP"). So the fields a model acts on are
-    described, the rest are named, and the failure-only fields cost nothing on success."""
-    return {
+    ``fields`` are described and typed; ``also`` are fields a result carries that are named in
+    the schema's description only (docs/mcp.md says what each is), like every other wire
+    field not declared: the object allows them (no ``additionalProperties``).
+
+    Why so few declared fields, and no ``oneOf`` of the two shapes: the Python SDK's client
+    validates every successful result against this schema with the pure-Python
+    ``jsonschema``, which pays ~10-30 µs for each declared subschema present in the result,
+    and nothing for a field the schema does not declare. Every declared one must be a schema
+    object, and one that constrains: the TypeScript SDK refuses a property schema ``true``
+    (``tools/list`` fails as a whole), and the Inspector flags ``true`` and ``{}`` as
+    unportable; a ``{}`` costs as much as a typed field (docs/benchmarks.md, "MCP"). So the
+    fields a model acts on are declared and typed, the rest are named, and the failure-only
+    fields cost nothing on success."""
+    schema: dict[str, Any] = {
         "type": "object",
         "required": ["ok"],
-        "properties": {
-            "ok": _OK,
-            **fields,
-            **dict.fromkeys(named, True),
-            **_FAILURE_FIELDS,
-        },
+        "properties": {"ok": _OK, **fields, **_FAILURE_FIELDS},
     }
+    if also:
+        schema["description"] = f"Also returned: {', '.join(also)}."
+    return schema
 
+
+# Any JSON value (a tool's output), spelled as a schema that constrains, so every client takes
+# it: JSON Schema's own spelling, ``true`` or ``{}``, is refused or flagged (``_output``), and a
+# ``type`` array is less portable than ``anyOf`` (hosts that map schemas onto one ``type``).
+# The common case first: each branch tried costs the Python SDK one more subschema.
+ANY_JSON: dict[str, Any] = {
+    "anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean", "null")],
+}
 
 _INT = {"type": "integer"}
 _STR = {"type": "string"}
@@ -132,14 +150,15 @@ _SNAPSHOT = {
 }
 
 # What a model reads of a run_step result, described; the rest of the reference's fields
-# named (a run_step result is validated by the client on every step: ``_output``).
+# named in the description (a run_step result is validated by the client on every step:
+# ``_output``).
 _STEP_FIELDS = {
     "status": {
         "enum": ["SUCCESS", "ROLLBACK_TRIGGERED", "FAILED", "OUTCOME_UNKNOWN"],
         "description": "SUCCESS; ROLLBACK_TRIGGERED: rewound, resume at next_step_id; FAILED: "
         "the transaction was aborted; OUTCOME_UNKNOWN: an outside call may have happened.",
     },
-    "output": {"description": "The tool's output (JSON), on success."},
+    "output": {**ANY_JSON, "description": "The tool's output (JSON), on success."},
     "clean_hint": {"type": "string", "description": "One line: why it failed, what to change."},
     "next_step_id": {"type": "integer", "description": "The step_id of your next run_step."},
     "constraints": {"type": "array", "items": _STR, "description": "Rules learned so far."},
@@ -260,7 +279,7 @@ TOOLS: tuple[types.Tool, ...] = (
             title="Run one step",
             read_only_hint=False,
             destructive_hint=False,
-            idempotent_hint=False,
+            idempotent_hint=True,
             open_world_hint=True,
         ),
     ),
@@ -299,8 +318,8 @@ TOOLS: tuple[types.Tool, ...] = (
         types.ToolAnnotations(
             title="Commit the transaction",
             read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
+            destructive_hint=True,
+            idempotent_hint=True,
             open_world_hint=True,
         ),
     ),
@@ -332,9 +351,9 @@ TOOLS: tuple[types.Tool, ...] = (
         types.ToolAnnotations(
             title="Roll back",
             read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=True,
         ),
     ),
     _tool(
@@ -430,7 +449,7 @@ TOOLS: tuple[types.Tool, ...] = (
                 "step_id": _INT,
                 "next_step_id": _INT,
                 "retry_after_ms": _INT,
-                "output": {"description": "happened: the step's output (JSON)."},
+                "output": {**ANY_JSON, "description": "happened: the step's output (JSON)."},
                 "clean_hint": _STR,
                 "operation_provider": _STR,
                 "operation_id": _STR,
@@ -519,7 +538,7 @@ TOOLS += (
             title="Approve a previewed commit",
             read_only_hint=False,
             destructive_hint=False,
-            idempotent_hint=False,
+            idempotent_hint=True,
             open_world_hint=False,
         ),
     ),
@@ -567,7 +586,7 @@ TOOLS += (
             title="Refuse a previewed commit",
             read_only_hint=False,
             destructive_hint=False,
-            idempotent_hint=False,
+            idempotent_hint=True,
             open_world_hint=False,
         ),
     ),

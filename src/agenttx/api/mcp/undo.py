@@ -62,7 +62,7 @@ UNDO_TOOLS: tuple[types.Tool, ...] = (
         types.ToolAnnotations(
             title="Undo the last step",
             read_only_hint=False,
-            destructive_hint=True,
+            destructive_hint=False,
             idempotent_hint=False,
             open_world_hint=True,
         ),
@@ -80,7 +80,7 @@ UNDO_TOOLS: tuple[types.Tool, ...] = (
             title="Redo the undone step",
             read_only_hint=False,
             destructive_hint=False,
-            idempotent_hint=False,
+            idempotent_hint=True,
             open_world_hint=False,
         ),
     ),
