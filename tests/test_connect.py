@@ -83,7 +83,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     (home / "project").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
-    for moved in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+    for moved in (
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "GEMINI_CLI_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+    ):
         monkeypatch.delenv(moved, raising=False)
     monkeypatch.chdir(home / "project")
     return home
@@ -543,6 +549,8 @@ def test_each_platforms_paths() -> None:
     assert path("codex", "linux", CODEX_HOME="/cx") == "/cx/config.toml"
     assert path("cursor", "win32") == r"C:\Users\ada\.cursor\mcp.json"
     assert path("gemini", "darwin") == "/home/ada/.gemini/settings.json"
+    assert path("gemini", "linux", GEMINI_CLI_HOME="/g") == "/g/.gemini/settings.json"
+    assert path("gemini", "win32", GEMINI_CLI_HOME=r"D:\g") == r"D:\g\.gemini\settings.json"
     assert path("windsurf", "linux") == "/home/ada/.codeium/windsurf/mcp_config.json"
     assert path("vscode", "linux") == "/w/.vscode/mcp.json"
 

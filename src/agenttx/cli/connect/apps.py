@@ -108,6 +108,17 @@ def _codex_path(host: Host) -> PurePath:
     return host.path(moved, "config.toml") if moved else _home(host, ".codex", "config.toml")
 
 
+def _gemini_path(host: Host) -> PurePath:
+    # Gemini CLI takes $GEMINI_CLI_HOME, when set, in place of the home directory: its user
+    # settings are then $GEMINI_CLI_HOME/.gemini/settings.json.
+    moved = host.environ.get("GEMINI_CLI_HOME")
+    return (
+        host.path(moved, ".gemini", "settings.json")
+        if moved
+        else _home(host, ".gemini", "settings.json")
+    )
+
+
 def _claude_desktop_path(host: Host) -> PurePath:
     name = "claude_desktop_config.json"
     if host.platform == "darwin":
@@ -231,7 +242,7 @@ APPS: dict[str, App] = {
         App(
             name="gemini",
             title="Gemini CLI",
-            config_path=lambda host: _home(host, ".gemini", "settings.json"),
+            config_path=_gemini_path,
             format="json",
             key="mcpServers",
             stdio_type=False,
