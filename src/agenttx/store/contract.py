@@ -512,9 +512,11 @@ class Store(abc.ABC):
         after_id: int = 0,
         ids: Sequence[int] = (),
         tenant: str | None = None,
+        owner: str | None = None,
     ) -> list[OutboxRow]:
         """Outbox rows, oldest first: with ``id > after_id`` (a page's continuation), of
-        these ``ids`` and this ``tenant`` if given. One read."""
+        these ``ids`` and this ``tenant`` if given, and, with ``owner``, only rows whose
+        transaction (its row still stored) that principal began. One read."""
 
     async def wait_for_outbox(self, timeout_s: float) -> bool:
         """Wait until another process queues effects, or ``timeout_s``; True if woken.

@@ -304,6 +304,15 @@ REQUEUE_OUTBOX = (
 )
 OUTBOX_COUNTS = "SELECT status, count(*) FROM outbox GROUP BY status"
 
+
+def owned_by(tx_principal: str) -> str:
+    """A test that an outbox row's transaction was begun by the principal passed as its one
+    parameter; ``tx_principal`` is the dialect's reading of ``t.body``'s principal. A row
+    whose transaction is gone passes no owner test (only a reader of every transaction, an
+    admin or approver, sees it). One primary-key lookup per row the page reads."""
+    return f"EXISTS (SELECT 1 FROM transactions t WHERE t.id = outbox.tx_id AND {tx_principal} = ?)"
+
+
 # -- request idempotency --------------------------------------------------------------------
 
 # Inside an operation's own unit (begin, a step, a commit) a reply is "first wins": RETURNING

@@ -82,6 +82,9 @@ class SqlStore(Store):
     # Appended to the read of a transaction's row that serialises appends to its chain made
     # outside its lock (deliveries): PostgreSQL locks the row, SQLite's writer is alone.
     CHAIN_ROW_LOCK: ClassVar[str]
+    # The principal who began transaction ``t`` (its body's ``principal``, as text), read in
+    # SQL: a listing of effects filters by owner in its query, not after fetching a page.
+    TX_PRINCIPAL: ClassVar[str]
 
     # -- the dialect's unit of work ---------------------------------------------------------
 
@@ -439,6 +442,7 @@ class SqlStore(Store):
         after_id: int = 0,
         ids: Sequence[int] = (),
         tenant: str | None = None,
+        owner: str | None = None,
     ) -> list[OutboxRow]:
         where: list[str] = ["id > ?"]
         params: list[Any] = [after_id]
@@ -454,6 +458,9 @@ class SqlStore(Store):
         if tx_id is not None:
             where.append("tx_id = ?")
             params.append(tx_id)
+        if owner is not None:
+            where.append(sql.owned_by(self.TX_PRINCIPAL))
+            params.append(owner)
         query = (
             f"SELECT {sql.OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
         )
