@@ -148,6 +148,36 @@ async def test_listings_show_the_callers_own(engine: agenttx.Engine) -> None:
     assert {t.transaction_id for t in await engine.list_transactions(caller=CAROL)} == carols
 
 
+async def test_effects_show_only_the_transactions_a_caller_may_read(
+    engine: agenttx.Engine,
+) -> None:
+    # An effect's payload (recipients, subject, body) is its transaction's data: the store
+    # query filters by owner (``core.access.read_owner``), so a page holds only readable ones.
+    staged = ("effect.stage", {"channel": "mail", "payload": {"body": "the secret price"}})
+    alices = await committed(engine, ALICE, [staged, staged])
+    carols = await committed(engine, CAROL, [staged])
+
+    async def listed(who: Caller, tx: str = "") -> list[str]:
+        page = await engine.list_effects(transaction_id=tx, limit=1, caller=who)
+        seen = [e.transaction_id for e in page.effects]
+        while page.next_after_id:
+            page = await engine.list_effects(
+                transaction_id=tx, after_id=page.next_after_id, limit=1, caller=who
+            )
+            seen += [e.transaction_id for e in page.effects]
+        return seen
+
+    assert await listed(CAROL) == [carols]
+    assert await listed(ALICE) == [alices, alices]
+    assert await listed(ALICE, alices) == [alices, alices]
+    assert await listed(ADMIN) == await listed(REVIEWER) == [alices, alices, carols]
+    assert await listed(BOB) == []
+    with pytest.raises(PermissionDenied, match="admin or approver"):
+        await engine.list_effects(transaction_id=alices, caller=CAROL)
+    with pytest.raises(NotFound):
+        await engine.list_effects(transaction_id=alices, caller=BOB)
+
+
 async def test_request_ids_are_per_tenant(engine: agenttx.Engine) -> None:
     a = await engine.begin(request_id="req-1", caller=ALICE)
     b = await engine.begin(request_id="req-1", caller=BOB)

@@ -9,9 +9,10 @@ own hash, and removing, inserting or reordering records breaks the next record's
 the run of ``seq`` — which ``verify_chain`` reports, naming the first bad record.
 
 A chain alone cannot tell that its newest records were cut off; ``verify_chain`` takes an
-``Anchor`` (what the transaction's row and outbox say happened) to catch that too. Someone able
-to rewrite the whole chain and its anchors can forge it: export the head hash to keep it
-elsewhere (``docs/audit.md``).
+``Anchor`` (what the transaction's row and outbox say happened, or, once retention deleted the
+row, the tombstone it left: the chain's final seq and hash) to catch that too. Someone able to
+rewrite the whole chain and its anchors in the store can forge it: ``check_end`` holds a chain
+against a head kept outside the store (``agenttx audit anchor``'s file, ``docs/audit.md``).
 
 This module imports nothing of AgentTx but ``jsontext``: the stores, the engine, the CLI and
 the client all use it.
@@ -24,7 +25,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from json import encoder as _encoder
 from typing import Any, NamedTuple
 
@@ -223,6 +224,13 @@ class Anchor:
     # steps after the row's ``audit_seq``, each of which moved the revision by one; the
     # chain's end plus these must reach the row's revision.
     pending: int = 0
+    # The chain's head when retention deleted the transaction's row (its tombstone), None
+    # while the row is there (or for a row deleted before tombstones existed, schema < 5):
+    # the chain must still hold that very record.
+    end: ChainHead | None = None
+
+
+TOMBSTONE = "retention's tombstone"  # who recorded an ``Anchor.end``, as ``check_end`` says
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +258,10 @@ def verify_chain(
         return AuditVerification(tx_id, False, len(records), seq, reason, head)
 
     if not records:
-        return bad(1, "the transaction has no audit records")
+        gone = bad(1, "the transaction has no audit records")
+        if anchor is not None and anchor.end is not None:
+            return check_end(gone, None, anchor.end, TOMBSTONE)
+        return gone
     prev, revision = GENESIS, 0
     delivered: dict[int, int] = {}
     for i, rec in enumerate(records):
@@ -286,6 +297,15 @@ def verify_chain(
             delivered[int(data.get("outbox_id", 0))] = int(data.get("attempt", 0))
         prev, revision = rec.hash, rec_revision
     pending = 0
+    if anchor is not None and anchor.end is not None:
+        ended = check_end(
+            AuditVerification(tx_id, True, len(records), 0, "", head),
+            records[anchor.end.seq - 1] if anchor.end.seq <= len(records) else None,
+            anchor.end,
+            TOMBSTONE,
+        )
+        if not ended.ok:
+            return ended
     if anchor is not None:
         after = len(records) + 1
         pending = anchor.pending
@@ -306,6 +326,43 @@ def verify_chain(
     return AuditVerification(tx_id, True, len(records), 0, "", head, pending)
 
 
+def check_end(
+    v: AuditVerification, at_seq: AuditRecord | None, end: ChainHead, source: str
+) -> AuditVerification:
+    """``v`` held against ``end``, a head of the chain that ``source`` recorded outside the
+    chain (retention's tombstone, an anchor file): the chain must still hold that very record,
+    and may have grown since. ``at_seq`` is the chain's record at ``end.seq`` (None if it has
+    none). A chain already bad stays as it is, unless it is gone whole (no records): then it
+    says so with what ``source`` recorded."""
+    if v.records == 0:
+        return replace(
+            v,
+            ok=False,
+            first_bad=1,
+            reason=f"the chain is gone, but {source} recorded its record {end.seq} "
+            f"(hash {end.hash[:16]}): it was removed whole",
+        )
+    if not v.ok:
+        return v
+    if at_seq is None or v.records < end.seq:
+        return replace(
+            v,
+            ok=False,
+            first_bad=v.records + 1,
+            reason=f"the chain ends at record {v.records}, but {source} recorded its record "
+            f"{end.seq}: its newest records were removed",
+        )
+    if at_seq.seq != end.seq or at_seq.hash != end.hash:
+        return replace(
+            v,
+            ok=False,
+            first_bad=end.seq,
+            reason=f"record {end.seq} is not the one {source} recorded (hash "
+            f"{end.hash[:16]}): the chain was rewritten",
+        )
+    return v
+
+
 __all__ = [
     "EMPTY",
     "GENESIS",
@@ -317,6 +374,7 @@ __all__ = [
     "ChainHead",
     "canonical",
     "chain_records",
+    "check_end",
     "digest",
     "json_string",
     "make_record",

@@ -1,24 +1,27 @@
-"""``agenttx audit``: verify and export transactions' audit hash chains.
+"""``agenttx audit``: verify, anchor and export transactions' audit hash chains.
 
-Both commands work on a store directly (``--store URL``: no server needed, e.g. on a backup)
+Every command works on a store directly (``--store URL``: no server needed, e.g. on a backup)
 or on a running server (``--server``, the default). ``verify`` exits 0 when every chain it
 checked is intact, 3 when one is not (edited, removed or reordered records; the first bad one
-is named), 1 on an error (unreachable server or store), 2 on a usage error. ``export`` writes
-one JSON line per record, each with everything its hash covers (``docs/audit.md``).
+is named), 1 on an error (unreachable server or store), 2 on a usage error; ``--anchor FILE``
+also holds each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``export``
+writes one JSON line per record, each with everything its hash covers (``docs/audit.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from agenttx.audit import AuditRecord, AuditVerification
+from agenttx.audit import AuditRecord, AuditVerification, ChainHead
+from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
 from agenttx.cli.common import call, fail, server_option, timeout_option
 
 T = TypeVar("T")
@@ -37,7 +40,7 @@ store_option = click.option(
 
 @click.group()
 def audit() -> None:
-    """Verify and export the audit hash chains of transactions."""
+    """Verify, anchor and export the audit hash chains of transactions."""
 
 
 @audit.command("verify")
@@ -47,6 +50,14 @@ def audit() -> None:
 @server_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per chain.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the chains that are bad.")
+@click.option(
+    "--anchor",
+    "anchor_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Also hold each chain to its head in this file (`agenttx audit anchor` wrote it); "
+    "with --all, a chain it names that the store lacks is bad.",
+)
 @timeout_option
 def verify(
     transaction_id: str | None,
@@ -55,12 +66,23 @@ def verify(
     server: str,
     as_json: bool,
     quiet: bool,
+    anchor_file: Path | None,
     timeout: float,
 ) -> None:
     """Check a transaction's audit chain (or, with --all, every one); exit 3 if one is bad."""
     if check_all == (transaction_id is not None):
         raise click.UsageError("give a transaction id or --all (not both)")
-    results = _verifications(transaction_id, store_url, server, timeout)
+    results: Iterable[AuditVerification] = _verifications(
+        transaction_id, store_url, server, timeout
+    )
+    if anchor_file is not None:
+        try:
+            heads = read_anchor(anchor_file)
+        except (AnchorFileError, OSError) as exc:
+            fail(str(exc))
+        results = _anchored(
+            list(results), heads, f"the anchor {anchor_file}", check_all, store_url, server, timeout
+        )
     bad = total = 0
     for v in results:
         total += 1
@@ -71,6 +93,40 @@ def verify(
             click.echo(_line(v))
     if not as_json and check_all:
         click.echo(f"{total} chain(s) checked, {bad} bad", err=True)
+    if bad:
+        sys.exit(BAD_CHAIN_EXIT)
+
+
+@audit.command("anchor")
+@store_option
+@server_option
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file (replaced whole once every chain is checked), not standard output.",
+)
+@timeout_option
+def anchor(store_url: str | None, server: str, output: Path | None, timeout: float) -> None:
+    """Check every chain and write each intact one's head (id, seq, hash) as JSON lines, to
+    keep where the store's writers cannot reach; exit 3 if a chain is bad (it is left out)."""
+    bad = 0
+    lines = [header()]
+    for v in _verifications(None, store_url, server, timeout):
+        if not v.ok:
+            bad += 1
+            click.echo(_line(v), err=True)
+        lines.extend(anchor_lines([v]))
+    text = "".join(line + "\n" for line in lines)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        # Written beside it and renamed: a failed run never leaves half an anchor behind.
+        partial = output.with_name(output.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, output)
+    click.echo(f"{len(lines) - 1} chain(s) anchored, {bad} bad", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
 
@@ -139,6 +195,66 @@ def _verifications(
         token = reply.next_page_token
         if not token:
             return
+
+
+def _anchored(
+    results: list[AuditVerification],
+    heads: dict[str, ChainHead],
+    source: str,
+    check_all: bool,
+    store_url: str | None,
+    server: str,
+    timeout: float,
+) -> list[AuditVerification]:
+    """``results`` held to the anchored heads (``audit_anchor.hold``): each anchored chain's
+    record at its anchored seq is read; with ``check_all``, the anchored chains the store did
+    not list are verified too (each then says it is gone)."""
+    seen = {v.transaction_id for v in results}
+    missing = sorted(set(heads) - seen) if check_all else []
+    if store_url is not None:
+
+        async def on_store(reader: Any) -> list[AuditVerification]:
+            async def at(tx: str, seq: int) -> AuditRecord | None:
+                page = await reader.records(tx, after_seq=seq - 1, limit=1)
+                return page[0] if page else None
+
+            gone = [await reader.verify(tx) for tx in missing]
+            return [
+                hold(v, await at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
+                if v.transaction_id in heads
+                else v
+                for v in [*results, *gone]
+            ]
+
+        return _on_store(store_url, on_store)
+    from agenttx.wire import agenttx_pb2 as pb
+
+    def on_server(stub: Any) -> list[AuditVerification]:
+        def at(tx: str, seq: int) -> AuditRecord | None:
+            req = pb.ListAuditRecordsRequest(transaction_id=tx, after_seq=seq - 1, page_size=1)
+            found = stub.ListAuditRecords(req, timeout=timeout).records
+            return (
+                AuditRecord(tx, found[0].seq, found[0].kind, found[0].at, found[0].body,
+                            found[0].hash)
+                if found
+                else None
+            )  # fmt: skip
+
+        gone = [
+            _from_wire(r)
+            for tx in missing
+            for r in stub.VerifyAudit(
+                pb.VerifyAuditRequest(transaction_id=tx), timeout=timeout
+            ).results
+        ]
+        return [
+            hold(v, at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
+            if v.transaction_id in heads
+            else v
+            for v in [*results, *gone]
+        ]
+
+    return call(server, on_server)
 
 
 def _records(

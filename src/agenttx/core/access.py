@@ -10,6 +10,10 @@ body's ``principal``); neither ever changes. For a caller (``agenttx.types``):
 - ``approver`` reads every transaction of its tenant (and approves their commits);
 - otherwise ``PermissionDenied``.
 
+Reading covers everything of a transaction: its view, steps, events, audit records, receipts
+and its effects' payloads. A listing across transactions (effects) applies the same rule as
+a filter in its store query (``read_owner``), so it shows exactly what a read would allow.
+
 ``None`` as the caller is embedded use: no check (the process owns the store). A transaction
 begun before keys existed has no principal, so only an admin of its tenant reaches it.
 """
@@ -40,11 +44,26 @@ def owner_of(row: TxRow) -> str:
     return str(row.body.get(PRINCIPAL_KEY, ""))
 
 
+def reads_others(caller: Caller) -> bool:
+    """True iff ``caller``'s roles let it read transactions another principal of its tenant
+    began: an admin's or an approver's."""
+    return caller.has(Role.ADMIN) or caller.has(Role.APPROVER)
+
+
+def read_owner(caller: Caller | None) -> str | None:
+    """The principal whose transactions alone ``caller`` may read — the READ rule of
+    ``allowed`` as a filter a store query applies — or None when it may read every one of its
+    tenant (an admin, an approver; the operator, ``None``, reads every tenant's)."""
+    if caller is None or reads_others(caller):
+        return None
+    return caller.principal
+
+
 def allowed(caller: Caller, row: TxRow, action: Action) -> bool:
     """True iff ``caller`` may do ``action`` to the transaction of ``row`` (same tenant)."""
     if owner_of(row) == caller.principal or caller.has(Role.ADMIN):
         return True
-    return caller.has(Role.APPROVER) and action in (Action.READ, Action.APPROVE)
+    return action in (Action.READ, Action.APPROVE) and reads_others(caller)
 
 
 def permits(caller: Caller, row: TxRow, action: Action) -> bool:

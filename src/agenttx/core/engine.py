@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenttx.audit import AuditKind, AuditRecord, AuditVerification
-from agenttx.core.access import PRINCIPAL_KEY, Access, Action
+from agenttx.core.access import PRINCIPAL_KEY, Access, Action, read_owner
 from agenttx.core.approvals import Approvals, check_principal, check_receipt_id, check_roles
 from agenttx.core.audit import AuditReader, cause
 from agenttx.core.background import Background
@@ -915,15 +915,20 @@ class Engine:
     ) -> EffectPage:
         """Effects of this tenant's outbox, oldest first, with their last error: filtered by
         ``statuses`` (pending, delivering, delivered, dead) and transaction; a page of
-        ``limit`` after effect ``after_id``, and the id to continue after (0 at the end)."""
+        ``limit`` after effect ``after_id``, and the id to continue after (0 at the end).
+        A payload is its transaction's data: with a ``caller``, only the effects of the
+        transactions it may read (``core.access``); naming another principal's transaction
+        is refused as reading it is."""
         if transaction_id:
             check_transaction_id(transaction_id)
+            await self.access.check(caller, transaction_id, Action.READ)
         return await self.effects.list_effects(
             statuses=statuses,
             transaction_id=transaction_id,
             after_id=after_id,
             limit=limit,
             tenant=_tenant(caller),
+            owner=read_owner(caller),
         )
 
     async def retry_effect(self, effect_id: int, *, caller: Caller | None = None) -> EffectInfo:

@@ -1,16 +1,28 @@
 """Field redaction: what AgentTx keeps or returns after a tool ran has secret-looking fields
 masked; only the tool itself sees the real values.
 
-A field is secret when its name's last word is one of ``SECRET_WORDS`` (``password``,
-``token``, ``secret``, ``authorization``, ``cookie``, ``credentials`` …) or its last two are
-one of ``SECRET_PAIRS`` (``api_key``, ``private_key``, ``access_key``, ``session_id`` …); names
-are split on ``_``, ``-``, ``.``, spaces and camelCase, so ``X-Api-Key``, ``clientSecret`` and
-``db.password`` are secret while ``max_tokens``, ``token_count`` and ``password_hint`` are not.
-Configured patterns (``--redact-field REGEX``) are matched, case-insensitively, against the
-whole name. A secret field's value, whatever its type, becomes ``"***"`` (null and "" stay:
-there is nothing to hide). Every other string goes through the hint redactor
-(``hints.redaction``), which masks bearer tokens, ``password=…`` text, passwords in URLs, JWTs
-and well-known API key shapes inside free text.
+A field's name is split into words on ``_``, ``-``, ``.``, spaces and camelCase, and a word
+ending in ``s`` is read as its singular too (``passwords``, ``tokens``, ``api_keys``). The
+field is secret when:
+
+- its last word is one of ``SECRET_WORDS`` (``password``, ``token``, ``secret``, ``bearer``,
+  ``authorization``, ``cookie``, ``credentials`` …) or its last two are one of
+  ``SECRET_PAIRS`` (``api_key``, ``private_key``, ``access_key``, ``session_id`` …) — except a
+  ``token`` named with a count word (``max_tokens``, ``prompt_tokens``, ``token_count``: a
+  number of a model's tokens, ``TOKEN_COUNT_WORDS``);
+- or an earlier word is a secret word and no word after it says the field is *about* the
+  secret rather than the secret (``ABOUT_WORDS``: ``password_hint``, ``token_type``,
+  ``secret_name``, ``token_url``): ``secrets.db``, ``password_file``, ``authorization_code``.
+
+Whole words only: ``tokenizer``, ``passwordless`` and ``keyboard`` are one word each and no
+secret. Configured patterns (``--redact-field REGEX``) are matched, case-insensitively,
+against the whole name. A secret field's value, whatever its type, becomes ``"***"`` (null
+and "" stay: there is nothing to hide). In a list of name/value pairs (``[{"name":
+"Authorization", "value": …}]``, ``{"Key": …, "Value": …}``: HTTP headers, environment
+variables, tags) the ``value`` of a pair whose name is secret is masked the same way. Every
+other string goes through the hint redactor (``hints.redaction``), which masks bearer
+tokens, ``password=…`` text, passwords in URLs, JWTs and well-known API key shapes inside
+free text.
 
 Pure functions of their input; the JSON walk is linear in its size, and callers run it off
 the event loop for large values (``offload.by_size``). A text with none of the needles is
@@ -48,6 +60,7 @@ SECRET_WORDS = frozenset(
         "apikey",
         "jwt",
         "otp",
+        "bearer",
     }
 )
 SECRET_PAIRS = frozenset(
@@ -63,6 +76,65 @@ SECRET_PAIRS = frozenset(
         ("set", "cookie"),
     }
 )
+# A ``token`` named with one of these counts a model's tokens (``max_tokens``,
+# ``prompt_tokens``, ``token_count``, ``tokens_used``): a number, not a credential.
+TOKEN_COUNT_WORDS = frozenset(
+    {
+        "max",
+        "min",
+        "num",
+        "number",
+        "count",
+        "total",
+        "limit",
+        "prompt",
+        "completion",
+        "input",
+        "output",
+        "cached",
+        "cache",
+        "reasoning",
+        "used",
+        "remaining",
+        "per",
+    }
+)
+# A word after a secret word that makes the name one *about* the secret, not the secret:
+# ``password_hint``, ``token_type``, ``secret_name``, ``password_reset_url``.
+ABOUT_WORDS = frozenset(
+    {
+        "hint",
+        "count",
+        "length",
+        "len",
+        "size",
+        "type",
+        "kind",
+        "name",
+        "names",
+        "url",
+        "uri",
+        "endpoint",
+        "expiry",
+        "expires",
+        "expiration",
+        "ttl",
+        "policy",
+        "usage",
+        "format",
+        "version",
+        "required",
+        "enabled",
+        "rotation",
+        "strength",
+        "label",
+        "domain",
+    }
+)
+# The keys that name a name/value pair's name and value, as they are spelled (a dict of a
+# list is tested with at most these lookups: no scan of its keys).
+_PAIR_NAMES = ("name", "Name", "key", "Key", "header", "Header", "field", "Field")
+_PAIR_VALUES = ("value", "Value")
 # Lowercase substrings one of which a JSON text must hold for a walk to find anything: the
 # secret names' and the hint redactor's (bearer, URLs with a password, JWTs, key prefixes).
 _NEEDLES = (
@@ -100,13 +172,39 @@ _KEY_PAIR_REVERSED = re.compile(r"yek[-_. ]?(?:ipa|etavirp|ssecca|terces|gningis
 SCAN_SLICE = 64 << 10
 _SCAN_OVERLAP = 16
 MIN_SCRUBBED_CHARS = 4  # a shorter secret value is not searched for in free text
+MAX_NAME_CHARS = 256  # a longer key (a dict keyed by free text) is classified by its ends
 MAX_PATTERNS = 64
 MAX_PATTERN_BYTES = 256
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
+# The words a plural is read back to: ``passwords`` → ``password``, ``api_keys`` → key.
+_SINGULARS = SECRET_WORDS | {w for pair in SECRET_PAIRS for w in pair}
+
+
 def _words(name: str) -> list[str]:
-    return [w.lower() for w in _WORDS.findall(name)]
+    """``name``'s words, lowercase, each plural of a secret word read as its singular."""
+    words = [w.lower() for w in _WORDS.findall(name)]
+    return [w[:-1] if w.endswith("s") and w[:-1] in _SINGULARS else w for w in words]
+
+
+def secret_name(words: Sequence[str]) -> bool:
+    """Whether a name of these words (``_words``) is a secret's, by the module doc's rule."""
+    if not words:
+        return False
+    last = words[-1]
+    if last in SECRET_WORDS or tuple(words[-2:]) in SECRET_PAIRS:
+        counted = (last == "token" or words[-2:-1] == ["token"]) and any(
+            w in TOKEN_COUNT_WORDS for w in words
+        )
+        return not counted
+    for i, word in enumerate(words[:-1]):
+        if word in SECRET_WORDS:
+            later = words[i + 1 :]
+            about = any(w in ABOUT_WORDS for w in later)
+            counted = word == "token" and any(w in TOKEN_COUNT_WORDS for w in words)
+            return not (about or counted)
+    return False
 
 
 def _slice_may_hold(low: str) -> bool:
@@ -135,10 +233,9 @@ class Redactor:
         self.is_secret = functools.lru_cache(maxsize=4096)(self._is_secret)
 
     def _is_secret(self, name: str) -> bool:
-        words = _words(name)
-        if words and (words[-1] in SECRET_WORDS or tuple(words[-2:]) in SECRET_PAIRS):
-            return True
-        return any(p.fullmatch(name) for p in self.patterns)
+        if len(name) > MAX_NAME_CHARS:  # no field name is this long: test its start and end
+            name = name[: MAX_NAME_CHARS // 2] + " " + name[-MAX_NAME_CHARS // 2 :]
+        return secret_name(_words(name)) or any(p.fullmatch(name) for p in self.patterns)
 
     def may_hold(self, text: str) -> bool:
         """False iff ``text`` surely holds nothing to mask (no needle, no configured pattern)."""
@@ -163,12 +260,36 @@ class Redactor:
                     out[k] = masked
             return value if out is None else out
         if isinstance(value, list):
-            items = [self.value(v) for v in value]
+            items = [self._item(v) for v in value]
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
         if isinstance(value, str):
             masked_text = redact(value)
             return value if masked_text == value else masked_text
         return value
+
+    def _item(self, item: Any) -> Any:
+        """A list's item: a name/value pair whose name is secret has its value masked."""
+        if isinstance(item, dict):
+            value_key = self._secret_pair_value(item)
+            if value_key is not None:
+                masked = self.value(item)
+                out = dict(masked) if masked is item else masked
+                out[value_key] = MASK
+                return out
+        return self.value(item)
+
+    def _secret_pair_value(self, item: dict[Any, Any]) -> str | None:
+        """The key of ``item``'s value if it is a name/value pair whose name is secret and
+        whose value is not empty; else None."""
+        for value_key in _PAIR_VALUES:
+            held = item.get(value_key)
+            if held is None or held == "" or held == MASK:
+                continue
+            for name_key in _PAIR_NAMES:
+                name = item.get(name_key)
+                if isinstance(name, str) and self.is_secret(name):
+                    return value_key
+        return None
 
     def _field(self, name: str, value: Any) -> Any:
         if value is None or value == "" or value == MASK:
@@ -215,6 +336,10 @@ class Redactor:
                 found.extend(self.secret_values(v, under_secret=secret))
         elif isinstance(value, list):
             for v in value:
+                # A list's name/value pair with a secret name: its value, as ``_item`` masks.
+                pair_value = self._secret_pair_value(v) if isinstance(v, dict) else None
+                if pair_value is not None:
+                    found.extend(self.secret_values(v[pair_value], under_secret=True))
                 found.extend(self.secret_values(v, under_secret=under_secret))
         elif under_secret and isinstance(value, str | int | float) and not isinstance(value, bool):
             text = str(value)
@@ -235,4 +360,12 @@ class Redactor:
         return redact(text) if text else text
 
 
-__all__ = ["MASK", "SECRET_PAIRS", "SECRET_WORDS", "Redactor"]
+__all__ = [
+    "ABOUT_WORDS",
+    "MASK",
+    "SECRET_PAIRS",
+    "SECRET_WORDS",
+    "TOKEN_COUNT_WORDS",
+    "Redactor",
+    "secret_name",
+]

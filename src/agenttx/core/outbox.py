@@ -2,12 +2,13 @@
 letter retried.
 
 ``list_effects`` pages through the outbox of the engine's tenant, oldest first, filtered by
-status and transaction. ``retry_effect`` moves one dead effect back to pending with a fresh
-attempt count and tries it once right away — claimed first, as a commit claims its effects,
-so the background loop cannot send it at the same moment — and returns it as it stands
-after that attempt: ``delivered``, ``pending`` (it failed again and is retried with backoff)
-or ``dead`` (refused again). Only dead effects can be retried: a pending one is already
-queued, and a delivered one was delivered (sending it again is a new effect's job).
+status and transaction, and by owner for a caller who reads only its own transactions.
+``retry_effect`` moves one dead effect back to pending with a fresh attempt count and tries it
+once right away — claimed first, as a commit claims its effects, so the background loop cannot
+send it at the same moment — and returns it as it stands after that attempt: ``delivered``,
+``pending`` (it failed again and is retried with backoff) or ``dead`` (refused again).
+Only dead effects can be retried: a pending one is already queued, and a delivered one was
+delivered (sending it again is a new effect's job).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class EffectDesk:
         after_id: int = 0,
         limit: int = DEFAULT_PAGE,
         tenant: str | None = None,
+        owner: str | None = None,
     ) -> EffectPage:
+        """``owner``: only effects of transactions that principal began (``read_owner``)."""
         unknown = sorted(set(statuses) - set(STATUSES))
         if unknown:
             raise InvalidArgument(
@@ -58,6 +61,7 @@ class EffectDesk:
             after_id=after_id,
             limit=limit,
             tenant=tenant or self.tenant,
+            owner=owner,
         )
         more = len(rows) == limit
         return EffectPage([effect_info(r) for r in rows], rows[-1].id if more else 0)

@@ -2,8 +2,10 @@
 
 - An **ended** transaction (committed, rolled back, failed) is kept ``retention_days`` after
   its last change, then its row, steps (arguments, outputs, raw context) and undo rows go, one
-  transaction per store transaction. One with an effect still to deliver stays until it is
-  delivered (a dead letter keeps its transaction until it is retried or resolved).
+  transaction per store transaction, leaving its audit chain a tombstone (the chain's final
+  seq and hash: the row was what told a cut-off end, ``docs/audit.md``). One with an effect
+  still to deliver stays until it is delivered (a dead letter keeps its transaction until it
+  is retried or resolved).
 - A **delivered** outbox row is kept ``retention_days`` after delivery; pending rows are never
   pruned.
 - A **dead letter** (a dead outbox row) is for a human, so it is kept longer:
@@ -13,9 +15,9 @@
 - A **stored reply** (request idempotency) answers a retry for ``retention_days`` (a day when
   retention is off, as before retention existed).
 - An **audit chain** is kept ``audit_retention_days`` after its newest record, and only once
-  its transaction is gone; it is deleted whole, by one statement, never partially. Its
-  retention is at least the transactions' (``EngineConfig`` refuses less), so a chain never
-  goes before the transaction it records.
+  its transaction is gone; it is deleted whole with its tombstone, in one unit, never
+  partially. Its retention is at least the transactions' (``EngineConfig`` refuses less), so
+  a chain never goes before the transaction it records.
 
 ``retention_days = 0`` keeps ended transactions, delivered effects, dead letters and chains
 forever; ``audit_retention_days = 0`` keeps the chains forever, ``dead_letter_retention_days =
@@ -75,7 +77,7 @@ class Retention:
         dead = await self.store.prune_dead(now - dead_days * DAY_S) if dead_days > 0 else 0
         transactions = 0
         for _ in range(rounds):
-            n = await self.store.prune_ended(horizon, limit=BATCH)
+            n = await self.store.prune_ended(horizon, limit=BATCH, now=now)
             transactions += n
             if n < BATCH:
                 break

@@ -512,9 +512,11 @@ class Store(abc.ABC):
         after_id: int = 0,
         ids: Sequence[int] = (),
         tenant: str | None = None,
+        owner: str | None = None,
     ) -> list[OutboxRow]:
         """Outbox rows, oldest first: with ``id > after_id`` (a page's continuation), of
-        these ``ids`` and this ``tenant`` if given. One read."""
+        these ``ids`` and this ``tenant`` if given, and, with ``owner``, only rows whose
+        transaction (its row still stored) that principal began. One read."""
 
     async def wait_for_outbox(self, timeout_s: float) -> bool:
         """Wait until another process queues effects, or ``timeout_s``; True if woken.
@@ -663,11 +665,13 @@ class Store(abc.ABC):
     # -- retention (``docs/security.md``) --------------------------------------------------
 
     @abc.abstractmethod
-    async def prune_ended(self, ended_before: float, *, limit: int = 500) -> int:
+    async def prune_ended(self, ended_before: float, *, limit: int = 500, now: float = 0.0) -> int:
         """Delete up to ``limit`` ended transactions (terminal status, last changed before
         ``ended_before``) with their steps (and context), undo rows and preview receipts, each
         transaction in one unit; one whose outbox still holds an undelivered effect is kept
-        (its delivery writes to it). Their audit chains stay. Returns how many were deleted."""
+        (its delivery writes to it). Their audit chains stay, and the same unit leaves each a
+        tombstone: the chain's head (seq, hash) at ``now``, which ``audit_anchor`` then
+        returns in the row's place. Returns how many were deleted."""
 
     @abc.abstractmethod
     async def prune_delivered(self, delivered_before: float) -> int:
@@ -686,4 +690,5 @@ class Store(abc.ABC):
     async def prune_audit(self, newest_before: float, *, limit: int = 500) -> int:
         """Delete up to ``limit`` whole audit chains whose newest record is older than
         ``newest_before`` and whose transaction row is gone; a chain goes in one statement,
-        so it is never left partial. Returns how many chains were deleted."""
+        so it is never left partial, and its tombstone in the same unit. Returns how many
+        chains were deleted."""

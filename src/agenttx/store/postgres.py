@@ -193,6 +193,8 @@ class PostgresStore(SqlStore):
     CLAIM_ROW_LOCK: ClassVar[str] = " FOR UPDATE SKIP LOCKED"  # replicas claim side by side
     # Two replicas delivering effects of one transaction append to its chain in turn.
     CHAIN_ROW_LOCK: ClassVar[str] = " FOR UPDATE"
+    # The body is TEXT: parsed as json (not jsonb: no binary form is built for one lookup).
+    TX_PRINCIPAL: ClassVar[str] = "(t.body::json ->> 'principal')"
 
     def __init__(self, url: str, *, pool_size: int = 8, lock_pool_size: int = 16) -> None:
         self.target = Target.parse(url, pool_size=pool_size, lock_pool_size=lock_pool_size)

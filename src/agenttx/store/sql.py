@@ -55,7 +55,9 @@ OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 # transaction it holds (``audit.started``). 4: ``transactions.audit_seq``, the watermark of
 # batched step records; opening an older store adds it (``ADD_AUDIT_SEQ``) set past every step
 # the store holds, whose records were all written with their steps (``FILL_AUDIT_SEQ``).
-SCHEMA_VERSION = 4
+# 5: the ``audit_tombstones`` table (a pruned transaction's chain end); an older store gains
+# it empty (its transactions pruned before have none: their chains verify as before).
+SCHEMA_VERSION = 5
 AUDIT_SINCE_VERSION = 3  # stores older than this get their chains started on open
 AUDIT_SEQ_SINCE_VERSION = 4  # stores older than this get ``transactions.audit_seq`` on open
 
@@ -143,6 +145,12 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           approved_by TEXT NOT NULL, approved_at DOUBLE PRECISION NOT NULL,
           detail TEXT NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS receipts_by_tx ON receipts (tx_id)",
+        # Where a chain ended when retention deleted its transaction's row (the row was its
+        # anchor): written in the deletion's unit, deleted with the chain (``docs/audit.md``).
+        f"""CREATE TABLE IF NOT EXISTS audit_tombstones (
+          tx_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, seq BIGINT NOT NULL,
+          hash TEXT NOT NULL, revision BIGINT NOT NULL,
+          pruned_at DOUBLE PRECISION NOT NULL){clustered}""",
     )
 
 
@@ -304,6 +312,15 @@ REQUEUE_OUTBOX = (
 )
 OUTBOX_COUNTS = "SELECT status, count(*) FROM outbox GROUP BY status"
 
+
+def owned_by(tx_principal: str) -> str:
+    """A test that an outbox row's transaction was begun by the principal passed as its one
+    parameter; ``tx_principal`` is the dialect's reading of ``t.body``'s principal. A row
+    whose transaction is gone passes no owner test (only a reader of every transaction, an
+    admin or approver, sees it). One primary-key lookup per row the page reads."""
+    return f"EXISTS (SELECT 1 FROM transactions t WHERE t.id = outbox.tx_id AND {tx_principal} = ?)"
+
+
 # -- request idempotency --------------------------------------------------------------------
 
 # Inside an operation's own unit (begin, a step, a commit) a reply is "first wins": RETURNING
@@ -344,6 +361,17 @@ ENDED_BEFORE = (
     "AND o.status <> 'delivered') "
     "AND NOT EXISTS (SELECT 1 FROM undo_kept k WHERE k.tx_id = t.id) ORDER BY updated_at LIMIT ?"
 )
+# The chain's head as the row is deleted (the same tests as ``DELETE_ENDED``, in its unit, so
+# a tombstone exists iff the row went); nothing for a transaction without a chain.
+RECORD_TOMBSTONE = (
+    "INSERT INTO audit_tombstones (tx_id, tenant, seq, hash, revision, pruned_at) "
+    "SELECT t.id, t.tenant, a.seq, a.hash, t.revision, ? FROM transactions t "
+    "JOIN audit a ON a.tx_id = t.id WHERE t.id = ? "
+    "AND t.status IN ('COMMITTED', 'ROLLED_BACK', 'FAILED', 'COMPENSATED') AND t.updated_at < ? "
+    "ORDER BY a.seq DESC LIMIT 1 ON CONFLICT DO NOTHING"
+)
+DELETE_TOMBSTONE = "DELETE FROM audit_tombstones WHERE tx_id = ?"
+TOMBSTONE = "SELECT seq, hash FROM audit_tombstones WHERE tx_id = ?"
 DELETE_STEPS = "DELETE FROM steps WHERE tx_id = ?"
 DELETE_UNDO = "DELETE FROM undo WHERE tx_id = ?"
 DELETE_RECEIPTS = "DELETE FROM receipts WHERE tx_id = ?"  # previews of a pruned transaction
@@ -400,10 +428,11 @@ def audit_batch_values(records: Sequence[AuditRecord]) -> list[Any]:
 
 LOAD_AUDIT = f"SELECT {AUDIT_COLS} FROM audit WHERE tx_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 AUDIT_HEAD = "SELECT seq, hash FROM audit WHERE tx_id = ? ORDER BY seq DESC LIMIT 1"
-# Every transaction with a chain or a row: a row whose chain was removed whole is listed too.
+# Every transaction with a chain, a row or a tombstone: a row or tombstone whose chain was
+# removed whole is listed too.
 LIST_AUDITED = (
     "SELECT tx_id FROM audit WHERE tx_id > ? UNION SELECT id FROM transactions WHERE id > ? "
-    "ORDER BY 1 LIMIT ?"
+    "UNION SELECT tx_id FROM audit_tombstones WHERE tx_id > ? ORDER BY 1 LIMIT ?"
 )
 # What opening a store older than the chains starts one for: every transaction it holds.
 UNCHAINED_TX = (

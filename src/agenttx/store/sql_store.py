@@ -82,6 +82,9 @@ class SqlStore(Store):
     # Appended to the read of a transaction's row that serialises appends to its chain made
     # outside its lock (deliveries): PostgreSQL locks the row, SQLite's writer is alone.
     CHAIN_ROW_LOCK: ClassVar[str]
+    # The principal who began transaction ``t`` (its body's ``principal``, as text), read in
+    # SQL: a listing of effects filters by owner in its query, not after fetching a page.
+    TX_PRINCIPAL: ClassVar[str]
 
     # -- the dialect's unit of work ---------------------------------------------------------
 
@@ -439,6 +442,7 @@ class SqlStore(Store):
         after_id: int = 0,
         ids: Sequence[int] = (),
         tenant: str | None = None,
+        owner: str | None = None,
     ) -> list[OutboxRow]:
         where: list[str] = ["id > ?"]
         params: list[Any] = [after_id]
@@ -454,6 +458,9 @@ class SqlStore(Store):
         if tx_id is not None:
             where.append("tx_id = ?")
             params.append(tx_id)
+        if owner is not None:
+            where.append(sql.owned_by(self.TX_PRINCIPAL))
+            params.append(owner)
         query = (
             f"SELECT {sql.OUTBOX_COLS} FROM outbox WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
         )
@@ -487,14 +494,17 @@ class SqlStore(Store):
         found = await self._rows(sql.TX_REVISION, (tx_id,))
         attempts = await self._rows(sql.OUTBOX_ATTEMPTS, (tx_id,))
         pending = await self._rows(sql.PENDING_STEPS, (tx_id,)) if found else [(0,)]
+        # A row that is gone is no anchor; the tombstone its deletion left is.
+        tombstone = [] if found else await self._rows(sql.TOMBSTONE, (tx_id,))
         return Anchor(
             int(found[0][1]) if found else 0,
             {int(i): int(n) for i, n in attempts},
             int(pending[0][0]),
+            sql.chain_head(tombstone) if tombstone else None,
         )
 
     async def list_audited(self, *, after_id: str = "", limit: int = 500) -> list[str]:
-        rows = await self._rows(sql.LIST_AUDITED, (after_id, after_id, limit))
+        rows = await self._rows(sql.LIST_AUDITED, (after_id, after_id, after_id, limit))
         return [str(r[0]) for r in rows]
 
     # -- receipts ---------------------------------------------------------------------------
@@ -594,13 +604,15 @@ class SqlStore(Store):
 
     # -- retention ----------------------------------------------------------------------------
 
-    async def prune_ended(self, ended_before: float, *, limit: int = 500) -> int:
+    async def prune_ended(self, ended_before: float, *, limit: int = 500, now: float = 0.0) -> int:
         found = await self._rows(sql.ENDED_BEFORE, (ended_before, limit))
         pruned = 0
         for (tx_id,) in found:
             # One unit per transaction: a crash leaves each one whole or gone, and no unit
             # holds the writer for more than one transaction's rows.
             async def unit(conn: Connection, tx_id: str = str(tx_id)) -> int:
+                # The row anchored the chain's end: its tombstone takes over, in this unit.
+                await conn.execute(sql.RECORD_TOMBSTONE, (now, tx_id, ended_before))
                 gone = await conn.execute(sql.DELETE_ENDED, (tx_id, ended_before))
                 if gone.rowcount != 1:
                     return 0
@@ -622,8 +634,16 @@ class SqlStore(Store):
         found = await self._rows(sql.AUDIT_EXPIRED, (newest_before, limit))
         pruned = 0
         for (tx_id,) in found:
-            params = (tx_id, tx_id, tx_id, newest_before)
-            pruned += 1 if (await self._execute(sql.DELETE_CHAIN, params)).rowcount else 0
+            # The chain and its tombstone go together: a tombstone left alone would report
+            # the chain removed.
+            async def unit(conn: Connection, tx_id: str = str(tx_id)) -> int:
+                params = (tx_id, tx_id, tx_id, newest_before)
+                if not (await conn.execute(sql.DELETE_CHAIN, params)).rowcount:
+                    return 0
+                await conn.execute(sql.DELETE_TOMBSTONE, (tx_id,))
+                return 1
+
+            pruned += await self._atomic(unit)
         return pruned
 
 

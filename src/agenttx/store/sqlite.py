@@ -122,6 +122,7 @@ def _write_step_on(
 class SqliteStore(SqlStore):
     CLAIM_ROW_LOCK: ClassVar[str] = ""  # the writer is alone in its transaction
     CHAIN_ROW_LOCK: ClassVar[str] = ""  # the same: no other append can run meanwhile
+    TX_PRINCIPAL: ClassVar[str] = "json_extract(t.body, '$.principal')"  # JSON1 is built in
 
     def __init__(self, path: str | Path, *, sync_writes: bool = False) -> None:
         self.path = Path(path)

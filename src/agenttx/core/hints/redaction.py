@@ -39,10 +39,35 @@ _REDACTIONS: tuple[_Redaction, ...] = tuple(
         (("bearer",), r"\bbearer[ \t]+(?P<s>[a-z0-9\-._~+/]{1,4096}=*)"),
         (("://",), r"\b[a-z][a-z0-9+.\-]{0,30}://[^\s/:@]{0,200}:(?P<s>[^\s/@]{1,200})@"),
         (
-            ("pass", "pwd", "secret", "token", "_key", "-key", "apikey", "credential", "session"),
-            r"(?:passw(?:or)?d|passphrase|pwd|secret|token(?!s)|api[_-]?key|apikey|access[_-]?key"
-            r"|private[_-]?key|auth[_-]?key|credentials?|session[_-]?(?:id|key|token))"
-            r"[\w-]{0,40}?[\"']?[ \t]{0,3}[:=][ \t]{0,3}[\"']?"
+            (
+                "pass",
+                "pwd",
+                "secret",
+                "token",
+                "_key",
+                "-key",
+                "apikey",
+                "credential",
+                "session",
+                "bearer",
+            ),
+            # "tokens" only as a word of its own or a credential's (``max_tokens=`` counts);
+            # a dotted name (``secrets.db``) only as a quoted key, not a file in a sentence.
+            r"(?:passw(?:or)?d|passphrase|pwd|secret|token(?!s)|\btokens"
+            r"|(?:access|refresh|auth|api|id|session|bearer|oauth)[_-]?tokens"
+            r"|api[_-]?keys?|apikey|access[_-]?key|private[_-]?key|auth[_-]?key|credentials?"
+            r"|session[_-]?(?:id|key|token)|(?<![a-z])bearer(?=[\w.-]{0,40}?[\"']?[ \t]{0,3}[:=]))"
+            r"[\w-]{0,40}?(?:\.[\w.-]{0,20}?(?=[\"']))?[\"']?[ \t]{0,3}[:=][ \t]{0,3}[\"']?"
+            r"(?P<s>(?<=\")[^\"\n]{1,500}(?=\")|(?<=')[^'\n]{1,500}(?=')|[^\s\"',;&)}\]]{1,500})",
+        ),
+        (
+            # A name/value pair whose name is a secret's (``{"name": "X-Api-Key", "value": …}``,
+            # a header list, ``env``, tags): its value.
+            ("value",),
+            r"(?:name|key|header|field)[\"']?[ \t]{0,3}[:=][ \t]{0,3}[\"']"
+            r"[\w.-]{0,40}?(?:authorization|cookie|passw|pwd|secret|token|bearer|api[_-]?key"
+            r"|apikey|credential|private[_-]?key|session)[\w.-]{0,40}[\"'][ \t]{0,3},[ \t]{0,3}"
+            r"[\"']?value[\"']?[ \t]{0,3}[:=][ \t]{0,3}[\"']?"
             r"(?P<s>(?<=\")[^\"\n]{1,500}(?=\")|(?<=')[^'\n]{1,500}(?=')|[^\s\"',;&)}\]]{1,500})",
         ),
         (("eyj",), r"\b(?P<s>eyj[a-z0-9_\-]{8,}(?:\.[a-z0-9_\-]*){0,2})"),
@@ -64,7 +89,9 @@ _REDACTION_NEEDLES: tuple[tuple[str, _Redaction], ...] = tuple(
 )
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-SECRET_NAME = re.compile(r"passw|pwd|secret|token|api[_-]?key|apikey|credential|private[_-]?key")
+SECRET_NAME = re.compile(
+    r"passw|pwd|secret|token|api[_-]?key|apikey|credential|private[_-]?key|bearer"
+)
 
 
 def redact(text: str) -> str:
