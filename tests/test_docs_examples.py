@@ -446,6 +446,7 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/audit.md", '{"at":'): json_value(_audit_record_keys),
     ("docs/audit.md", "v = await engine.verify_audit"): with_engine(AUDIT_SETUP, AUDIT_CHECK),
     ("docs/audit.md", "agenttx audit verify tx_42d3"): cli(_committed_tx),
+    ("docs/audit.md", "agenttx audit anchor"): cli(_committed_tx),
     ("docs/connect.md", "agenttx connect"): cli(home),
     ("docs/effects.md", "engine = await agenttx.Engine.open("): script(
         env={"AGENTTX_WEBHOOK_SECRET": "s3cr3t-for-the-docs-example"}

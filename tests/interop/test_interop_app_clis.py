@@ -80,7 +80,7 @@ def _unavailable(reason: str) -> None:
 def _install(app: str) -> Path:
     cli = CLIS[app]
     prefix = CACHE / f"{app}-cli-{cli.version}"
-    problem = npm_install(prefix, cli.bin, [f"{cli.package}@{cli.version}"], *cli.flags)
+    problem = npm_install(prefix, f".bin/{cli.bin}", [f"{cli.package}@{cli.version}"], *cli.flags)
     if problem:
         return Path(problem)  # a reason, not a path; cached so each test does not retry
     if app == "claude-code":
