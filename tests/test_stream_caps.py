@@ -109,6 +109,7 @@ class Get:
     headers: dict[str, str]
     body: bytes  # a refusal's body; empty for an open stream
     close: Callable[[], Awaitable[None]]
+    session: str = ""  # the MCP session the stream belongs to
 
 
 async def mcp_get(s: Served, stack: contextlib.AsyncExitStack, name: str) -> Get:
@@ -119,7 +120,7 @@ async def mcp_get(s: Served, stack: contextlib.AsyncExitStack, name: str) -> Get
     stack.push_async_callback(inner.aclose)
     response = await inner.enter_async_context(s.http.stream("GET", "/mcp", headers=headers))
     body = b"" if response.status_code == 200 else await response.aread()
-    return Get(response.status_code, dict(response.headers), body, inner.aclose)
+    return Get(response.status_code, dict(response.headers), body, inner.aclose, session)
 
 
 async def v1_events(s: Served, stack: contextlib.AsyncExitStack, name: str) -> Get:
@@ -235,6 +236,10 @@ async def test_mcp_get_streams_are_capped_per_key_and_give_their_slot_back(
         async def admitted() -> bool:
             return (await mcp_get(s, stack, "ann")).status == 200
 
+        await eventually(admitted)
+        # The server ends one: the client deletes its session, which ends its stream.
+        deleted = await s.http.delete("/mcp", headers=_headers(s.auth("ann"), held[1].session))
+        assert deleted.status_code == 200, deleted.text
         await eventually(admitted)
 
 
