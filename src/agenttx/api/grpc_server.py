@@ -729,9 +729,13 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
             grant = self._grant(context)
             # Counted before anything is watched; past a limit RESOURCE_EXHAUSTED
             # TOO_MANY_SUBSCRIBERS, its retry_after_ms in the trailing metadata. The slot is
-            # given back however the stream ends: the finally runs on the client's cancel
-            # (raised into the pending read), an end, an error.
-            with self.slots.admit(grant):
+            # given back however the stream ends: by the ``with`` on an end, an error or a
+            # cancel raised into the pending read; by the RPC's done callback when a cancel
+            # finds this generator parked at a ``yield`` (a send pending), which no finally
+            # here would see until the generator is collected.
+            slot = self.slots.admit(grant)
+            context.add_done_callback(lambda _: slot.release())
+            with slot:
                 events = watch_as(
                     self.engine, grant, request.transaction_id, request.after_revision
                 )
