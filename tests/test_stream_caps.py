@@ -25,7 +25,7 @@ from agenttx.error_details import from_metadata
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from http_harness import http_base
-from keyed_server import key_file
+from keyed_server import Keyed, key_file
 from server_process import start_server
 from test_mcp_stream_revocation import _headers, mcp_session
 
@@ -37,6 +37,7 @@ class Served:
     http: httpx2.AsyncClient
     stub: Any  # an async AgentTxService stub
     secrets: dict[str, str]  # name -> secret
+    keyed: Keyed  # the same server, for reloads of its key file
 
     def auth(self, name: str) -> dict[str, str]:
         return {"authorization": f"Bearer {self.secrets[name]}"}
@@ -49,7 +50,7 @@ class Served:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    secrets = {name: new_secret() for name in ("ann", "bob")}
+    secrets = {name: new_secret() for name in ("ann", "bob", "cy")}
     keys = tmp_path / "keys.toml"
     keys.write_text(key_file({n: (s, "acme", "agent") for n, s in secrets.items()}))
     server = start_server(
@@ -68,7 +69,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
             grpc.aio.insecure_channel(server.address) as channel,
         ):
             stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
-            yield Served(http, stub, secrets)
+            yield Served(http, stub, secrets, Keyed(server, keys, secrets, http, channel))
     assert server.terminate() == 0
 
 
@@ -284,3 +285,46 @@ async def test_every_surface_counts_in_one_allowance(served: Served) -> None:
         await eventually(mcp_admitted)
         for w in (*watches, *bob_watch):
             w.call.cancel()
+
+
+async def test_streams_ended_by_a_revoked_key_give_their_slots_back(served: Served) -> None:
+    s = served
+    tx, bob_tx = await s.begin("ann"), await s.begin("bob")
+    async with contextlib.AsyncExitStack() as stack:
+        # ann holds her share on two surfaces, bob the rest of the server's total.
+        anns = [await watch(s, "ann", tx) for _ in range(PER_KEY - 1)]
+        assert [w.error for w in anns] == [None] * (PER_KEY - 1)
+        assert (await mcp_get(s, stack, "ann")).status == 200
+        bobs = [await watch(s, "bob", bob_tx) for _ in range(TOTAL - PER_KEY)]
+        assert [w.error for w in bobs] == [None] * (TOTAL - PER_KEY)
+        await grpc_refused(await watch(s, "bob", bob_tx), SERVER_FULL, False, TOTAL)
+
+        # A reload removes ann's key: her streams end, and their slots are free for others:
+        # all three of them (bob's last share and two of cy's), then the total holds again.
+        people = {name: (s.secrets[name], "acme", "agent") for name in ("bob", "cy")}
+        await asyncio.to_thread(s.keyed.reload, people)
+        for w in anns:
+            assert await read_to_end(w) == grpc.StatusCode.UNAUTHENTICATED
+        cy_tx = await s.begin("cy")
+        more: list[Watch] = []
+
+        async def admitted(name: str, tx: str) -> bool:
+            more.append(await watch(s, name, tx))
+            return more[-1].error is None
+
+        await eventually(lambda: admitted("bob", bob_tx))
+        await eventually(lambda: admitted("cy", cy_tx))
+        await eventually(lambda: admitted("cy", cy_tx))
+        await grpc_refused(await watch(s, "cy", cy_tx), SERVER_FULL, False, TOTAL)
+        for w in (*bobs, *more):
+            w.call.cancel()
+
+
+async def read_to_end(w: Watch) -> grpc.StatusCode:
+    """Read ``w`` until it ends; the status it ended with."""
+    try:
+        while await asyncio.wait_for(w.call.read(), 30) is not grpc.aio.EOF:
+            pass
+    except grpc.aio.AioRpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
