@@ -138,7 +138,7 @@ class CountedStreams:
             await refusal_response(exc, {})(scope, receive, send)
             return
         # The SDK serves the stream inside this call, so it returns when the stream ends: the
-        # client left, the session ended (DELETE, idle), the key was revoked (``BearerAuth``
+        # client left, the session was deleted, the key was revoked (``BearerAuth``
         # cancels it), or an error.
         with slot:
             await self.app(scope, receive, send)
