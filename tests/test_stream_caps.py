@@ -21,7 +21,9 @@ import httpx2
 import pytest
 
 from agenttx.auth.keys import new_secret
+from agenttx.client import AsyncAgentTxClient
 from agenttx.error_details import from_metadata
+from agenttx.errors import TooManySubscribers
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from http_harness import http_base
@@ -174,6 +176,15 @@ async def test_grpc_watches_are_capped_per_key_and_give_their_slot_back(served: 
     held = [await watch(s, "ann", tx) for _ in range(PER_KEY)]
     assert [w.error for w in held] == [None] * PER_KEY
     await grpc_refused(await watch(s, "ann", tx), KEY_FULL, True, PER_KEY)
+    # The Python client raises the typed error at once (RESOURCE_EXHAUSTED is not retried).
+    async with AsyncAgentTxClient(s.keyed.server.address, api_key=s.secrets["ann"]) as client:
+        with pytest.raises(TooManySubscribers) as refused:
+            await anext(aiter(client.watch(tx)))
+    assert (refused.value.limit, refused.value.per_key, refused.value.retry_after_ms) == (
+        PER_KEY,
+        True,
+        5000,
+    )
 
     # The client cancels one: its slot is free again.
     held.pop().call.cancel()
