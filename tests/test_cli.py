@@ -82,6 +82,8 @@ FLAGS = {
     "--metrics-addr": ("off", "metrics_addr", None),
     "--grace-secs": ("2.5", "grace_secs", 2.5),
     "--tools": ("user_tools", "tools", ("user_tools",)),
+    "--max-streams": ("7", "max_streams", 7),
+    "--max-streams-per-key": ("2", "max_streams_per_key", 2),
 }
 POLICY_FLAGS = {
     "--max-local-depth": ("16", "max_local_depth", 16),
@@ -115,6 +117,25 @@ def test_a_flag_beats_its_env_var(captured: list[ServeConfig]) -> None:
     result = invoke("serve", "--max-constraints", "8", env={"AGENTTX_MAX_CONSTRAINTS": "9"})
     assert result.exit_code == 0, result.output
     assert captured[0].max_constraints == 8
+
+
+@pytest.mark.parametrize("source", ["flag", "env"])
+def test_the_stream_limits_keep_their_first_http_names(
+    captured: list[ServeConfig], source: str
+) -> None:
+    """``--max-streams`` counts every surface's streams; it was ``--http-max-streams`` while
+    only HTTP streams were counted, and the old flags and variables still work."""
+    if source == "flag":
+        result = invoke("serve", "--http-max-streams", "7", "--http-max-streams-per-key", "2")
+    else:
+        env = {"AGENTTX_HTTP_MAX_STREAMS": "7", "AGENTTX_HTTP_MAX_STREAMS_PER_KEY": "2"}
+        result = invoke("serve", env=env)
+    assert result.exit_code == 0, result.output
+    assert (captured[0].max_streams, captured[0].max_streams_per_key) == (7, 2)
+    # The new name's variable is read first.
+    both = {"AGENTTX_MAX_STREAMS": "9", "AGENTTX_HTTP_MAX_STREAMS": "7"}
+    assert invoke("serve", env=both).exit_code == 0
+    assert captured[1].max_streams == 9
 
 
 def test_a_bare_sync_writes_flag_turns_it_on(captured: list[ServeConfig]) -> None:

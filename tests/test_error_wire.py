@@ -159,6 +159,7 @@ REFUSALS: list[errors.AgentTxError] = [
     errors.DeadlineExceeded("transaction t is busy; gave up waiting"),
     errors.InternalError("store unavailable: connection refused"),
     errors.StoreFull("the store is full: SQLite write failed (database or disk is full)"),
+    errors.TooManySubscribers(100, True, 5000),
     # preview receipts and approvals (docs/safety.md)
     errors.SnapshotMismatch("t", 3, 5, "a later change voided it"),
     errors.ApprovalRequired("t", "rcpt_1", "mode approval_required"),

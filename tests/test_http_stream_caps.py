@@ -52,6 +52,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, str]]]:
         str(keys),
         env={
             "AGENTTX_HTTP_ADDR": "127.0.0.1:0",
+            # The settings' first names, kept as aliases of --max-streams[-per-key].
             "AGENTTX_HTTP_MAX_STREAMS": str(TOTAL),
             "AGENTTX_HTTP_MAX_STREAMS_PER_KEY": str(PER_KEY),
         },
@@ -92,7 +93,7 @@ def _refused(reply: Reply, says: str) -> None:
     assert reply.status == 503, reply.body
     assert reply.headers["retry-after"] == "5"
     error = reply.json()["error"]
-    assert (error["code"], error["reason"]) == ("UNAVAILABLE", "TOO_MANY_SUBSCRIBERS")
+    assert (error["code"], error["reason"]) == ("RESOURCE_EXHAUSTED", "TOO_MANY_SUBSCRIBERS")
     assert says in error["message"]
 
 
@@ -116,7 +117,10 @@ async def test_streams_are_capped_per_key_and_in_all(served: tuple[str, dict[str
         # Another key has its own share, until the server's total is reached.
         for _ in range(TOTAL - PER_KEY):
             assert (await _open(stack, base, "/v1/events", bob)).status == 200
-        _refused(await _open(stack, base, "/v1/events", bob), f"server's limit of {TOTAL}")
+        _refused(
+            await _open(stack, base, "/v1/events", bob),
+            f"{TOTAL} event streams are open, the server's limit",
+        )
 
         # A stream that closes gives its slot back (the server sees the socket close a moment
         # later): the key may open one again.

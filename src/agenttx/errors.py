@@ -41,6 +41,8 @@ them, never from the message.
     │   ├── DeadlineExceeded          DEADLINE_EXCEEDED  waited too long for a busy transaction
     │   ├── InternalError             INTERNAL           a bug or a store failure
     │   ├── StoreFull                 STORE_FULL         no room in the store (RESOURCE_EXHAUSTED)
+    │   ├── TooManySubscribers        TOO_MANY_SUBSCRIBERS  a stream past the server's or the
+    │   │                                                key's limit (RESOURCE_EXHAUSTED)
     │   ├── ServerUnavailable         UNAVAILABLE        the client found no server on any try
     │   ├── Unauthenticated           UNAUTHENTICATED    no API key, or one the server does not know
     │   └── PermissionDenied          PERMISSION_DENIED  the key's roles do not allow the call
@@ -62,10 +64,10 @@ them, never from the message.
     └── PermanentDeliveryError        DELIVERY_REJECTED  a channel says retrying cannot help
 
 Transient refusals (``transient = True``: RevisionConflict, DeadlineExceeded, InternalError,
-StoreFull, ServerUnavailable) say nothing final about the call: it changed nothing, and the same
-call may succeed later (another writer is done, the busy transaction is free, there is room
-again, the server is back). A request id never keeps one as its reply (``core.requests``): the
-same call with the same ``request_id`` runs again.
+StoreFull, TooManySubscribers, ServerUnavailable) say nothing final about the call: it changed
+nothing, and the same call may succeed later (another writer is done, the busy transaction is
+free, there is room again, a stream has closed, the server is back). A request id never keeps
+one as its reply (``core.requests``): the same call with the same ``request_id`` runs again.
 
 A step failure is not a protocol error: the engine turns it (and any other exception a tool
 raises) into a failed step, data in an OK reply (status, hint, strategy); its text and
@@ -529,6 +531,32 @@ class StoreFull(AgentTxError):
     transient = True
 
 
+class TooManySubscribers(AgentTxError):
+    """An event stream (gRPC ``WatchTransaction``, an HTTP event stream, MCP's ``GET /mcp``)
+    refused before anything is watched: ``limit`` streams are open, the server's total or, when
+    ``per_key``, the caller's API key's share. ``retry_after_ms``: when to try again (a slot
+    frees as soon as any stream closes). RESOURCE_EXHAUSTED on gRPC; HTTP answers 503 with
+    ``Retry-After``."""
+
+    code = "RESOURCE_EXHAUSTED"
+    reason = "TOO_MANY_SUBSCRIBERS"
+    transient = True
+    fields = _fields(limit=int, per_key=bool, retry_after_ms=int)
+
+    def __init__(self, limit: int, per_key: bool, retry_after_ms: int) -> None:
+        if per_key:
+            text = (
+                f"this API key has {limit} event streams open, its limit; close one (one "
+                "/v1/events stream shows every transaction the key may read) or"
+            )
+        else:
+            text = f"{limit} event streams are open, the server's limit;"
+        super().__init__(f"{text} try again in {retry_after_ms // 1000} s")
+        self.limit = limit
+        self.per_key = per_key
+        self.retry_after_ms = retry_after_ms
+
+
 class ServerUnavailable(AgentTxError, ConnectionError):
     """The server could not be reached (gRPC UNAVAILABLE) on any attempt. Every attempt
     carried the same request_id, so calling again with that id is safe."""
@@ -766,6 +794,9 @@ ERROR_CODES: Mapping[str, ErrorCode] = MappingProxyType(
             _row(DeadlineExceeded, 504),
             _row(InternalError, 500),
             _row(StoreFull, 507),
+            # 503, not google.rpc's 429: the server (or the key's share of it) is busy, not
+            # the caller over a rate; Retry-After says when a slot may be free.
+            _row(TooManySubscribers, 503),
             _row(ServerUnavailable, 503),
             _row(Unauthenticated, 401),
             _row(PermissionDenied, 403),

@@ -29,6 +29,7 @@ from prometheus_client import disable_created_metrics
 
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
+from agenttx.api.stream_slots import StreamSlots
 from agenttx.auth.exposure import exposure_error
 from agenttx.auth.keys import KeyRing
 from agenttx.auth.tls import TlsFiles, grpc_server_credentials
@@ -90,8 +91,8 @@ class ServeConfig:
         "http://[::1]:*",
     )
     mcp_effect_tools: bool = False  # MCP over HTTP also offers list_effects, retry_effect
-    http_max_streams: int = 1000  # HTTP event streams open at once, of every kind
-    http_max_streams_per_key: int = 100  # of those, opened with one API key
+    max_streams: int = 1000  # event streams open at once, of every surface (gRPC, HTTP, MCP)
+    max_streams_per_key: int = 100  # of those, opened with one API key
     http_header_timeout_secs: float = 10.0  # for a connection's whole request head
     http_max_waiting_connections: int = 512  # connections without a request in service
     grace_secs: float = 10.0
@@ -171,9 +172,11 @@ async def listen(
     metrics: Metrics | None = None,
     keys: KeyRing | None = None,
     tls: TlsFiles | None = None,
+    slots: StreamSlots | None = None,
 ) -> tuple[Any, str]:
     """Build, bind and start the gRPC server (AgentTx, health, reflection) and mark it
-    SERVING; returns the server and the address it is bound to (port 0 resolved)."""
+    SERVING; returns the server and the address it is bound to (port 0 resolved). ``slots``:
+    the count of open event streams it shares with the HTTP listener."""
     host, port = parse_addr(listen_addr, "--listen-addr")
     credentials = _grpc_credentials(tls)
     # No SO_REUSEPORT: a second server on a taken port must fail, not silently share it.
@@ -182,6 +185,7 @@ async def listen(
         options=[("grpc.so_reuseport", 0)],
         interceptors=[CallObserver(metrics)],
         keys=keys,
+        slots=slots,
     )
     try:
         if credentials is not None:
@@ -360,9 +364,14 @@ async def _open(
 
 
 async def listen_http(
-    engine: Engine, config: ServeConfig, version: str, keys: KeyRing | None = None
+    engine: Engine,
+    config: ServeConfig,
+    version: str,
+    keys: KeyRing | None = None,
+    slots: StreamSlots | None = None,
 ) -> Any:
-    """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``."""
+    """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``; ``slots``: the
+    server's count of open event streams, shared with gRPC."""
     from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
     from agenttx.api.mcp import AgentTxMCP, EngineBackend
 
@@ -377,14 +386,14 @@ async def listen_http(
     from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
     from agenttx.api.web import web_exception_handlers, web_routes
 
-    api = ApiSettings(
-        extra_operations=SAFETY_OPERATIONS,
-        streams=Streams(config.http_max_streams, config.http_max_streams_per_key),
-    )
+    if slots is None:
+        slots = StreamSlots(config.max_streams, config.max_streams_per_key)
+    api = ApiSettings(extra_operations=SAFETY_OPERATIONS, streams=Streams(slots))
     settings = HttpSettings(
         allowed_hosts=config.http_allowed_hosts,
         allowed_origins=config.http_allowed_origins,
         keys=keys,
+        slots=slots,
         routes=web_routes(engine, version, api),  # /v1, /openapi.json, the dashboard
         exception_handlers=web_exception_handlers(),
     )
@@ -442,10 +451,13 @@ async def start(config: ServeConfig) -> RunningServer:
             from agenttx.api.tracing import TracedEngine, configure_otlp
 
             served = TracedEngine(engine, configure_otlp(config.otlp_endpoint))
+        # One count of event streams for every surface: a key's gRPC watches, HTTP event
+        # streams and MCP GET streams share its allowance and the server's total.
+        slots = StreamSlots(config.max_streams, config.max_streams_per_key)
         if config.http_addr:
-            http = await listen_http(served, config, __version__, keys)
+            http = await listen_http(served, config, __version__, keys, slots)
         server, address = await listen(
-            served, config.listen_addr, metrics=metrics, keys=keys, tls=config.tls
+            served, config.listen_addr, metrics=metrics, keys=keys, tls=config.tls, slots=slots
         )
     except BaseException:
         if http is not None:

@@ -34,6 +34,7 @@ from agenttx.api import (
 from agenttx.api.grpc_requests import add_service
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.api.revocable import watch_as
+from agenttx.api.stream_slots import StreamSlots
 from agenttx.api.tracing import incoming
 from agenttx.auth.grpc_auth import grant_of_metadata
 from agenttx.auth.keys import KeyGrant, KeyRing
@@ -365,10 +366,15 @@ def _policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
 
 
 class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
-    def __init__(self, engine: Engine, keys: KeyRing | None = None) -> None:
+    def __init__(
+        self, engine: Engine, keys: KeyRing | None = None, slots: StreamSlots | None = None
+    ) -> None:
         self.engine = engine
         # The API keys every call must carry one of; None: none needed (loopback only).
         self.keys = keys
+        # The server's one count of open event streams, shared with HTTP and MCP
+        # (``api.stream_slots``); a fresh one for a gRPC server built alone.
+        self.slots = slots if slots is not None else StreamSlots()
 
     def _caller(self, context: grpc.aio.ServicerContext) -> Caller | None:
         """Who is calling (raises Unauthenticated); None without keys: the local operator."""
@@ -721,18 +727,29 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
         try:
             # A key a reload revokes ends the stream UNAUTHENTICATED (``api.revocable``).
             grant = self._grant(context)
-            events = watch_as(self.engine, grant, request.transaction_id, request.after_revision)
-            # aclosing: a client that leaves stops the watch (and its key's) at once.
-            async with contextlib.aclosing(events):
-                async for e in events:
-                    yield pb.TransactionEvent(
-                        transaction_id=e.transaction_id,
-                        revision=e.revision,
-                        status=e.status.value,
-                        next_step_id=e.next_step_id,
-                        kind=e.kind,
-                        at=e.at,
-                    )
+            # Counted before anything is watched; past a limit RESOURCE_EXHAUSTED
+            # TOO_MANY_SUBSCRIBERS, its retry_after_ms in the trailing metadata. The slot is
+            # given back however the stream ends: by the ``with`` on an end, an error or a
+            # cancel raised into the pending read; by the RPC's done callback when a cancel
+            # finds this generator parked at a ``yield`` (a send pending), which no finally
+            # here would see until the generator is collected.
+            slot = self.slots.admit(grant)
+            context.add_done_callback(lambda _: slot.release())
+            with slot:
+                events = watch_as(
+                    self.engine, grant, request.transaction_id, request.after_revision
+                )
+                # aclosing: a client that leaves stops the watch (and its key's) at once.
+                async with contextlib.aclosing(events):
+                    async for e in events:
+                        yield pb.TransactionEvent(
+                            transaction_id=e.transaction_id,
+                            revision=e.revision,
+                            status=e.status.value,
+                            next_step_id=e.next_step_id,
+                            kind=e.kind,
+                            at=e.at,
+                        )
         except AgentTxError as exc:
             await _refuse(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
@@ -748,11 +765,13 @@ def build_server(
     options: list[tuple[str, Any]] | None = None,
     interceptors: Sequence[Any] = (),
     keys: KeyRing | None = None,
+    slots: StreamSlots | None = None,
 ) -> Any:
     """A ``grpc.aio`` server with the AgentTx service, health and reflection (not started);
     ``interceptors`` are ``grpc.aio.ServerInterceptor`` s (metrics, call logs); ``keys``: the
     API keys every AgentTx call must carry (health and reflection stay open: they reveal
-    no transaction)."""
+    no transaction); ``slots``: the server's count of open event streams, shared with the
+    HTTP listener's (``api.stream_slots``)."""
     server = grpc.aio.server(
         interceptors=list(interceptors),
         options=[
@@ -764,7 +783,7 @@ def build_server(
     # As the generated add_AgentTxServiceServicer_to_server, with every request checked as
     # it is decoded: malformed bytes and out-of-range 64-bit fields are INVALID_ARGUMENT.
     add_service(
-        AgentTxServicer(engine, keys),
+        AgentTxServicer(engine, keys, slots),
         server,
         pb.DESCRIPTOR.services_by_name["AgentTxService"],
         pb,

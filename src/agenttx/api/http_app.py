@@ -12,6 +12,11 @@ applied app-wide. ``"*"`` in either list turns that check off. A bad Host is ans
 bad Origin 403. Bodies over ``max_body_bytes`` are refused with 413 before they are parsed.
 With ``keys``, every request then needs ``Authorization: Bearer <key>`` (``BearerAuth``, 401
 otherwise); handlers read the caller with ``agenttx.auth.http_auth.caller_of(scope)``.
+
+MCP's standalone ``GET /mcp`` stream (server-to-client messages, open as long as the client
+likes) is counted with every other event stream (``api.stream_slots``, ``settings.slots``):
+past a limit it is answered 503 ``TOO_MANY_SUBSCRIBERS`` with ``Retry-After`` before the SDK
+sees it, and its slot is given back when the request ends, however it ends.
 """
 
 from __future__ import annotations
@@ -34,9 +39,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agenttx.api.http_heads import HEADER_TIMEOUT_S, MAX_WAITING, heads_protocol
 from agenttx.api.mcp.server import AgentTxMCP
-from agenttx.auth.http_auth import BearerAuth
+from agenttx.api.stream_slots import StreamSlots
+from agenttx.api.v1.errors import refusal_response
+from agenttx.auth.http_auth import BearerAuth, grant_of
 from agenttx.auth.keys import KeyRing
 from agenttx.auth.tls import TlsFiles
+from agenttx.errors import TooManySubscribers
 
 log = logging.getLogger("agenttx.http")
 
@@ -61,6 +69,9 @@ class HttpSettings:
     # Starlette exception handlers of the whole app (the API's JSON 404 and 405 for paths no
     # route matches).
     exception_handlers: Mapping[Any, Any] = field(default_factory=dict)
+    # The server's one count of open event streams (gRPC and /v1 share it); None: a count of
+    # the app's own.
+    slots: StreamSlots | None = None
 
 
 class HostOriginGuard:
@@ -108,6 +119,31 @@ async def _plain(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class CountedStreams:
+    """ASGI wrapper of ``/mcp``: each GET (the standalone stream) holds a slot of ``slots``
+    while it is served; one past a limit is answered 503 with ``Retry-After``, in the API's
+    error shape. POSTs (a request and its reply) and DELETEs pass uncounted."""
+
+    def __init__(self, app: ASGIApp, slots: StreamSlots) -> None:
+        self.app = app
+        self.slots = slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "GET":
+            await self.app(scope, receive, send)
+            return
+        try:
+            slot = self.slots.admit(grant_of(scope))
+        except TooManySubscribers as exc:
+            await refusal_response(exc, {})(scope, receive, send)
+            return
+        # The SDK serves the stream inside this call, so it returns when the stream ends: the
+        # client left, the session was deleted, the key was revoked (``BearerAuth``
+        # cancels it), or an error.
+        with slot:
+            await self.app(scope, receive, send)
+
+
 def build_http_app(mcp: AgentTxMCP, settings: HttpSettings) -> ASGIApp:
     """The whole HTTP app: ``/mcp`` plus ``settings.routes``, behind the guard."""
     sessions = StreamableHTTPSessionManager(
@@ -124,8 +160,10 @@ def build_http_app(mcp: AgentTxMCP, settings: HttpSettings) -> ASGIApp:
         async with sessions.run():
             yield
 
+    slots = settings.slots if settings.slots is not None else StreamSlots()
+    mcp_endpoint = CountedStreams(StreamableHTTPASGIApp(sessions), slots)
     app = Starlette(
-        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions)), *settings.routes],
+        routes=[Route("/mcp", endpoint=mcp_endpoint), *settings.routes],
         lifespan=lifespan,
         exception_handlers=dict(settings.exception_handlers),
     )

@@ -24,9 +24,17 @@ def env_var(flag: str) -> str:
 
 
 def engine_option(*decls: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A ``serve`` option with its environment variable shown in ``--help``."""
+    """A ``serve`` option with its environment variable shown in ``--help``. A flag renamed
+    keeps its old name as a further decl; the old name's variable is read too, after the
+    new one's."""
+    names = [d for d in decls if d.startswith("--")]
+    envvar = [env_var(name) for name in names]
     return click.option(
-        *decls, envvar=env_var(decls[0]), show_envvar=True, show_default=True, **kwargs
+        *decls,
+        envvar=envvar[0] if len(envvar) == 1 else envvar,
+        show_envvar=True,
+        show_default=True,
+        **kwargs,
     )
 
 

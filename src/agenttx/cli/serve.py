@@ -55,13 +55,16 @@ def _hosts(text: str) -> tuple[str, ...]:
     "any).",
 )
 @engine_option(
-    "--http-max-streams",
+    "--max-streams",
+    "--http-max-streams",  # its first name, when only HTTP streams were counted
     type=click.IntRange(1, 1_000_000),
     default=1000,
-    help="HTTP event streams (/v1/events, /v1/transactions/{id}/events) open at once; one "
-    "more is answered 503 with Retry-After.",
+    help="Event streams open at once, of every surface (gRPC WatchTransaction, "
+    "/v1/events, /v1/transactions/{id}/events, MCP GET /mcp); one more is refused "
+    "(gRPC RESOURCE_EXHAUSTED, HTTP 503 with Retry-After).",
 )
 @engine_option(
+    "--max-streams-per-key",
     "--http-max-streams-per-key",
     type=click.IntRange(1, 1_000_000),
     default=100,
@@ -143,8 +146,8 @@ def serve(**opts: Any) -> None:
         http_addr=None if http_addr.strip().lower() == "off" else http_addr,
         http_allowed_hosts=_hosts(opts["http_allowed_hosts"]),
         http_allowed_origins=_hosts(opts["http_allowed_origins"]),
-        http_max_streams=opts["http_max_streams"],
-        http_max_streams_per_key=opts["http_max_streams_per_key"],
+        max_streams=opts["max_streams"],
+        max_streams_per_key=opts["max_streams_per_key"],
         http_header_timeout_secs=opts["http_header_timeout_secs"],
         http_max_waiting_connections=opts["http_max_waiting_connections"],
         mcp_effect_tools=opts["mcp_effect_tools"],

@@ -2,7 +2,8 @@
 what to do next (seed 003's continuation kinds).
 
     kind               when                                         tells the model
-    RetryRequest       wrong step id; a busy transaction            the same call, corrected
+    RetryRequest       wrong step id; a busy transaction; too many  the same call, corrected
+                       event streams open                           (or later)
     CallTool           unknown or ended transaction; a commit       begin_transaction (what to
                        conflict; an aborted step                    redo, for a conflict)
                        a snapshot that moved; a receipt refused;    preview_commit (review the
@@ -50,6 +51,7 @@ from agenttx.errors import (
     ServerUnavailable,
     SnapshotMismatch,
     StoreFull,
+    TooManySubscribers,
     Unauthenticated,
     WrongStep,
 )
@@ -230,6 +232,15 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
             resolve_externally(
                 "The AgentTx store has no room left. Tell the user: the operator must free "
                 "space; then send the same call again."
+            ),
+        )
+    if isinstance(exc, TooManySubscribers):
+        return Refusal(
+            reason,
+            exc.message,
+            retry(
+                f"Open the stream again in {-(-exc.retry_after_ms // 1000)} s"
+                + (", or close one of this key's streams first." if exc.per_key else ".")
             ),
         )
     if isinstance(exc, ServerUnavailable):

@@ -27,7 +27,13 @@ from agenttx.api.mcp.continuations import (
     resolve_externally,
     revise,
 )
-from agenttx.errors import AgentTxError, CommitConflict, StepFailure, error_code
+from agenttx.errors import (
+    AgentTxError,
+    CommitConflict,
+    StepFailure,
+    TooManySubscribers,
+    error_code,
+)
 
 log = logging.getLogger("agenttx.http")
 
@@ -75,7 +81,10 @@ def refusal_response(exc: AgentTxError, arguments: dict[str, Any]) -> JSONRespon
         # bug, and its text (a tool's error) is for the log.
         log.error("a step failure escaped the step pipeline", exc_info=exc)
         return internal_response()
-    return JSONResponse(refusal_body(exc, arguments), status_code=error_code(exc).http_status)
+    response = JSONResponse(refusal_body(exc, arguments), status_code=error_code(exc).http_status)
+    if isinstance(exc, TooManySubscribers):  # busy, not wrong: say when to try again
+        response.headers["retry-after"] = str(-(-exc.retry_after_ms // 1000))
+    return response
 
 
 def refusal_body(exc: AgentTxError, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -11,10 +11,10 @@ it starts with what happens next. A comment line every 15 s keeps proxies from c
 stream. A subscriber that falls behind loses its oldest events, never the newest (each event
 carries the full status).
 
-Streams are counted (``Streams``): at most ``max_streams`` open at once on the listener, of
-both kinds together, and ``max_streams_per_key`` of one API key; one more is answered 503
-``TOO_MANY_SUBSCRIBERS`` with ``Retry-After`` before anything is watched. A stream's slot is
-given back however it ends, also when the client leaves before its first byte.
+Streams are counted with every other surface's (``api.stream_slots``: gRPC
+``WatchTransaction`` and MCP's ``GET /mcp`` too), in all and per API key; one more is answered
+503 ``TOO_MANY_SUBSCRIBERS`` with ``Retry-After`` before anything is watched. A stream's slot
+is given back however it ends, also when the client leaves before its first byte.
 
 A stream lives only as long as its key (``api.revocable``): when a reload of the key file
 revokes it, the stream sends one last ``event: error`` whose data is the error body of every
@@ -38,18 +38,16 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from agenttx.api.revocable import until_revoked, watch_as
-from agenttx.api.v1.errors import invalid_response, plain_error, refusal_body, refusal_response
+from agenttx.api.stream_slots import Slot, StreamSlots
+from agenttx.api.v1.errors import invalid_response, refusal_body, refusal_response
 from agenttx.auth.http_auth import grant_of
 from agenttx.auth.keys import KeyGrant
-from agenttx.errors import AgentTxError, InvalidArgument, StepFailure
+from agenttx.errors import AgentTxError, InvalidArgument, StepFailure, TooManySubscribers
 from agenttx.numbers import AFTER_REVISION
 from agenttx.types import Caller
 
 KEEPALIVE_SECS = 15.0
 QUEUE_SIZE = 256
-MAX_STREAMS = 1000  # event streams open at once on the listener, both kinds together
-MAX_STREAMS_PER_KEY = 100  # of those, opened with one API key
-RETRY_AFTER_SECS = 5  # what a refused stream is told to wait (a slot frees when one closes)
 MAX_SEEN = 10_000  # transactions a keyed /v1/events stream remembers it may (not) read
 _HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
@@ -100,55 +98,23 @@ class Firehose:
 
 
 class Streams:
-    """The open event streams' shared end: ``admit`` counts them (in all and per API key),
-    ``close`` (the listener's stop) ends every one at once, so a shutdown does not wait out
-    the server's grace period for them; a browser reconnects to the next server by itself."""
+    """The open event streams' shared end: ``admit`` counts them with every surface's
+    (``slots``), ``close`` (the listener's stop) ends every one at once, so a shutdown does
+    not wait out the server's grace period for them; a browser reconnects to the next server
+    by itself."""
 
-    def __init__(
-        self, max_streams: int = MAX_STREAMS, max_streams_per_key: int = MAX_STREAMS_PER_KEY
-    ) -> None:
+    def __init__(self, slots: StreamSlots | None = None) -> None:
         self._closing = asyncio.Event()
-        self.max_streams = max_streams
-        self.max_streams_per_key = max_streams_per_key
-        self.open_count = 0  # streams admitted and not yet released; ≤ max_streams
-        # Key digest → its streams open now (only keys with one or more); the digest, never
-        # the secret. Without keys there is no key to count by: only ``max_streams`` holds.
-        self._per_key: dict[bytes, int] = {}
+        # The server's one count of streams (gRPC and MCP share it); a fresh one for an app
+        # built alone.
+        self.slots = slots if slots is not None else StreamSlots()
 
-    def admit(self, grant: KeyGrant | None) -> Callable[[], None] | Response:
-        """A slot for one more stream of ``grant``'s key: the function that gives it back
-        (call it exactly once), or the 503 to answer instead."""
-        key = grant.digest if grant is not None else None
-        if self.open_count >= self.max_streams:
-            return _busy(
-                f"{self.open_count} event streams are open, the server's limit of "
-                f"{self.max_streams}; try again in a few seconds"
-            )
-        if key is not None and self._per_key.get(key, 0) >= self.max_streams_per_key:
-            return _busy(
-                f"this API key has {self.max_streams_per_key} event streams open, its limit; "
-                "close one (one /v1/events stream shows every transaction the key may read) "
-                "or try again later"
-            )
-        self.open_count += 1
-        if key is not None:
-            self._per_key[key] = self._per_key.get(key, 0) + 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if released:
-                return
-            released = True
-            self.open_count -= 1
-            if key is not None:
-                left = self._per_key[key] - 1
-                if left:
-                    self._per_key[key] = left
-                else:
-                    del self._per_key[key]
-
-        return release
+    def admit(self, grant: KeyGrant | None) -> Slot | Response:
+        """A slot for one more stream of ``grant``'s key, or the 503 to answer instead."""
+        try:
+            return self.slots.admit(grant)
+        except TooManySubscribers as exc:
+            return refusal_response(exc, {})
 
     def close(self) -> None:
         self._closing.set()
@@ -197,12 +163,6 @@ class Streams:
                 await aclose()
 
 
-def _busy(message: str) -> Response:
-    response = plain_error(503, "UNAVAILABLE", "TOO_MANY_SUBSCRIBERS", message)
-    response.headers["retry-after"] = str(RETRY_AFTER_SECS)
-    return response
-
-
 class _CountedStream(StreamingResponse):
     """An event stream that gives its slot back however it ends: when its frames end (also
     by the client leaving, which closes them), or, if they never started (the client gone
@@ -211,7 +171,7 @@ class _CountedStream(StreamingResponse):
     the body is still streamed on a task of its own."""
 
     def __init__(self, frames: AsyncIterator[bytes], release: Callable[[], None]) -> None:
-        self._release = release  # idempotent (``Streams.admit``)
+        self._release = release  # idempotent (``Slot.release``)
         self._started = False  # true iff the frames were iterated: their finally releases
         super().__init__(self._counted(frames), media_type="text/event-stream", headers=_HEADERS)
 
@@ -279,9 +239,9 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         except InvalidArgument as exc:
             return invalid_response(f"{exc.message} (after_revision or Last-Event-ID)")
         grant = grant_of(request.scope)
-        release = streams.admit(grant)
-        if isinstance(release, Response):
-            return release
+        slot = streams.admit(grant)
+        if isinstance(slot, Response):
+            return slot
         stream = watch_as(engine, grant, transaction_id, after_revision)
         # The first event is read before answering, so an unknown id is a 404, not a stream.
         try:
@@ -289,10 +249,10 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         except StopAsyncIteration:
             first = None
         except AgentTxError as exc:
-            release()
+            slot.release()
             return refusal_response(exc, {"transaction_id": transaction_id})
         except BaseException:
-            release()
+            slot.release()
             raise
 
         async def events() -> AsyncIterator[Any]:
@@ -304,14 +264,16 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
                 async for e in stream:
                     yield e
 
-        return _CountedStream(streams.frames(events(), {"transaction_id": transaction_id}), release)
+        return _CountedStream(
+            streams.frames(events(), {"transaction_id": transaction_id}), slot.release
+        )
 
     async def all_events(request: Request) -> Response:
         grant = grant_of(request.scope)
         caller = grant.caller if grant is not None else None
-        release = streams.admit(grant)
-        if isinstance(release, Response):
-            return release
+        slot = streams.admit(grant)
+        if isinstance(slot, Response):
+            return slot
         q = firehose.open()
         audience = _Audience(engine, caller)
 
@@ -323,7 +285,7 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
 
         def unsubscribe() -> None:
             firehose.close(q)
-            release()
+            slot.release()
 
         return _CountedStream(
             streams.frames(until_revoked(events(), grant, audience.rekey), {}), unsubscribe

@@ -201,6 +201,7 @@ def _events(components: dict[str, Any]) -> dict[str, Any]:
                     "401": error,
                     "403": error,
                     "404": error,
+                    "503": error,
                 },
             }
         },
