@@ -10,7 +10,8 @@ Layers (imports only point down this list):
 
 1. ``errors``, ``error_details``,       the error tree and its details on the wire, plain values,
    ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
-   ``jsonpolicy``, ``audit``,            audit chain, preview and approval values, the
+   ``jsonpolicy``, ``audit``,            audit chain and its key file, preview and approval
+   ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``                reads, bounded whole numbers; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
@@ -41,6 +42,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.numbers   imports only   agenttx.errors agenttx.numbers
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
     agenttx.audit     imports only   agenttx.audit
+    agenttx.audit_keys  imports only   agenttx.errors agenttx.audit agenttx.audit_keys
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.wire      imports only   agenttx.wire
