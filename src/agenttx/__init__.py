@@ -138,7 +138,8 @@ from agenttx.types import (
 )
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
-    from agenttx.audit import AuditKind, AuditRecord, AuditVerification
+    from agenttx.audit import AuditKey, AuditKeys, AuditKind, AuditRecord, AuditVerification
+    from agenttx.audit_keys import read_audit_keys
     from agenttx.client import (
         AgentTurn,
         AgentTxClient,
@@ -171,6 +172,8 @@ _LAZY: dict[str, str] = {
     "AgentTurn": "agenttx.client",
     "AgentTxClient": "agenttx.client",
     "AsyncAgentTxClient": "agenttx.client",
+    "AuditKey": "agenttx.audit",
+    "AuditKeys": "agenttx.audit",
     "AuditKind": "agenttx.audit",
     "AuditRecord": "agenttx.audit",
     "AuditVerification": "agenttx.audit",
@@ -204,6 +207,7 @@ _LAZY: dict[str, str] = {
     "tool": "agenttx.tools.contract",
     "ReconcileContext": "agenttx.tools.reconcile",
     "Reconciled": "agenttx.tools.reconcile",
+    "read_audit_keys": "agenttx.audit_keys",
 }
 
 __all__ = [
@@ -216,6 +220,8 @@ __all__ = [
     "ApprovalRefused",
     "ApprovalRequired",
     "AsyncAgentTxClient",
+    "AuditKey",
+    "AuditKeys",
     "AuditKind",
     "AuditRecord",
     "AuditVerification",
@@ -302,6 +308,7 @@ __all__ = [
     "WrongStep",
     "__version__",
     "clean_hint",
+    "read_audit_keys",
     "tool",
 ]
 
