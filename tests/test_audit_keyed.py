@@ -313,3 +313,22 @@ async def test_new_key_prints_a_table_the_file_takes() -> None:
     assert ring.signing == "2026-12"
     bad = await cli("audit", "new-key", "--id", "no spaces")
     assert bad.exit_code == 2
+
+
+async def test_an_anchor_still_finds_a_cut_in_a_chain_it_cannot_check(
+    open_engine: Any, store_url: str, tmp_path: Path
+) -> None:
+    engine = await open_engine(audit_keys=RING1)
+    tx = await committed(engine, 2)
+    keys = key_file(tmp_path / "audit.toml", K1)
+    anchor = tmp_path / "heads.jsonl"
+    made = await cli("audit", "anchor", "--store", store_url, "--audit-key", str(keys), "-o",
+                     str(anchor))  # fmt: skip
+    assert made.exit_code == 0, made.output
+    run_sql(store_url, "DELETE FROM audit WHERE tx_id = ? AND seq = 4", (tx,))
+    run_sql(store_url, "DELETE FROM transactions WHERE id = ?", (tx,))  # no row to anchor it
+    # Where a chain ends needs no key: without one, the cut is BAD, not merely unchecked.
+    for more in ((), ("--audit-key", str(keys))):
+        got = await cli("audit", "verify", tx, "--store", store_url, "--anchor", str(anchor), *more)
+        assert got.exit_code == BAD_CHAIN_EXIT, got.output
+        assert got.output.startswith(f"BAD  {tx}  record 4: the chain ends at record 3")

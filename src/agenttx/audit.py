@@ -111,7 +111,9 @@ class AuditKey:
     secret: bytes = field(repr=False)
 
     def mac(self, body: str) -> str:
-        return hmac.new(self.secret, body.encode("utf-8", "surrogatepass"), "sha256").hexdigest()
+        # ``hmac.digest``: one C call (OpenSSL), not an HMAC object, since every record is made
+        # through here while a key is set.
+        return hmac.digest(self.secret, body.encode("utf-8", "surrogatepass"), "sha256").hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,21 +478,24 @@ def check_end(
     chain (retention's tombstone, an anchor file): the chain must still hold that very record,
     and may have grown since. ``at_seq`` is the chain's record at ``end.seq`` (None if it has
     none). A chain already bad stays as it is, unless it is gone whole (no records): then it
-    says so with what ``source`` recorded."""
+    says so with what ``source`` recorded. One with unchecked keyed records is held all the
+    same (where it ends does not need the key), and stays unchecked if it passes."""
     if v.records == 0:
         return replace(
             v,
             ok=False,
+            unchecked=0,
             first_bad=1,
             reason=f"the chain is gone, but {source} recorded its record {end.seq} "
             f"(hash {end.hash[:16]}): it was removed whole",
         )
-    if not v.ok:
+    if not v.ok and not v.unchecked:
         return v
     if at_seq is None or v.records < end.seq:
         return replace(
             v,
             ok=False,
+            unchecked=0,
             first_bad=v.records + 1,
             reason=f"the chain ends at record {v.records}, but {source} recorded its record "
             f"{end.seq}: its newest records were removed",
@@ -499,6 +504,7 @@ def check_end(
         return replace(
             v,
             ok=False,
+            unchecked=0,
             first_bad=end.seq,
             reason=f"record {end.seq} is not the one {source} recorded (hash "
             f"{end.hash[:16]}): the chain was rewritten",
