@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import agenttx
-from agenttx.audit import EMPTY, AuditKey, AuditKeys, ChainHead, digest, make_record
+from agenttx.audit import (
+    EMPTY,
+    AuditKey,
+    AuditKeys,
+    ChainHead,
+    digest,
+    make_record,
+    verify_chain,
+)
 from agenttx.audit_keys import new_key_toml, parse_audit_keys, read_audit_keys
 from agenttx.cli.audit import BAD_CHAIN_EXIT, UNCHECKED_EXIT
 from agenttx.errors import InvalidArgument
@@ -332,3 +340,20 @@ async def test_an_anchor_still_finds_a_cut_in_a_chain_it_cannot_check(
         got = await cli("audit", "verify", tx, "--store", store_url, "--anchor", str(anchor), *more)
         assert got.exit_code == BAD_CHAIN_EXIT, got.output
         assert got.output.startswith(f"BAD  {tx}  record 4: the chain ends at record 3")
+
+
+def test_a_record_naming_an_unknown_scheme_or_no_key_id_is_bad() -> None:
+    rec = make_record(EMPTY, tx_id="tx_1", tenant="t", kind="begin", at=1.0, revision=1,
+                      data={}, key=K1)  # fmt: skip
+    for old, new, reason in (
+        (
+            '"scheme":"hmac-sha256"',
+            '"scheme":"hmac-md5"',
+            "names an unknown hash scheme 'hmac-md5'",
+        ),
+        ('"key_id":"k1",', "", "is keyed but names no key_id"),
+    ):
+        body = rec.body.replace(old, new)
+        forged = rec._replace(body=body, hash=K1.mac(body))
+        v = verify_chain("tx_1", [forged], keys=RING1)
+        assert (v.ok, v.first_bad, v.reason) == (False, 1, f"record 1 {reason}")

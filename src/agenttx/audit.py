@@ -380,8 +380,10 @@ def verify_chain(
                     f"{first_keyed} before it is: it was re-hashed without the audit key, or "
                     "written by a process that was not given the key",
                 )
-        elif scheme != HMAC_SHA256 or not isinstance(key_id, str):
+        elif scheme != HMAC_SHA256:
             return bad(expected, f"record {expected} names an unknown hash scheme {scheme!r}")
+        elif not isinstance(key_id, str):
+            return bad(expected, f"record {expected} is keyed but names no key_id")
         else:
             first_keyed = first_keyed or expected
             key = keys.keys.get(key_id) if keys is not None else None
