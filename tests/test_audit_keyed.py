@@ -23,6 +23,7 @@ from agenttx.audit import (
     AuditKey,
     AuditKeys,
     ChainHead,
+    canonical,
     digest,
     make_record,
     verify_chain,
@@ -109,6 +110,9 @@ async def test_a_keyed_chain_verifies_and_every_record_names_its_key(open_engine
         content = rec.content()
         assert (content["scheme"], content["key_id"]) == ("hmac-sha256", "k1")
         assert rec.hash == K1.mac(rec.body) != digest(rec.body)
+        # An exported line checks with the key alone: drop hash, canonical JSON, HMAC it.
+        line = json.loads(rec.line())
+        assert K1.mac(canonical({k: v for k, v in line.items() if k != "hash"})) == line["hash"]
     v = await engine.verify_audit(tx)
     assert (v.ok, v.records, v.first_bad, v.reason, v.unchecked) == (True, 5, 0, "", 0)
 
