@@ -361,3 +361,27 @@ def test_a_record_naming_an_unknown_scheme_or_no_key_id_is_bad() -> None:
         forged = rec._replace(body=body, hash=K1.mac(body))
         v = verify_chain("tx_1", [forged], keys=RING1)
         assert (v.ok, v.first_bad, v.reason) == (False, 1, f"record 1 {reason}")
+
+
+async def test_setting_a_key_on_a_store_with_plain_chains(open_engine: Any) -> None:
+    plain = await open_engine()
+    ended = await committed(plain, 1)
+    open_tx = (await plain.begin()).transaction_id
+    await plain.execute_step(open_tx, 1, "kv.put", {"key": "o", "value": 1})
+    await plain.close()
+    keyed = await open_engine(audit_keys=RING1)
+    await keyed.execute_step(open_tx, 2, "kv.put", {"key": "o", "value": 2})
+    await keyed.commit(open_tx)
+    # Open when the key was set: its keyed records bind the plain ones before them.
+    kinds = [(r.kind, "key_id" in r.content()) for r in await keyed.audit_records(open_tx)]
+    assert kinds[0] == ("begin", False)
+    assert kinds[-1] == ("commit", True)
+    assert (await keyed.verify_audit(open_tx)).ok
+    # Ended before it: plain, which to a verifier holding the key is what a rewrite leaves.
+    old = await keyed.verify_audit(ended)
+    assert (old.ok, old.first_bad, old.unchecked) == (False, 1, 0)
+    assert "written before the server had --audit-key" in old.reason
+    # Without the key, the plain chain verifies as it always did.
+    keyless = await open_engine()
+    assert (await keyless.verify_audit(ended)).ok
+    assert (await keyless.verify_audit(open_tx)).unchecked > 0
