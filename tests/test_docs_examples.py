@@ -361,6 +361,13 @@ def _keys(path: Path) -> Any:
     return read_key_file(path)
 
 
+def _audit_keys(path: Path) -> Any:
+    from agenttx.audit_keys import read_audit_keys
+
+    path.chmod(0o600)  # the reader refuses a key file others may read
+    return read_audit_keys(path)
+
+
 def _audit_record_keys(value: Any) -> bool:
     return set(value) == {"at", "data", "hash", "kind", "prev", "revision", "seq", "tenant", "tx"}
 
@@ -447,6 +454,8 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/audit.md", "v = await engine.verify_audit"): with_engine(AUDIT_SETUP, AUDIT_CHECK),
     ("docs/audit.md", "agenttx audit verify tx_42d3"): cli(_committed_tx),
     ("docs/audit.md", "agenttx audit anchor"): cli(_committed_tx),
+    ("docs/audit.md", 'sign = "2026-12"'): toml_file(_audit_keys),
+    ("docs/audit.md", "umask 077; agenttx audit new-key"): cli(),
     ("docs/connect.md", "agenttx connect"): cli(home),
     ("docs/effects.md", "engine = await agenttx.Engine.open("): script(
         env={"AGENTTX_WEBHOOK_SECRET": "s3cr3t-for-the-docs-example"}

@@ -24,7 +24,9 @@ def test_error_codes_are_stable() -> None:
 
 def test_the_audit_chain_types_are_public() -> None:
     # What Engine.verify_audit and Engine.audit_records return, and the event vocabulary.
-    for name in ("AuditKind", "AuditRecord", "AuditVerification"):
+    # And the audit keys ``Engine.open(audit_keys=)`` takes, and their file's reader.
+    for name in ("AuditKey", "AuditKeys", "AuditKind", "AuditRecord", "AuditVerification",
+                 "read_audit_keys"):  # fmt: skip
         assert name in agenttx.__all__
         assert getattr(agenttx, name).__module__ == "agenttx"
     assert agenttx.AuditKind.COMMIT == "commit"

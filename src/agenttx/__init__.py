@@ -10,7 +10,8 @@ Layers (imports only point down this list):
 
 1. ``errors``, ``error_details``,       the error tree and its details on the wire, plain values,
    ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
-   ``jsonpolicy``, ``audit``,            audit chain, preview and approval values, the
+   ``jsonpolicy``, ``audit``,            audit chain and its key file, preview and approval
+   ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``                reads, bounded whole numbers; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
@@ -41,6 +42,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.numbers   imports only   agenttx.errors agenttx.numbers
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
     agenttx.audit     imports only   agenttx.audit
+    agenttx.audit_keys  imports only   agenttx.errors agenttx.audit agenttx.audit_keys
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.wire      imports only   agenttx.wire
@@ -137,7 +139,8 @@ from agenttx.types import (
 )
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
-    from agenttx.audit import AuditKind, AuditRecord, AuditVerification
+    from agenttx.audit import AuditKey, AuditKeys, AuditKind, AuditRecord, AuditVerification
+    from agenttx.audit_keys import read_audit_keys
     from agenttx.client import (
         AgentTurn,
         AgentTxClient,
@@ -170,6 +173,8 @@ _LAZY: dict[str, str] = {
     "AgentTurn": "agenttx.client",
     "AgentTxClient": "agenttx.client",
     "AsyncAgentTxClient": "agenttx.client",
+    "AuditKey": "agenttx.audit",
+    "AuditKeys": "agenttx.audit",
     "AuditKind": "agenttx.audit",
     "AuditRecord": "agenttx.audit",
     "AuditVerification": "agenttx.audit",
@@ -203,6 +208,7 @@ _LAZY: dict[str, str] = {
     "tool": "agenttx.tools.contract",
     "ReconcileContext": "agenttx.tools.reconcile",
     "Reconciled": "agenttx.tools.reconcile",
+    "read_audit_keys": "agenttx.audit_keys",
 }
 
 __all__ = [
@@ -215,6 +221,8 @@ __all__ = [
     "ApprovalRefused",
     "ApprovalRequired",
     "AsyncAgentTxClient",
+    "AuditKey",
+    "AuditKeys",
     "AuditKind",
     "AuditRecord",
     "AuditVerification",
@@ -302,6 +310,7 @@ __all__ = [
     "WrongStep",
     "__version__",
     "clean_hint",
+    "read_audit_keys",
     "tool",
 ]
 

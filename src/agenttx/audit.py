@@ -14,6 +14,14 @@ row, the tombstone it left: the chain's final seq and hash) to catch that too. S
 rewrite the whole chain and its anchors in the store can forge it: ``check_end`` holds a chain
 against a head kept outside the store (``agenttx audit anchor``'s file, ``docs/audit.md``).
 
+A **keyed** chain (``AuditKeys``, ``--audit-key FILE``) closes that gap for whoever has the
+store but not the key: each record's hash is then the HMAC-SHA256 of its body under a secret
+key, and the body names the scheme and the key's id (``scheme``, ``key_id``), so the MAC covers
+them too and a verifier holding several keys by id checks each record with its own. A plain
+record after a keyed one, a chain with no keyed record when the verifier holds a key, and a MAC
+that does not match are bad; keyed records the verifier has no key for are *unchecked*, which
+is not ok either.
+
 This module imports nothing of AgentTx but ``jsontext``: the stores, the engine, the CLI and
 the client all use it.
 """
@@ -22,14 +30,18 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import hmac
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from json import encoder as _encoder
 from typing import Any, NamedTuple
 
 GENESIS = ""  # the ``prev`` of a chain's first record
+HMAC_SHA256 = "hmac-sha256"  # the keyed scheme: ``hash`` is HMAC-SHA256(secret, body), in hex
+# What a verifier without the key (or with the wrong ring) is told to give it.
+KEY_HOW_TO = "--audit-key FILE, env AGENTTX_AUDIT_KEY"
 
 _CANONICAL = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
@@ -91,6 +103,45 @@ EMPTY = ChainHead(0, GENESIS)
 
 
 @dataclass(frozen=True, slots=True)
+class AuditKey:
+    """One secret key a chain's records are keyed with, by its id (the id is in each record;
+    the secret never is, nor in any repr or message)."""
+
+    id: str
+    secret: bytes = field(repr=False)
+
+    def mac(self, body: str) -> str:
+        # ``hmac.digest``: one C call (OpenSSL), not an HMAC object, since every record is made
+        # through here while a key is set.
+        return hmac.digest(self.secret, body.encode("utf-8", "surrogatepass"), "sha256").hex()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditKeys:
+    """A ring of audit keys (``agenttx.audit_keys`` reads one from its file): ``signing``, the
+    id new records are keyed with, and every key a verifier may meet, by id (the retired ones
+    too, so older records still check after a rotation)."""
+
+    keys: Mapping[str, AuditKey]  # id → key; never empty
+    signing: str  # an id of ``keys``
+
+    def __post_init__(self) -> None:
+        if self.signing not in self.keys:
+            raise ValueError(f"the signing audit key {self.signing!r} is not in the ring")
+
+    @classmethod
+    def of(cls, *keys: AuditKey, signing: str = "") -> AuditKeys:
+        """A ring of ``keys``; the first signs unless ``signing`` names another."""
+        if not keys:
+            raise ValueError("an audit key ring needs at least one key")
+        return cls({k.id: k for k in keys}, signing or keys[0].id)
+
+    @property
+    def signer(self) -> AuditKey:
+        return self.keys[self.signing]
+
+
+@dataclass(frozen=True, slots=True)
 class AuditEvent:
     """An event not yet placed in its chain: a store appends it after the chain's head inside
     the write it records (deliveries, which run outside the transaction's lock)."""
@@ -99,6 +150,7 @@ class AuditEvent:
     kind: str
     at: float
     data: Mapping[str, Any]
+    key: AuditKey | None = None  # the key its record is keyed with (None: plain)
 
 
 class AuditRecord(NamedTuple):
@@ -155,11 +207,20 @@ def make_record(
     at: float,
     revision: int,
     data: Mapping[str, Any],
+    key: AuditKey | None = None,
 ) -> AuditRecord:
-    """The record that follows ``head``. Its body is ``canonical`` of its fields."""
+    """The record that follows ``head``. Its body is ``canonical`` of its fields; with ``key``
+    it is keyed (``record_from_text``)."""
     data_text = canonical(data if type(data) is dict else dict(data))
     return record_from_text(
-        head, tx_id=tx_id, tenant=tenant, kind=kind, at=at, revision=revision, data_text=data_text
+        head,
+        tx_id=tx_id,
+        tenant=tenant,
+        kind=kind,
+        at=at,
+        revision=revision,
+        data_text=data_text,
+        key=key,
     )
 
 
@@ -172,19 +233,28 @@ def record_from_text(
     at: float,
     revision: int,
     data_text: str,
+    key: AuditKey | None = None,
 ) -> AuditRecord:
     """``make_record`` with the data already canonical text (``data_text``): the body is
-    written out here field by field, keys in sorted order, because this runs on every step."""
+    written out here field by field, keys in sorted order, because this runs on every step.
+    With ``key`` the body also holds ``key_id`` and ``scheme`` and the hash is its HMAC."""
     seq = head.seq + 1
     at = float(at)
     if not math.isfinite(at):
         raise ValueError(f"an audit record's time must be finite, not {at!r}")
+    if key is None:
+        body = (
+            f'{{"at":{at!r},"data":{data_text},"kind":{_str(kind)},'
+            f'"prev":{_str(head.hash)},"revision":{int(revision)},"seq":{seq},'
+            f'"tenant":{_str(tenant)},"tx":{_str(tx_id)}}}'
+        )
+        return AuditRecord(tx_id, seq, kind, at, body, digest(body))
     body = (
-        f'{{"at":{at!r},"data":{data_text},"kind":{_str(kind)},'
-        f'"prev":{_str(head.hash)},"revision":{int(revision)},"seq":{seq},'
-        f'"tenant":{_str(tenant)},"tx":{_str(tx_id)}}}'
+        f'{{"at":{at!r},"data":{data_text},"key_id":{_str(key.id)},"kind":{_str(kind)},'
+        f'"prev":{_str(head.hash)},"revision":{int(revision)},"scheme":"{HMAC_SHA256}",'
+        f'"seq":{seq},"tenant":{_str(tenant)},"tx":{_str(tx_id)}}}'
     )
-    return AuditRecord(tx_id, seq, kind, at, body, digest(body))
+    return AuditRecord(tx_id, seq, kind, at, body, key.mac(body))
 
 
 def json_string(text: str) -> str:
@@ -200,12 +270,20 @@ def chain_records(
     at: float,
     revision: int,
     events: Iterable[tuple[str, Mapping[str, Any]]],
+    key: AuditKey | None = None,
 ) -> tuple[AuditRecord, ...]:
     """``events`` (kind, data) as records following ``head`` and each other."""
     out: list[AuditRecord] = []
     for kind, data in events:
         rec = make_record(
-            head, tx_id=tx_id, tenant=tenant, kind=kind, at=at, revision=revision, data=data
+            head,
+            tx_id=tx_id,
+            tenant=tenant,
+            kind=kind,
+            at=at,
+            revision=revision,
+            data=data,
+            key=key,
         )
         out.append(rec)
         head = rec.head
@@ -235,23 +313,32 @@ TOMBSTONE = "retention's tombstone"  # who recorded an ``Anchor.end``, as ``chec
 
 @dataclass(frozen=True, slots=True)
 class AuditVerification:
-    """The result of checking one chain. ``ok`` iff every record is intact and in place."""
+    """The result of checking one chain. ``ok`` iff every record is intact and in place, and
+    every keyed record was checked with its key."""
 
     transaction_id: str
     ok: bool
     records: int  # how many records the chain holds
-    first_bad: int  # seq of the first bad (or first missing) record; 0 iff ok
-    reason: str  # what is wrong with it, "" iff ok
+    first_bad: int  # seq of the first bad, missing or unchecked record; 0 iff ok
+    reason: str  # what is wrong with it (or what could not be checked), "" iff ok
     head_hash: str  # the newest record's hash (keep it elsewhere to detect a rewrite)
     # Successful steps of an active transaction whose records are not chained yet: they are
     # in the journal and the next write of the transaction chains them (0 once it has).
     pending: int = 0
+    # Keyed records whose key the verifier does not hold: their links were followed but
+    # their MACs not checked, so the chain is not ok (and not known bad: ``reason`` says
+    # which key to give). 0 when every record was checked, or a record is bad.
+    unchecked: int = 0
 
 
 def verify_chain(
-    tx_id: str, records: Sequence[AuditRecord], anchor: Anchor | None = None
+    tx_id: str,
+    records: Sequence[AuditRecord],
+    anchor: Anchor | None = None,
+    keys: AuditKeys | None = None,
 ) -> AuditVerification:
-    """Check ``records`` (as loaded, in ``seq`` order) as the chain of ``tx_id``."""
+    """Check ``records`` (as loaded, in ``seq`` order) as the chain of ``tx_id``; ``keys``:
+    the audit keys the verifier holds (None: none), to check keyed records with."""
     head = records[-1].hash if records else GENESIS
 
     def bad(seq: int, reason: str) -> AuditVerification:
@@ -264,6 +351,9 @@ def verify_chain(
         return gone
     prev, revision = GENESIS, 0
     delivered: dict[int, int] = {}
+    first_keyed = 0  # seq of the chain's first keyed record; 0: none so far
+    unchecked: dict[str, int] = {}  # key id → its records this verifier could not check
+    first_unchecked = 0
     for i, rec in enumerate(records):
         expected = i + 1
         if rec.seq != expected:
@@ -272,14 +362,41 @@ def verify_chain(
                 f"record {expected} is missing (found record {rec.seq} in its place): "
                 "removed or reordered",
             )
-        if digest(rec.body) != rec.hash:
-            return bad(expected, f"record {expected} was edited: its hash does not match it")
         try:
             content = json.loads(rec.body)
             fields = (content["tx"], content["seq"], content["kind"], content["prev"])
             rec_revision = int(content["revision"])
-        except (ValueError, KeyError, TypeError):
+            scheme = content.get("scheme")
+            key_id = content.get("key_id") if scheme is not None else None
+        except (ValueError, KeyError, TypeError, AttributeError):
             return bad(expected, f"record {expected} is not an audit record")
+        if scheme is None:
+            if digest(rec.body) != rec.hash:
+                return bad(expected, f"record {expected} was edited: its hash does not match it")
+            if first_keyed:
+                return bad(
+                    expected,
+                    f"record {expected} is not keyed (a plain SHA-256), but record "
+                    f"{first_keyed} before it is: it was re-hashed without the audit key, or "
+                    "written by a process that was not given the key",
+                )
+        elif scheme != HMAC_SHA256:
+            return bad(expected, f"record {expected} names an unknown hash scheme {scheme!r}")
+        elif not isinstance(key_id, str):
+            return bad(expected, f"record {expected} is keyed but names no key_id")
+        else:
+            first_keyed = first_keyed or expected
+            key = keys.keys.get(key_id) if keys is not None else None
+            if key is None:
+                unchecked[key_id] = unchecked.get(key_id, 0) + 1
+                first_unchecked = first_unchecked or expected
+            elif not hmac.compare_digest(key.mac(rec.body), rec.hash):
+                return bad(
+                    expected,
+                    f"record {expected} does not match its HMAC under audit key {key_id!r}: "
+                    "it was edited or re-hashed without the key, or the key given as "
+                    f"{key_id!r} is not the one it was written with",
+                )
         if fields[:3] != (tx_id, rec.seq, rec.kind):
             return bad(expected, f"record {expected} was moved: its columns disagree with it")
         if fields[3] != prev:
@@ -323,7 +440,37 @@ def verify_chain(
                     f"effect {outbox_id} was attempted {attempts} time(s) but the chain "
                     f"records {delivered.get(outbox_id, 0)}: delivery records were removed",
                 )
+    if keys is not None and not first_keyed:
+        # A keyed record binds every record before it (its MAC covers ``prev``), so a chain
+        # is safe from a rewrite iff it ends keyed; one with no keyed record at all is what a
+        # rewrite without the key would leave.
+        return bad(
+            1,
+            f"none of its {len(records)} records is keyed, but the verifier holds audit key(s) "
+            f"{_ids(keys.keys)}: the chain was rewritten and re-hashed without the key, or "
+            "written before the server had --audit-key (verify such chains against an anchor "
+            "written before the key was set: docs/audit.md)",
+        )
+    if unchecked:
+        count = sum(unchecked.values())
+        return AuditVerification(
+            tx_id,
+            False,
+            len(records),
+            first_unchecked,
+            f"{count} of its {len(records)} records (from record {first_unchecked}) are keyed "
+            f"with audit key(s) {_ids(unchecked)}, which this verifier does not hold: they "
+            f"cannot be checked; give it the audit key file with {_ids(unchecked)} "
+            f"({KEY_HOW_TO})",
+            head,
+            pending,
+            count,
+        )
     return AuditVerification(tx_id, True, len(records), 0, "", head, pending)
+
+
+def _ids(ids: Iterable[str]) -> str:
+    return ", ".join(repr(i) for i in sorted(ids))
 
 
 def check_end(
@@ -333,21 +480,24 @@ def check_end(
     chain (retention's tombstone, an anchor file): the chain must still hold that very record,
     and may have grown since. ``at_seq`` is the chain's record at ``end.seq`` (None if it has
     none). A chain already bad stays as it is, unless it is gone whole (no records): then it
-    says so with what ``source`` recorded."""
+    says so with what ``source`` recorded. One with unchecked keyed records is held all the
+    same (where it ends does not need the key), and stays unchecked if it passes."""
     if v.records == 0:
         return replace(
             v,
             ok=False,
+            unchecked=0,
             first_bad=1,
             reason=f"the chain is gone, but {source} recorded its record {end.seq} "
             f"(hash {end.hash[:16]}): it was removed whole",
         )
-    if not v.ok:
+    if not v.ok and not v.unchecked:
         return v
     if at_seq is None or v.records < end.seq:
         return replace(
             v,
             ok=False,
+            unchecked=0,
             first_bad=v.records + 1,
             reason=f"the chain ends at record {v.records}, but {source} recorded its record "
             f"{end.seq}: its newest records were removed",
@@ -356,6 +506,7 @@ def check_end(
         return replace(
             v,
             ok=False,
+            unchecked=0,
             first_bad=end.seq,
             reason=f"record {end.seq} is not the one {source} recorded (hash "
             f"{end.hash[:16]}): the chain was rewritten",
@@ -366,8 +517,12 @@ def check_end(
 __all__ = [
     "EMPTY",
     "GENESIS",
+    "HMAC_SHA256",
+    "KEY_HOW_TO",
     "Anchor",
     "AuditEvent",
+    "AuditKey",
+    "AuditKeys",
     "AuditKind",
     "AuditRecord",
     "AuditVerification",

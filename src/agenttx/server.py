@@ -30,13 +30,14 @@ from prometheus_client import disable_created_metrics
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
 from agenttx.api.stream_slots import StreamSlots
+from agenttx.audit import AuditKeys
 from agenttx.auth.exposure import exposure_error
 from agenttx.auth.keys import KeyRing
 from agenttx.auth.tls import TlsFiles, grpc_server_credentials
 from agenttx.core.engine import Engine
 from agenttx.core.hints.rules import MAX_RULE_FILE_BYTES
 from agenttx.core.offload import share_interpreter_promptly
-from agenttx.errors import AgentTxError
+from agenttx.errors import AgentTxError, InvalidArgument
 from agenttx.errors import StartupError as StartupError  # re-exported: its old home
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import load_tools
@@ -81,6 +82,7 @@ class ServeConfig:
     audit_retention_days: int = 365  # audit chains, after their newest record; 0: forever
     dead_letter_retention_days: int = 90  # dead letters, after their last attempt; 0: forever
     redact_fields: tuple[str, ...] = ()  # field-name regexes masked beside the built-in ones
+    audit_key: Path | None = None  # the audit key file (``agenttx.audit_keys``); None: plain
     metrics_addr: str | None = DEFAULT_METRICS_ADDR  # None: no metrics endpoint
     http_addr: str | None = None  # None: no HTTP listener (MCP streamable HTTP at /mcp)
     # Host and Origin headers the HTTP listener accepts ("host:*": any port; "*": any).
@@ -289,13 +291,14 @@ async def open_engine(config: ServeConfig) -> Engine:
     tools = _load(config.tools)
     check_hint_rules(config.hint_rules)
     smtp, webhook_secret = outbound_settings(config)
+    audit_keys = _audit_keys(config.audit_key)
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StartupError(f"cannot create --data-dir {config.data_dir}: {exc}") from exc
     gateway = await _start_gateway(config)
     try:
-        engine = await _open(config, tools, gateway, smtp, webhook_secret)
+        engine = await _open(config, tools, gateway, smtp, webhook_secret, audit_keys)
     except BaseException:
         if gateway is not None:
             await gateway.stop()
@@ -304,6 +307,19 @@ async def open_engine(config: ServeConfig) -> Engine:
         gateway.attach(engine.registry)
         engine.on_close.append(gateway.stop)
     return engine
+
+
+def _audit_keys(path: Path | None) -> AuditKeys | None:
+    """The ring of ``--audit-key`` (None without it); a file that cannot be used stops the
+    start, naming it and what is wrong."""
+    if path is None:
+        return None
+    from agenttx.audit_keys import read_audit_keys
+
+    try:
+        return read_audit_keys(path)
+    except InvalidArgument as exc:
+        raise StartupError(exc.message) from None
 
 
 async def _start_gateway(config: ServeConfig) -> Any:
@@ -324,6 +340,7 @@ async def _open(
     gateway: Any,
     smtp: SmtpSettings | None,
     webhook_secret: bytes | None,
+    audit_keys: AuditKeys | None,
 ) -> Engine:
     if gateway is not None:
         tools = [*tools, *gateway.tools()]
@@ -354,6 +371,7 @@ async def _open(
             audit_retention_days=config.audit_retention_days,
             dead_letter_retention_days=config.dead_letter_retention_days,
             redact_fields=config.redact_fields,
+            audit_keys=audit_keys,
         )
     except StartupError:  # the store could not be opened, or a bad policy file
         raise

@@ -37,6 +37,7 @@ def verification(v: AuditVerification) -> pb.AuditVerification:
         first_bad=v.first_bad,
         reason=v.reason,
         head_hash=v.head_hash,
+        unchecked=v.unchecked,
     )
 
 

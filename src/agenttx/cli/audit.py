@@ -3,9 +3,12 @@
 Every command works on a store directly (``--store URL``: no server needed, e.g. on a backup)
 or on a running server (``--server``, the default). ``verify`` exits 0 when every chain it
 checked is intact, 3 when one is not (edited, removed or reordered records; the first bad one
-is named), 1 on an error (unreachable server or store), 2 on a usage error; ``--anchor FILE``
-also holds each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``export``
-writes one JSON line per record, each with everything its hash covers (``docs/audit.md``).
+is named), 4 when none is bad but keyed records could not be checked for want of their key,
+1 on an error (unreachable server or store), 2 on a usage error; ``--anchor FILE`` also holds
+each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``--audit-key FILE``
+gives a ``--store`` verification the audit keys (a server verifies with its own). ``export``
+writes one JSON line per record, each with everything its hash covers (``docs/audit.md``);
+``new-key`` prints a ``[[key]]`` table for the audit key file (``agenttx.audit_keys``).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from typing import Any, TypeVar
 
 import click
 
-from agenttx.audit import AuditRecord, AuditVerification, ChainHead
+from agenttx.audit import AuditKeys, AuditRecord, AuditVerification, ChainHead
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
 from agenttx.cli.common import call, fail, server_option, timeout_option
+from agenttx.client._audit import verification as _from_wire
 
 T = TypeVar("T")
 
 BAD_CHAIN_EXIT = 3  # distinct from errors (1) and usage errors (2)
+UNCHECKED_EXIT = 4  # nothing bad found, but keyed records went unchecked (no key for them)
 
 store_option = click.option(
     "--store",
@@ -35,6 +40,16 @@ store_option = click.option(
     show_envvar=True,
     default=None,
     help="Work on this store directly (sqlite:///path.db, postgresql://…), not on a server.",
+)
+audit_key_option = click.option(
+    "--audit-key",
+    "audit_key_file",
+    envvar="AGENTTX_AUDIT_KEY",
+    show_envvar=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --store: the audit key file (TOML [[key]] tables) to check keyed records "
+    "with; a server verifies with its own --audit-key.",
 )
 
 
@@ -58,6 +73,7 @@ def audit() -> None:
     help="Also hold each chain to its head in this file (`agenttx audit anchor` wrote it); "
     "with --all, a chain it names that the store lacks is bad.",
 )
+@audit_key_option
 @timeout_option
 def verify(
     transaction_id: str | None,
@@ -67,13 +83,16 @@ def verify(
     as_json: bool,
     quiet: bool,
     anchor_file: Path | None,
+    audit_key_file: Path | None,
     timeout: float,
 ) -> None:
-    """Check a transaction's audit chain (or, with --all, every one); exit 3 if one is bad."""
+    """Check a transaction's audit chain (or, with --all, every one); exit 3 if one is bad, 4
+    if none is but keyed records could not be checked (give --audit-key)."""
     if check_all == (transaction_id is not None):
         raise click.UsageError("give a transaction id or --all (not both)")
+    keys = _keys(audit_key_file, store_url)
     results: Iterable[AuditVerification] = _verifications(
-        transaction_id, store_url, server, timeout
+        transaction_id, store_url, server, timeout, keys
     )
     if anchor_file is not None:
         try:
@@ -81,20 +100,31 @@ def verify(
         except (AnchorFileError, OSError) as exc:
             fail(str(exc))
         results = _anchored(
-            list(results), heads, f"the anchor {anchor_file}", check_all, store_url, server, timeout
+            list(results),
+            heads,
+            f"the anchor {anchor_file}",
+            check_all,
+            store_url,
+            server,
+            timeout,
+            keys,
         )
-    bad = total = 0
+    bad = unchecked = total = 0
     for v in results:
         total += 1
-        bad += not v.ok
+        bad += not v.ok and not v.unchecked
+        unchecked += bool(v.unchecked)
         if as_json:
             click.echo(json.dumps(_as_dict(v), ensure_ascii=False))
         elif not (quiet and v.ok):
             click.echo(_line(v))
     if not as_json and check_all:
-        click.echo(f"{total} chain(s) checked, {bad} bad", err=True)
+        more = f", {unchecked} not checked (keyed, no key)" if unchecked else ""
+        click.echo(f"{total} chain(s) checked, {bad} bad{more}", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
+    if unchecked:
+        sys.exit(UNCHECKED_EXIT)
 
 
 @audit.command("anchor")
@@ -107,13 +137,21 @@ def verify(
     default=None,
     help="Write to this file (replaced whole once every chain is checked), not standard output.",
 )
+@audit_key_option
 @timeout_option
-def anchor(store_url: str | None, server: str, output: Path | None, timeout: float) -> None:
+def anchor(
+    store_url: str | None,
+    server: str,
+    output: Path | None,
+    audit_key_file: Path | None,
+    timeout: float,
+) -> None:
     """Check every chain and write each intact one's head (id, seq, hash) as JSON lines, to
-    keep where the store's writers cannot reach; exit 3 if a chain is bad (it is left out)."""
+    keep where the store's writers cannot reach; exit 3 if a chain is bad or could not be
+    checked (it is left out)."""
     bad = 0
     lines = [header()]
-    for v in _verifications(None, store_url, server, timeout):
+    for v in _verifications(None, store_url, server, timeout, _keys(audit_key_file, store_url)):
         if not v.ok:
             bad += 1
             click.echo(_line(v), err=True)
@@ -156,11 +194,52 @@ def export(
             out.close()
 
 
+@audit.command("new-key")
+@click.option("--id", "key_id", default="", help="The key's id.  [default: now, UTC]")
+def new_key(key_id: str) -> None:
+    """Print a [[key]] table with a fresh secret, for the --audit-key file (mode 600, kept
+    apart from the store); name it in `sign` to key new records with it."""
+    from agenttx.audit_keys import new_key_toml
+    from agenttx.errors import InvalidArgument
+
+    try:
+        click.echo(new_key_toml(key_id), nl=False)
+    except InvalidArgument as exc:
+        raise click.UsageError(f"--id: {exc.message}") from None
+
+
 # -- where the chains come from ---------------------------------------------------------------
 
 
+def _keys(path: Path | None, store_url: str | None) -> AuditKeys | None:
+    """The audit keys of ``--audit-key`` for a ``--store`` verification. A server verifies
+    with its own: a file named on the command line then is a usage error, one named by the
+    environment (as on the server's host) is not used."""
+    if path is None:
+        return None
+    if store_url is None:
+        source = click.get_current_context().get_parameter_source("audit_key_file")
+        if source is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(
+                "--audit-key works with --store; a server verifies with its own "
+                "(agenttx serve --audit-key FILE)"
+            )
+        return None
+    from agenttx.audit_keys import read_audit_keys
+    from agenttx.errors import InvalidArgument
+
+    try:
+        return read_audit_keys(path)
+    except InvalidArgument as exc:
+        fail(exc.message)
+
+
 def _verifications(
-    transaction_id: str | None, store_url: str | None, server: str, timeout: float
+    transaction_id: str | None,
+    store_url: str | None,
+    server: str,
+    timeout: float,
+    keys: AuditKeys | None = None,
 ) -> Iterator[AuditVerification]:
     if store_url is not None:
 
@@ -169,7 +248,7 @@ def _verifications(
                 return [await reader.verify(transaction_id)]
             return [v async for v in reader.verify_all()]
 
-        yield from _on_store(store_url, on_store)
+        yield from _on_store(store_url, on_store, keys)
         return
     from agenttx.wire import agenttx_pb2 as pb
 
@@ -205,6 +284,7 @@ def _anchored(
     store_url: str | None,
     server: str,
     timeout: float,
+    keys: AuditKeys | None,
 ) -> list[AuditVerification]:
     """``results`` held to the anchored heads (``audit_anchor.hold``): each anchored chain's
     record at its anchored seq is read; with ``check_all``, the anchored chains the store did
@@ -226,7 +306,7 @@ def _anchored(
                 for v in [*results, *gone]
             ]
 
-        return _on_store(store_url, on_store)
+        return _on_store(store_url, on_store, keys)
     from agenttx.wire import agenttx_pb2 as pb
 
     def on_server(stub: Any) -> list[AuditVerification]:
@@ -284,9 +364,12 @@ def _records(
             return
 
 
-def _on_store(url: str, fn: Callable[[Any], Coroutine[Any, Any, list[T]]]) -> list[T]:
+def _on_store(
+    url: str, fn: Callable[[Any], Coroutine[Any, Any, list[T]]], keys: AuditKeys | None = None
+) -> list[T]:
     """Open the store at ``url`` (no engine: nothing is recovered or delivered), run ``fn`` on
-    an ``AuditReader`` over it, close it. Errors become one line and exit status 1."""
+    an ``AuditReader`` over it (verifying with ``keys``), close it. Errors become one line and
+    exit status 1."""
     from agenttx.core.audit import AuditReader
     from agenttx.errors import AgentTxError
     from agenttx.store.factory import open_store
@@ -298,7 +381,7 @@ def _on_store(url: str, fn: Callable[[Any], Coroutine[Any, Any, list[T]]]) -> li
         store = open_store(url)
         await store.open()
         try:
-            return await fn(AuditReader(store))
+            return await fn(AuditReader(store, keys))
         finally:
             await store.close()
 
@@ -306,10 +389,6 @@ def _on_store(url: str, fn: Callable[[Any], Coroutine[Any, Any, list[T]]]) -> li
         return asyncio.run(run())
     except AgentTxError as exc:
         fail(exc.message)
-
-
-def _from_wire(v: Any) -> AuditVerification:
-    return AuditVerification(v.transaction_id, v.ok, v.records, v.first_bad, v.reason, v.head_hash)
 
 
 def _as_dict(v: AuditVerification) -> dict[str, Any]:
@@ -321,6 +400,7 @@ def _as_dict(v: AuditVerification) -> dict[str, Any]:
         "reason": v.reason,
         "head_hash": v.head_hash,
         "pending": v.pending,
+        "unchecked": v.unchecked,
     }
 
 
@@ -330,6 +410,8 @@ def _line(v: AuditVerification) -> str:
         if v.pending:  # an active transaction's steps since its last write with records
             line += f"  ({v.pending} step records pending: chained by its next write)"
         return line
+    if v.unchecked:  # nothing found wrong, but keyed records went unchecked
+        return f"UNCHECKED  {v.transaction_id}  record {v.first_bad}: {v.reason}"
     return f"BAD  {v.transaction_id}  record {v.first_bad}: {v.reason}"
 
 

@@ -176,6 +176,15 @@ _OPTIONS = [
         "--retention-days 0).",
     ),
     engine_option(
+        "--audit-key",
+        "audit_key",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="TOML file of audit keys ([[key]] id and secret; `agenttx audit new-key` prints "
+        "one): every audit record is keyed (HMAC-SHA256) with its `sign` key, and chains are "
+        "verified with its keys. Mode 600, kept apart from the store.",
+    ),
+    engine_option(
         "--redact-field",
         "redact_fields",
         multiple=True,
@@ -268,6 +277,7 @@ def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:
         max_steps=opts["max_steps"],
         retention_days=opts["retention_days"],
         redact_fields=tuple(opts["redact_fields"]),
+        audit_key=opts["audit_key"],
         audit_retention_days=opts["audit_retention_days"],
         dead_letter_retention_days=opts["dead_letter_retention_days"],
         log_format=opts["log_format"].lower(),

@@ -16,7 +16,9 @@ def verify_all_request(page_size: int, page_token: str) -> pb.VerifyAuditRequest
 
 
 def verification(v: pb.AuditVerification) -> AuditVerification:
-    return AuditVerification(v.transaction_id, v.ok, v.records, v.first_bad, v.reason, v.head_hash)
+    return AuditVerification(
+        v.transaction_id, v.ok, v.records, v.first_bad, v.reason, v.head_hash, 0, v.unchecked
+    )
 
 
 def records_request(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from agenttx.audit import (
+    AuditKeys,
     AuditKind,
     AuditRecord,
     AuditVerification,
@@ -117,12 +118,14 @@ def compensation_event(row: UndoRow) -> Event:
 
 
 class AuditReader:
-    """Chains as stored, and their verification. Reads only."""
+    """Chains as stored, and their verification (with ``keys``, the audit keys the verifier
+    holds: every surface that verifies comes here). Reads only."""
 
     PAGE = 1000  # records per store read while a chain is walked
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, keys: AuditKeys | None = None) -> None:
         self.store = store
+        self.keys = keys
 
     async def records(
         self, transaction_id: str, *, after_seq: int = 0, limit: int = 10_000
@@ -144,7 +147,7 @@ class AuditReader:
     async def verify(self, transaction_id: str) -> AuditVerification:
         records = [rec async for rec in self.chain(transaction_id)]
         anchor = await self.store.audit_anchor(transaction_id)
-        return verify_chain(transaction_id, records, anchor)
+        return verify_chain(transaction_id, records, anchor, self.keys)
 
     async def verify_page(
         self, *, after_id: str = "", limit: int = 100

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agenttx.audit import AuditKey, AuditKeys
 from agenttx.core.limits import MAX_REFERENCES, MAX_RESOLVED_ARGUMENTS_BYTES
 from agenttx.core.masking import Redactor
 from agenttx.errors import InvalidArgument
@@ -42,6 +43,9 @@ class EngineConfig:
     # True iff every event is appended to its transaction's audit chain (``docs/audit.md``);
     # off only to measure what the chain costs (``benchmarks/audit.py``).
     audit_chain: bool = True
+    # The audit keys (``--audit-key FILE``): None, or records are keyed with the ring's
+    # signing key and verified with any of its keys by id (``docs/audit.md``, keyed chains).
+    audit_keys: AuditKeys | None = None
     # How long a preview's receipt can be approved and committed with (``docs/safety.md``).
     receipt_ttl_s: float = 900.0
     # The most live steps one transaction may hold (``--max-steps``): step n > max_steps is
@@ -56,6 +60,11 @@ class EngineConfig:
     dead_letter_retention_days: float = 90.0
     # Extra field-name regexes whose values are masked like ``password`` (``core.masking``).
     redact_fields: tuple[str, ...] = ()
+
+    @property
+    def audit_key(self) -> AuditKey | None:
+        """The key new records are keyed with; None: they are plain SHA-256."""
+        return self.audit_keys.signer if self.audit_keys is not None else None
 
     def files_for(self, tenant: str) -> Path:
         """The fs sandbox of ``tenant``: ``fs_root`` for the engine's own tenant, a directory of

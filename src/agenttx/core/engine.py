@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agenttx.audit import AuditKind, AuditRecord, AuditVerification
+from agenttx.audit import AuditKeys, AuditKind, AuditRecord, AuditVerification
 from agenttx.core.access import PRINCIPAL_KEY, Access, Action, read_owner
 from agenttx.core.approvals import Approvals, check_principal, check_receipt_id, check_roles
 from agenttx.core.audit import AuditReader, cause
@@ -230,7 +230,7 @@ class Engine:
             compensations=self.compensator.recover,
         )
         # The audit chains as stored, and their verification: reads only.
-        self.audit = AuditReader(store)
+        self.audit = AuditReader(store, config.audit_keys)
         # Preview receipts, approvals, and what a commit must show before it runs.
         self.approvals = Approvals(self.images, store, config, self.safety, registry, clock)
         # The outbox for operators: effects with their last error, dead letters retried.
@@ -269,6 +269,7 @@ class Engine:
         clock: Clock = time.time,
         background: bool = True,
         audit_chain: bool = True,
+        audit_keys: AuditKeys | None = None,
         dispatch_lease_secs: float = 30.0,
         dispatch_max_attempts: int = 8,
         dispatch_backoff_s: float = 0.5,
@@ -291,7 +292,11 @@ class Engine:
         ``email.send`` mails go over SMTP with ``smtp`` (else to the outbox file);
         ``webhook.post`` requests over HTTP, to targets the outbound guard allows
         (``webhook_allow``: ``HOST[:PORT]`` entries), signed with ``webhook_secret`` if given
-        (docs/effects.md). ``channels`` replaces any of these by name."""
+        (docs/effects.md). ``channels`` replaces any of these by name.
+
+        ``audit_keys`` (``agenttx.audit_keys.read_audit_keys`` reads a key file): every audit
+        record is then keyed with its signing key, and chains are verified with its keys
+        (docs/audit.md, "Keyed chains")."""
         if safety_policy is not None and not isinstance(safety_policy, SafetyPolicy):
             safety_policy = load_safety_policy(safety_policy)
 
@@ -330,6 +335,7 @@ class Engine:
             tenant=tenant,
             owner=new_owner(),
             audit_chain=audit_chain,
+            audit_keys=audit_keys,
             receipt_ttl_s=receipt_ttl_s,
             max_steps=max_steps,
             retention_days=retention_days,
@@ -349,6 +355,7 @@ class Engine:
             lease_secs=dispatch_lease_secs,
             max_attempts=dispatch_max_attempts,
             backoff_base_s=dispatch_backoff_s,
+            audit_key=config.audit_key,
         )
         engine = cls(
             store,

@@ -237,7 +237,13 @@ class TxImages:
             sealed = self._sealed(rt) if rt.audit_pending else []
             head = sealed[-1].head if sealed else rt.audit_head
         records = chain_records(
-            head, tx_id=tx_row.id, tenant=tx_row.tenant, at=at, revision=revision, events=events
+            head,
+            tx_id=tx_row.id,
+            tenant=tx_row.tenant,
+            at=at,
+            revision=revision,
+            events=events,
+            key=self.config.audit_key,
         )
         return (*sealed, *records) if sealed else records
 
@@ -258,6 +264,7 @@ class TxImages:
             at=at,
             revision=revision,
             data_text=data_text,
+            key=self.config.audit_key,
         )
         return (*sealed, record) if sealed else (record,)
 
@@ -277,7 +284,7 @@ class TxImages:
             and memo[1:4] == (head, rt.row.revision, len(rt.audit_pending))
         ):
             return memo[4]
-        tx_id, tenant = rt.row.id, rt.row.tenant
+        tx_id, tenant, key = rt.row.id, rt.row.tenant, self.config.audit_key
         revision = rt.row.revision - len(rt.audit_pending)
         out: list[AuditRecord] = []
         for st in rt.audit_pending:
@@ -291,6 +298,7 @@ class TxImages:
                 at=st.started_at,
                 revision=revision,
                 data_text=data_text,
+                key=key,
             )
             out.append(rec)
             head = rec.head

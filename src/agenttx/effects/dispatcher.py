@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from agenttx.audit import AuditEvent, AuditKind
+from agenttx.audit import AuditEvent, AuditKey, AuditKind
 from agenttx.effects.channels import Channel, Effect, PermanentDeliveryError
 from agenttx.store.contract import OutboxRow, Store
 
@@ -43,6 +43,7 @@ class OutboxDispatcher:
         poll_s: float = 1.0,
         delivery_timeout_s: float = 30.0,
         rng: Callable[[], float] = random.random,
+        audit_key: AuditKey | None = None,
     ) -> None:
         self.store = store
         self.channels = dict(channels)
@@ -55,6 +56,7 @@ class OutboxDispatcher:
         self.poll_s = poll_s
         self.delivery_timeout_s = delivery_timeout_s
         self.rng = rng  # in [0, 1): the jitter of channels that ask for it
+        self.audit_key = audit_key  # what delivery records are keyed with (None: plain)
         self._wake = asyncio.Event()
 
     def wake(self, _ids: Sequence[int] = ()) -> None:
@@ -172,7 +174,7 @@ class OutboxDispatcher:
                 next_attempt_at=now,
                 error="",
                 now=now,
-                audit=_delivery_event(row, attempt, "delivered", "", now),
+                audit=_delivery_event(row, attempt, "delivered", "", now, self.audit_key),
             )
             return None
         dead = permanent or (attempt >= self.max_attempts and not no_room)
@@ -191,14 +193,14 @@ class OutboxDispatcher:
             next_attempt_at=now if dead else now + delay,
             error=error,
             now=now,
-            audit=_delivery_event(row, attempt, status, error, now),
+            audit=_delivery_event(row, attempt, status, error, now, self.audit_key),
         )
         log.warning("effect %s (%s) attempt %d failed: %s", row.id, row.channel, attempt, error)
         return f"{row.channel} effect {row.idempotency_key} (step {row.step_id}): {error}"
 
 
 def _delivery_event(
-    row: OutboxRow, attempt: int, outcome: str, error: str, now: float
+    row: OutboxRow, attempt: int, outcome: str, error: str, now: float, key: AuditKey | None
 ) -> AuditEvent:
     """One delivery attempt, for the committed transaction's audit chain."""
     data: dict[str, object] = {
@@ -211,4 +213,4 @@ def _delivery_event(
     }
     if error:
         data["error"] = error[:500]
-    return AuditEvent(row.tx_id, AuditKind.DELIVERY.value, now, data)
+    return AuditEvent(row.tx_id, AuditKind.DELIVERY.value, now, data, key)

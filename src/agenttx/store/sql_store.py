@@ -430,6 +430,7 @@ class SqlStore(Store):
             at=event.at,
             revision=revision,
             data=event.data,
+            key=event.key,
         )
         await _append_on(conn, (record,))
 

@@ -585,20 +585,22 @@ class VerifyAuditRequest(_message.Message):
     def __init__(self, transaction_id: _Optional[str] = ..., all: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class AuditVerification(_message.Message):
-    __slots__ = ("transaction_id", "ok", "records", "first_bad", "reason", "head_hash")
+    __slots__ = ("transaction_id", "ok", "records", "first_bad", "reason", "head_hash", "unchecked")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_BAD_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     HEAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    UNCHECKED_FIELD_NUMBER: _ClassVar[int]
     transaction_id: str
     ok: bool
     records: int
     first_bad: int
     reason: str
     head_hash: str
-    def __init__(self, transaction_id: _Optional[str] = ..., ok: _Optional[bool] = ..., records: _Optional[int] = ..., first_bad: _Optional[int] = ..., reason: _Optional[str] = ..., head_hash: _Optional[str] = ...) -> None: ...
+    unchecked: int
+    def __init__(self, transaction_id: _Optional[str] = ..., ok: _Optional[bool] = ..., records: _Optional[int] = ..., first_bad: _Optional[int] = ..., reason: _Optional[str] = ..., head_hash: _Optional[str] = ..., unchecked: _Optional[int] = ...) -> None: ...
 
 class VerifyAuditResponse(_message.Message):
     __slots__ = ("results", "next_page_token")

@@ -178,8 +178,9 @@ async function showTransaction(id) {
       section("effects", "Effects", "Emails, webhooks and other staged effects are released only after commit.",
         effectsBody(t, operations, render)),
       section("audit", "Audit chain", "Every event of the transaction is in a hash chain; an edited or missing record is named.",
-        el("p", { class: audit.ok ? "ok" : "error" },
-          audit.ok ? `intact: ${audit.records} records` : `broken: ${audit.reason || "unknown"}${audit.first_bad ? ` (record ${audit.first_bad})` : ""}`)),
+        el("p", { class: audit.ok ? "ok" : audit.unchecked ? "warn" : "error" },
+          audit.ok ? `intact: ${audit.records} records`
+            : `${audit.unchecked ? "not checked" : "broken"}: ${audit.reason || "unknown"}${audit.first_bad ? ` (record ${audit.first_bad})` : ""}`)),
       section("history", "Every attempt", null, stepsTable(t)),
     ].filter(Boolean));
     if (!ENDED.includes(t.status)) {
