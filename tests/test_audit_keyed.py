@@ -126,15 +126,16 @@ async def test_a_chain_without_a_key_is_as_before(engine: agenttx.Engine) -> Non
 
 
 @pytest.mark.parametrize(
-    ("keep_fields", "reason"),
+    ("keep_fields", "reason", "unchecked"),
     [
-        (True, "record 1 does not match its HMAC under audit key 'k1'"),
-        (False, "none of its 5 records is keyed, but the verifier holds audit key(s) 'k1'"),
+        (True, "record 1 does not match its HMAC under audit key 'k1'", 0),
+        # Back to plain: the key cannot vouch for it (never ok), as for a chain older than it.
+        (False, "none of its 5 records is keyed, so audit key(s) 'k1' cannot check it", 5),
     ],
     ids=["keyed-fields-plain-hash", "back-to-plain"],
 )
 async def test_a_keyed_chain_rewritten_without_the_key_is_bad(
-    open_engine: Any, store_url: str, keep_fields: bool, reason: str
+    open_engine: Any, store_url: str, keep_fields: bool, reason: str, unchecked: int
 ) -> None:
     engine = await open_engine(audit_keys=RING1)
     tx = await with_effect(engine)
@@ -144,7 +145,7 @@ async def test_a_keyed_chain_rewritten_without_the_key_is_bad(
     if not keep_fields:
         assert (await reader.verify_audit(tx)).ok
     v = await engine.verify_audit(tx)
-    assert (v.ok, v.unchecked) == (False, 0)
+    assert (v.ok, v.unchecked) == (False, unchecked)
     assert reason in v.reason, v.reason
 
 
@@ -377,11 +378,37 @@ async def test_setting_a_key_on_a_store_with_plain_chains(open_engine: Any) -> N
     assert kinds[0] == ("begin", False)
     assert kinds[-1] == ("commit", True)
     assert (await keyed.verify_audit(open_tx)).ok
-    # Ended before it: plain, which to a verifier holding the key is what a rewrite leaves.
+    # Ended before it: plain, which the key cannot tell from a rewrite: unchecked, not bad.
     old = await keyed.verify_audit(ended)
-    assert (old.ok, old.first_bad, old.unchecked) == (False, 1, 0)
+    assert (old.ok, old.first_bad, old.unchecked) == (False, 1, old.records)
     assert "written before the server had --audit-key" in old.reason
     # Without the key, the plain chain verifies as it always did.
     keyless = await open_engine()
     assert (await keyless.verify_audit(ended)).ok
     assert (await keyless.verify_audit(open_tx)).unchecked > 0
+
+
+async def test_an_anchor_from_before_the_key_settles_a_plain_chain(
+    open_engine: Any, store_url: str, tmp_path: Path
+) -> None:
+    plain = await open_engine()
+    ended = await committed(plain, 2)
+    anchor = tmp_path / "heads.jsonl"
+    made = await cli("audit", "anchor", "--store", store_url, "-o", str(anchor))
+    assert made.exit_code == 0, made.output
+    await plain.close()
+    keys = key_file(tmp_path / "audit.toml", K1)
+    verify = ("audit", "verify", ended, "--store", store_url, "--audit-key", str(keys))
+    # The key alone cannot tell a chain older than it from a rewrite: unchecked, not bad.
+    alone = await cli(*verify)
+    assert alone.exit_code == UNCHECKED_EXIT, alone.output
+    assert "none of its" in alone.output
+    # The anchor written before the key vouches for it, record by record.
+    held = await cli(*verify, "--anchor", str(anchor))
+    assert held.exit_code == 0, held.output
+    # Re-hashed whole after the anchor was written: the anchor finds it.
+    run_sql(store_url, "DELETE FROM transactions WHERE id = ?", (ended,))
+    records = await (await open_engine()).audit_records(ended)
+    rewrite(store_url, records)
+    moved = await cli(*verify, "--anchor", str(anchor))
+    assert moved.exit_code == BAD_CHAIN_EXIT, moved.output

@@ -442,14 +442,22 @@ def verify_chain(
                 )
     if keys is not None and not first_keyed:
         # A keyed record binds every record before it (its MAC covers ``prev``), so a chain
-        # is safe from a rewrite iff it ends keyed; one with no keyed record at all is what a
-        # rewrite without the key would leave.
-        return bad(
+        # is safe from a rewrite iff it ends keyed. One with no keyed record at all is either
+        # older than the key or a rewrite without it; the key cannot tell which, so the chain
+        # is unchecked (never ok), not bad: a store that had chains before --audit-key was set
+        # is not reported as tampered with, and an anchor settles each such chain.
+        return AuditVerification(
+            tx_id,
+            False,
+            len(records),
             1,
-            f"none of its {len(records)} records is keyed, but the verifier holds audit key(s) "
-            f"{_ids(keys.keys)}: the chain was rewritten and re-hashed without the key, or "
-            "written before the server had --audit-key (verify such chains against an anchor "
-            "written before the key was set: docs/audit.md)",
+            f"none of its {len(records)} records is keyed, so audit key(s) {_ids(keys.keys)} "
+            "cannot check it: it was written before the server had --audit-key, or rewritten "
+            "and re-hashed without the key; hold it to an anchor written before the key was "
+            "set (--anchor FILE, docs/audit.md)",
+            head,
+            pending,
+            len(records),
         )
     if unchecked:
         count = sum(unchecked.values())
@@ -511,7 +519,19 @@ def check_end(
             reason=f"record {end.seq} is not the one {source} recorded (hash "
             f"{end.hash[:16]}): the chain was rewritten",
         )
+    if v.unchecked and v.records == end.seq and source != TOMBSTONE and _plain(at_seq):
+        # A plain record never follows a keyed one, so the whole chain is plain and each
+        # record was checked against its own hash; what the key could not vouch for, a head
+        # kept outside the store does: the chain is as it was when the anchor was written.
+        return replace(v, ok=True, unchecked=0, first_bad=0, reason="")
     return v
+
+
+def _plain(rec: AuditRecord) -> bool:
+    try:
+        return "scheme" not in json.loads(rec.body)
+    except ValueError:
+        return False
 
 
 __all__ = [

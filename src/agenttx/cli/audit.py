@@ -119,7 +119,7 @@ def verify(
         elif not (quiet and v.ok):
             click.echo(_line(v))
     if not as_json and check_all:
-        more = f", {unchecked} not checked (keyed, no key)" if unchecked else ""
+        more = f", {unchecked} not checked (each UNCHECKED line says why)" if unchecked else ""
         click.echo(f"{total} chain(s) checked, {bad} bad{more}", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
