@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +61,20 @@ def _name(enum: Any, value: int, prefix: str) -> str:
     return str(enum.Name(value)).removeprefix(prefix)
 
 
-async def run_plan(address: str, console: Console, *, shared: bool = False) -> bool:
-    """Run the scripted agent against the AgentTx server at ``address``; True iff the
-    transaction committed. ``shared``: the store may hold earlier runs, so ids get a
-    suffix of this transaction's id."""
+async def run_plan(
+    address: str,
+    console: Console,
+    *,
+    shared: bool = False,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> bool:
+    """Run the scripted agent against the AgentTx server at ``address``, each call carrying
+    ``metadata``; True iff the transaction committed. ``shared``: the store may hold earlier
+    runs, so ids get a suffix of this transaction's id."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
         begun = await stub.BeginTransaction(
-            pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"])
+            pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"]), metadata=metadata
         )
         tx = begun.transaction_id
         run = f"-{tx[-6:]}" if shared else ""
@@ -83,7 +90,8 @@ async def run_plan(address: str, console: Console, *, shared: bool = False) -> b
                     tool_name=tool_name,
                     arguments_json=json.dumps(args),
                     raw_context=f"plan step {step}",
-                )
+                ),
+                metadata=metadata,
             )
             status = _name(pb.StepStatus, r.status, "STEP_STATUS_")
             if status == "SUCCESS":
@@ -98,7 +106,9 @@ async def run_plan(address: str, console: Console, *, shared: bool = False) -> b
                     return False
             step = r.next_step_id
         console.print(table)
-        c = await stub.CommitTransaction(pb.CommitTransactionRequest(transaction_id=tx))
+        c = await stub.CommitTransaction(
+            pb.CommitTransactionRequest(transaction_id=tx), metadata=metadata
+        )
         console.print(
             f"[bold]commit[/] committed={c.committed} steps={c.steps_committed} "
             f"effects released={c.effects_dispatched}"
@@ -107,13 +117,17 @@ async def run_plan(address: str, console: Console, *, shared: bool = False) -> b
 
 
 async def run_demo(
-    directory: Path | None = None, console: Console | None = None, server: str | None = None
+    directory: Path | None = None,
+    console: Console | None = None,
+    server: str | None = None,
+    metadata: Sequence[tuple[str, str]] = (),
 ) -> bool:
     """The demo against ``server``, or against an in-process server over ``directory``
-    (default: a new temporary directory), whose sandbox and outbox it shows afterwards."""
+    (default: a new temporary directory), whose sandbox and outbox it shows afterwards; each
+    call carries ``metadata`` (the CLI's: its API key, and that it names RETRY)."""
     console = console or Console()
     if server is not None:
-        return await run_plan(server, console, shared=True)
+        return await run_plan(server, console, shared=True, metadata=metadata)
 
     from agenttx.server import ServeConfig, start
 
@@ -122,7 +136,7 @@ async def run_demo(
     running = await start(config)
     try:
         console.print(f"[dim]in-process server on {running.address}, store {config.store_url}[/]")
-        ok = await run_plan(running.address, console)
+        ok = await run_plan(running.address, console, metadata=metadata)
     finally:
         await running.stop(grace=1.0)
     files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))

@@ -47,10 +47,9 @@ timeout_option = click.option(
 @contextmanager
 def grpc_stub(server: str) -> Iterator[Any]:
     """A stub on ``server``: over TLS iff ``AGENTTX_TLS_CA`` names a PEM file (the CA or the
-    server's certificate), each call carrying ``AGENTTX_API_KEY`` iff it is set."""
+    server's certificate), each call carrying ``cli_metadata()``."""
     import grpc
 
-    from agenttx.client._auth import auth_metadata
     from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
     ca_path = os.environ.get("AGENTTX_TLS_CA")
@@ -64,9 +63,18 @@ def grpc_stub(server: str) -> Iterator[Any]:
     else:
         channel = grpc.insecure_channel(server)
     with channel:
-        metadata = auth_metadata(os.environ.get("AGENTTX_API_KEY") or None)
-        target = grpc.intercept_channel(channel, _adding(metadata)) if metadata else channel
+        metadata = cli_metadata()
+        target = grpc.intercept_channel(channel, _adding(metadata))
         yield pb_grpc.AgentTxServiceStub(target)  # type: ignore[no-untyped-call]
+
+
+def cli_metadata() -> tuple[tuple[str, str], ...]:
+    """What every call of the CLI carries: ``AGENTTX_API_KEY`` iff it is set, and the metadata
+    our client sends (``CLIENT_METADATA``: the CLI names RETRY, so it is sent RETRY)."""
+    from agenttx.client._auth import call_metadata
+    from agenttx.client._wire import CLIENT_METADATA
+
+    return call_metadata(os.environ.get("AGENTTX_API_KEY") or None, CLIENT_METADATA)
 
 
 def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agenttx.cli.common import fail
+from agenttx.cli.common import cli_metadata, fail
 
 
 @click.command()
@@ -30,7 +30,7 @@ def demo(directory: Path | None, server: str | None) -> None:
     from agenttx.demo import run_demo
 
     try:
-        ok = asyncio.run(run_demo(directory, server=server))
+        ok = asyncio.run(run_demo(directory, server=server, metadata=cli_metadata()))
     except Exception as exc:  # grpc.aio.AioRpcError and friends: one line, not a traceback
         fail(f"demo failed: {exc}")
     sys.exit(0 if ok else 1)

@@ -294,10 +294,16 @@ def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> 
         console.print(escape(r.clean_hint))  # "Hint: …", the hint cleaner's one line
     if status == "ROLLBACK_TRIGGERED":
         strategy = pb.RollbackStrategy.Name(r.strategy).removeprefix("ROLLBACK_STRATEGY_")
-        console.print(
-            f"rolled back ({strategy.lower()}): continue at step {r.next_step_id}"
-            + (" (context reset)" if r.context_reset else "")
-        )
+        if strategy == "RETRY":
+            console.print(
+                f"rolled back (retry): only step {step_id}'s own effects were undone; send "
+                f"step {r.next_step_id} again"
+            )
+        else:
+            console.print(
+                f"rolled back ({strategy.lower()}): continue at step {r.next_step_id}"
+                + (" (context reset)" if r.context_reset else "")
+            )
     if r.abort_reason:
         console.print(f"[red]aborted[/] {escape(r.abort_reason)}")
     for c in r.constraints:
