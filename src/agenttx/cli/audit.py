@@ -3,7 +3,8 @@
 Every command works on a store directly (``--store URL``: no server needed, e.g. on a backup)
 or on a running server (``--server``, the default). ``verify`` exits 0 when every chain it
 checked is intact, 3 when one is not (edited, removed or reordered records; the first bad one
-is named), 1 on an error (unreachable server or store), 2 on a usage error; ``--anchor FILE``
+is named), 1 on an error (unreachable server or store, a transaction the store does not know:
+NOT_FOUND), 2 on a usage error; ``--anchor FILE``
 also holds each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``export``
 writes one JSON line per record, each with everything its hash covers (``docs/audit.md``).
 """
@@ -20,9 +21,10 @@ from typing import Any, TypeVar
 
 import click
 
-from agenttx.audit import AuditRecord, AuditVerification, ChainHead
+from agenttx.audit import AuditRecord, AuditVerification, ChainHead, verify_chain
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
 from agenttx.cli.common import call, fail, server_option, timeout_option
+from agenttx.errors import AgentTxError, NotFound
 
 T = TypeVar("T")
 
@@ -218,7 +220,14 @@ def _anchored(
                 page = await reader.records(tx, after_seq=seq - 1, limit=1)
                 return page[0] if page else None
 
-            gone = [await reader.verify(tx) for tx in missing]
+            async def verified(tx: str) -> AuditVerification:
+                try:
+                    v: AuditVerification = await reader.verify(tx)
+                    return v
+                except NotFound:
+                    return _gone(tx)
+
+            gone = [await verified(tx) for tx in missing]
             return [
                 hold(v, await at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
                 if v.transaction_id in heads
@@ -227,6 +236,8 @@ def _anchored(
             ]
 
         return _on_store(store_url, on_store)
+    import grpc
+
     from agenttx.wire import agenttx_pb2 as pb
 
     def on_server(stub: Any) -> list[AuditVerification]:
@@ -240,13 +251,16 @@ def _anchored(
                 else None
             )  # fmt: skip
 
-        gone = [
-            _from_wire(r)
-            for tx in missing
-            for r in stub.VerifyAudit(
-                pb.VerifyAuditRequest(transaction_id=tx), timeout=timeout
-            ).results
-        ]
+        def verified(tx: str) -> list[AuditVerification]:
+            try:
+                reply = stub.VerifyAudit(pb.VerifyAuditRequest(transaction_id=tx), timeout=timeout)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                return [_gone(tx)]
+            return [_from_wire(r) for r in reply.results]
+
+        gone = [v for tx in missing for v in verified(tx)]
         return [
             hold(v, at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
             if v.transaction_id in heads
@@ -288,7 +302,6 @@ def _on_store(url: str, fn: Callable[[Any], Coroutine[Any, Any, list[T]]]) -> li
     """Open the store at ``url`` (no engine: nothing is recovered or delivered), run ``fn`` on
     an ``AuditReader`` over it, close it. Errors become one line and exit status 1."""
     from agenttx.core.audit import AuditReader
-    from agenttx.errors import AgentTxError
     from agenttx.store.factory import open_store
 
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
@@ -304,8 +317,14 @@ def _on_store(url: str, fn: Callable[[Any], Coroutine[Any, Any, list[T]]]) -> li
 
     try:
         return asyncio.run(run())
-    except AgentTxError as exc:
-        fail(exc.message)
+    except AgentTxError as exc:  # as a server's refusal reads: the code, then the message
+        fail(f"{exc.code}: {exc.message}")
+
+
+def _gone(transaction_id: str) -> AuditVerification:
+    """An anchored chain the store no longer knows at all: bad from record 1 ("no audit
+    records"), which ``hold`` then reports against the anchored head."""
+    return verify_chain(transaction_id, [])
 
 
 def _from_wire(v: Any) -> AuditVerification:
