@@ -324,6 +324,26 @@ def test_a_server_with_keys_takes_the_key_from_agenttx_api_key(tmp_path: Path) -
         refused = agenttx(keyed, "tx", "begin")
         assert refused.exit_code == 1
         assert "UNAUTHENTICATED" in refused.output
+        # Every command, the demo too, says how the CLI takes a key: AGENTTX_API_KEY.
+        for args in (
+            ("tx", "begin"),
+            ("tx", "list"),
+            ("tools",),
+            ("effects", "list"),
+            ("audit", "verify", "tx_x"),
+            ("tx", "watch", "tx_x"),
+            ("demo", "--server", keyed.address),
+        ):
+            unkeyed = agenttx(keyed, *args)
+            assert unkeyed.exit_code == 1, (args, unkeyed.output)
+            assert "next: set AGENTTX_API_KEY to your API key" in unkeyed.output, (
+                args,
+                unkeyed.output,
+            )
+        wrong = agenttx(keyed, "tx", "list", key=new_secret())
+        assert wrong.exit_code == 1, wrong.output
+        assert "unknown API key" in wrong.output
+        assert "next: AGENTTX_API_KEY holds a key this server does not know" in wrong.output
         began = agenttx(keyed, "tx", "begin", "--json", key=secret)
         assert began.exit_code == 0, began.output
         tx = json.loads(began.output)["transaction_id"]

@@ -104,22 +104,44 @@ def call(server: str, fn: Callable[[Any], T], advice: Advice | None = None) -> T
     by a line of what to run next when ``advice`` has one for the refusal."""
     import grpc
 
-    from agenttx.error_details import from_metadata
-
     try:
         with grpc_stub(server) as stub:
             return fn(stub)
     except grpc.RpcError as exc:
-        code = exc.code()
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            fail(f"cannot reach AgentTx at {server} (is `agenttx serve` running?)")
-        message = f"{code.name}: {exc.details()}"
-        if advice is not None:
-            metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-            then = advice(*from_metadata(metadata))
-            if then:
-                message += f"\nnext: {then}"
-        fail(message)
+        fail(rpc_error_text(exc, server, advice))
+
+
+def rpc_error_text(exc: Any, server: str, advice: Advice | None = None) -> str:
+    """A gRPC error of a call to ``server`` as the CLI prints it: ``<CODE>: <message>``, then
+    a line of what to run next when there is one (``advice``'s, or how to give a key)."""
+    import grpc
+
+    from agenttx.error_details import from_metadata
+
+    code = exc.code()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return f"cannot reach AgentTx at {server} (is `agenttx serve` running?)"
+    message = f"{code.name}: {exc.details()}"
+    then = ""
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        then = _key_advice()
+    elif advice is not None:
+        metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+        then = advice(*from_metadata(metadata))
+    return message + (f"\nnext: {then}" if then else "")
+
+
+def _key_advice() -> str:
+    """What to do when the server wants a key: the CLI takes one only from AGENTTX_API_KEY."""
+    if os.environ.get("AGENTTX_API_KEY"):
+        return (
+            "AGENTTX_API_KEY holds a key this server does not know (revoked, mistyped, or "
+            "another server's): set it to a key in force, as `agenttx keys new` printed it"
+        )
+    return (
+        "set AGENTTX_API_KEY to your API key (export AGENTTX_API_KEY=atx_…), the one way "
+        "agenttx commands take a key; the server's operator makes one with `agenttx keys new`"
+    )
 
 
 def fail(message: str) -> NoReturn:

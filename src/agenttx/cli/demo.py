@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agenttx.cli.common import cli_metadata, fail
+from agenttx.cli.common import cli_metadata, fail, rpc_error_text
 
 
 @click.command()
@@ -27,10 +27,14 @@ from agenttx.cli.common import cli_metadata, fail
 )
 def demo(directory: Path | None, server: str | None) -> None:
     """Run a scripted agent through a failure, a rewind, a commit and a released effect."""
+    import grpc
+
     from agenttx.demo import run_demo
 
     try:
         ok = asyncio.run(run_demo(directory, server=server, metadata=cli_metadata()))
-    except Exception as exc:  # grpc.aio.AioRpcError and friends: one line, not a traceback
+    except grpc.RpcError as exc:  # as every command prints a refusal
+        fail(f"demo failed: {rpc_error_text(exc, server or 'the in-process server')}")
+    except Exception as exc:  # one line, not a traceback
         fail(f"demo failed: {exc}")
     sys.exit(0 if ok else 1)
