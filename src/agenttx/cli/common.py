@@ -187,6 +187,9 @@ STATUS_STYLE = {
 }
 
 
-def status_markup(text: str) -> str:
+def status_markup(text: str, width: int = 0) -> str:
+    """``text`` in its colour, padded with spaces to ``width`` visible characters (padding the
+    markup itself would pad styled and plain statuses by different amounts)."""
     style = STATUS_STYLE.get(text)
-    return f"[{style}]{text}[/]" if style else text
+    pad = " " * max(width - len(text), 0)
+    return (f"[{style}]{text}[/]" if style else text) + pad
