@@ -12,6 +12,7 @@ started in-process on a free loopback port over a fresh data directory.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,10 +122,13 @@ async def run_demo(
     console: Console | None = None,
     server: str | None = None,
     metadata: Sequence[tuple[str, str]] = (),
+    *,
+    keep: bool = False,
 ) -> bool:
-    """The demo against ``server``, or against an in-process server over ``directory``
-    (default: a new temporary directory), whose sandbox and outbox it shows afterwards; each
-    call carries ``metadata`` (the CLI's: its API key, and that it names RETRY)."""
+    """The demo against ``server``, or against an in-process server over ``directory``, whose
+    sandbox and outbox it shows afterwards; each call carries ``metadata`` (the CLI's: its API
+    key, and that it names RETRY). Without ``directory`` the data goes to a new temporary
+    directory, removed at the end unless ``keep``; the last line says which happened."""
     console = console or Console()
     if server is not None:
         return await run_plan(server, console, shared=True, metadata=metadata)
@@ -132,17 +136,28 @@ async def run_demo(
     from agenttx.server import ServeConfig, start
 
     workdir = directory or Path(tempfile.mkdtemp(prefix="agenttx-demo-"))
-    config = ServeConfig(listen_addr="127.0.0.1:0", data_dir=workdir, metrics_addr=None)
-    running = await start(config)
     try:
-        console.print(f"[dim]in-process server on {running.address}, store {config.store_url}[/]")
-        ok = await run_plan(running.address, console, metadata=metadata)
+        config = ServeConfig(listen_addr="127.0.0.1:0", data_dir=workdir, metrics_addr=None)
+        running = await start(config)
+        try:
+            console.print(
+                f"[dim]in-process server on {running.address}, store {config.store_url}[/]"
+            )
+            ok = await run_plan(running.address, console, metadata=metadata)
+        finally:
+            await running.stop(grace=1.0)
+        files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))
+        console.print(f"files in the sandbox: {files}")
+        outbox = (
+            config.outbox_file.read_text().strip().splitlines()
+            if config.outbox_file.exists()
+            else []
+        )
+        console.print(f"outbox ({len(outbox)} line): {outbox[0] if outbox else ''}")
     finally:
-        await running.stop(grace=1.0)
-    files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))
-    console.print(f"files in the sandbox: {files}")
-    outbox = (
-        config.outbox_file.read_text().strip().splitlines() if config.outbox_file.exists() else []
-    )
-    console.print(f"outbox ({len(outbox)} line): {outbox[0] if outbox else ''}")
+        if directory is None and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)  # a half-written one too
+            console.print(f"removed the demo's data directory {workdir} (--keep keeps it)")
+        else:
+            console.print(f"the demo's data is in {workdir} (the store, files/, outbox.jsonl)")
     return ok
