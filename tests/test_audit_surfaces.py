@@ -107,14 +107,14 @@ async def test_cli_verify_and_export_on_a_store(engine: agenttx.Engine, store_ur
     assert ok.exit_code == 0, ok.output
     every = await cli("audit", "verify", "--all", "--store", store_url)
     assert every.exit_code == 0, every.output
-    assert "2 chain(s) checked, 0 bad" in every.output
+    assert "2 chains checked, 0 bad" in every.output
     exported = await cli("audit", "export", good, "--store", store_url)
     assert len(exported.output.splitlines()) == 3
     run_sql(store_url, "UPDATE audit SET body = body || ' ' WHERE tx_id = ? AND seq = 2", (edited,))
     bad = await cli("audit", "verify", "--all", "--store", store_url, "--quiet")
     assert bad.exit_code == BAD_CHAIN_EXIT
     assert edited in bad.output
-    assert good not in bad.output.split("chain(s)")[0]
+    assert good not in bad.output.split("chains checked")[0]
     assert "was edited" in bad.output
 
 

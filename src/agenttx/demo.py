@@ -22,6 +22,7 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
+from agenttx.plural import plural
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
@@ -153,7 +154,7 @@ async def run_demo(
             if config.outbox_file.exists()
             else []
         )
-        console.print(f"outbox ({len(outbox)} line): {outbox[0] if outbox else ''}")
+        console.print(f"outbox ({plural(len(outbox), 'line')}): {outbox[0] if outbox else ''}")
     finally:
         if directory is None and not keep:
             shutil.rmtree(workdir, ignore_errors=True)  # a half-written one too

@@ -25,6 +25,7 @@ from agenttx.audit import AuditRecord, AuditVerification, ChainHead, verify_chai
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
 from agenttx.cli.common import call, fail, server_option, timeout_option
 from agenttx.errors import AgentTxError, NotFound
+from agenttx.plural import plural
 
 T = TypeVar("T")
 
@@ -94,7 +95,7 @@ def verify(
         elif not (quiet and v.ok):
             click.echo(_line(v))
     if not as_json and check_all:
-        click.echo(f"{total} chain(s) checked, {bad} bad", err=True)
+        click.echo(f"{plural(total, 'chain')} checked, {bad} bad", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
 
@@ -128,7 +129,7 @@ def anchor(store_url: str | None, server: str, output: Path | None, timeout: flo
         partial = output.with_name(output.name + ".partial")
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, output)
-    click.echo(f"{len(lines) - 1} chain(s) anchored, {bad} bad", err=True)
+    click.echo(f"{plural(len(lines) - 1, 'chain')} anchored, {bad} bad", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
 
@@ -345,9 +346,9 @@ def _as_dict(v: AuditVerification) -> dict[str, Any]:
 
 def _line(v: AuditVerification) -> str:
     if v.ok:
-        line = f"ok   {v.transaction_id}  {v.records} records  head {v.head_hash[:16]}"
+        line = f"ok   {v.transaction_id}  {plural(v.records, 'record')}  head {v.head_hash[:16]}"
         if v.pending:  # an active transaction's steps since its last write with records
-            line += f"  ({v.pending} step records pending: chained by its next write)"
+            line += f"  ({plural(v.pending, 'step record')} pending: chained by its next write)"
         return line
     return f"BAD  {v.transaction_id}  record {v.first_bad}: {v.reason}"
 

@@ -22,6 +22,7 @@ from agenttx.cli.common import (
 )
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.numbers import EFFECT_ID
+from agenttx.plural import plural
 
 STATUSES = ("pending", "delivering", "delivered", "dead")
 _STYLE = {"delivered": "green", "dead": "red", "pending": "yellow", "delivering": "cyan"}
@@ -114,7 +115,7 @@ def effects_list(
         console.print("last errors:")
         for e in failed:
             console.print(f"  {e.effect_id}: {escape(e.last_error)}", soft_wrap=True)
-    console.print(f"{len(found)} effect{'s' if len(found) != 1 else ''}")
+    console.print(plural(len(found), "effect"))
 
 
 @effects.command("retry")

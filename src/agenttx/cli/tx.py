@@ -27,6 +27,7 @@ from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.reconcile import unknown_outcome_fact
 from agenttx.cli.watch import watch
 from agenttx.numbers import TO_STEP
+from agenttx.plural import plural
 from agenttx.receipts import voided_because
 from agenttx.types import TxStatus
 
@@ -111,7 +112,7 @@ def tx_list(
             row += [escape(", ".join(t.labels)), escape(t.abort_reason)]
         table.add_row(*row)
     console.print(table)
-    console.print(f"{len(found)} transaction{'s' if len(found) != 1 else ''}")
+    console.print(plural(len(found), "transaction"))
 
 
 def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:

@@ -22,6 +22,7 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
 )
+from agenttx.plural import plural
 
 
 @click.command("preview")
@@ -77,7 +78,7 @@ def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) 
                 f"{escape(a.tool)} ({escape(a.contract)}){why}"
             )
     if c.values_elided:
-        console.print(f"  ({c.values_elided} values shown by hash only: see --json)")
+        console.print(f"  ({plural(c.values_elided, 'value')} shown by hash only: see --json)")
     if not (c.state or c.files or c.effects or c.irreversible):
         console.print("  (no change)")
     next_step = (

@@ -31,6 +31,7 @@ from agenttx.cli.common import (
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID
+from agenttx.plural import plural
 from agenttx.receipts import Mode
 from agenttx.types import Isolation
 
@@ -220,8 +221,7 @@ def tx_commit(
         return
     console = _console()
     console.print(
-        f"committed {transaction_id}: {c.steps_committed} step"
-        f"{'s' if c.steps_committed != 1 else ''}, status "
+        f"committed {transaction_id}: {plural(c.steps_committed, 'step')}, status "
         f"{status_markup(c.transaction_status)}, revision {c.revision}"
     )
     if c.effects_dispatched or c.effects_queued:
