@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from agenttx.cli.common import cli_metadata, fail, rpc_error_text
+from agenttx.cli.output import command_console
 
 
 @click.command()
@@ -43,7 +44,9 @@ def demo(directory: Path | None, keep: bool, server: str | None) -> None:
             "data stays on that server: leave them out"
         )
     try:
-        ok = asyncio.run(run_demo(directory, server=server, metadata=cli_metadata(), keep=keep))
+        ok = asyncio.run(
+            run_demo(directory, command_console(), server, metadata=cli_metadata(), keep=keep)
+        )
     except grpc.RpcError as exc:  # as every command prints a refusal
         fail(f"demo failed: {rpc_error_text(exc, server or 'the in-process server')}")
     except Exception as exc:  # one line, not a traceback

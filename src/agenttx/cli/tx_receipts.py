@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
@@ -22,6 +21,7 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
 )
+from agenttx.cli.output import command_console
 from agenttx.plural import plural
 
 
@@ -39,7 +39,7 @@ def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) 
     if as_json:
         echo_json(to_dict(p))
         return
-    console = Console()
+    console = command_console()
     left = max(0, int(p.expires_at - time.time()))
     console.print(f"[bold]receipt[/]      {p.receipt_id}  (expires in {left} s)")
     console.print(f"[bold]change hash[/]  {p.change_hash}")

@@ -29,6 +29,7 @@ from agenttx.cli.common import (
     to_dict,
 )
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import CliConsole, command_console
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID
 from agenttx.plural import plural
@@ -276,9 +277,9 @@ def _arguments(text: str) -> str:
 # --------------------------------------------------------------------------- what is printed
 
 
-def _console() -> Console:
+def _console() -> CliConsole:
     # Lines are never wrapped: the ids and commands they print are copied whole.
-    return Console(highlight=False, soft_wrap=True)
+    return command_console()
 
 
 def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> None:

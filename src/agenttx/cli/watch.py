@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import call, json_option, server_option, status_markup, to_dict, when
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import command_console
 from agenttx.numbers import AFTER_REVISION
 from agenttx.types import TxStatus
 
@@ -37,7 +37,7 @@ def watch(transaction_id: str, after_revision: int, server: str, as_json: bool) 
     """Follow a transaction live until it commits or ends (Ctrl-C stops watching)."""
     from agenttx.wire import agenttx_pb2 as pb
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = command_console()
 
     def follow(stub: Any) -> None:
         # (status, live) of each step attempt as last printed, in GetTransaction's order
