@@ -340,6 +340,9 @@ def test_a_server_with_keys_takes_the_key_from_agenttx_api_key(tmp_path: Path) -
                 args,
                 unkeyed.output,
             )
+        spaced = agenttx(keyed, "tx", "list", key=f" {secret}\n")
+        assert spaced.exit_code == 1, spaced.output
+        assert "Error: AGENTTX_API_KEY is not an API key" in spaced.output
         wrong = agenttx(keyed, "tx", "list", key=new_secret())
         assert wrong.exit_code == 1, wrong.output
         assert "unknown API key" in wrong.output

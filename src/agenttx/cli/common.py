@@ -74,7 +74,13 @@ def cli_metadata() -> tuple[tuple[str, str], ...]:
     from agenttx.client._auth import call_metadata
     from agenttx.client._wire import CLIENT_METADATA
 
-    return call_metadata(os.environ.get("AGENTTX_API_KEY") or None, CLIENT_METADATA)
+    try:
+        return call_metadata(os.environ.get("AGENTTX_API_KEY") or None, CLIENT_METADATA)
+    except ValueError:  # spaces or a line break around it: a copy that took too much
+        fail(
+            "AGENTTX_API_KEY is not an API key (it has spaces or a line break around it): set "
+            "it to the key exactly as `agenttx keys new` printed it"
+        )
 
 
 def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:
