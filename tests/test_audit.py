@@ -231,9 +231,17 @@ async def test_no_chain_when_turned_off(open_engine: Any) -> None:
     assert "no audit records" in v.reason
 
 
-async def test_an_unknown_transaction_has_no_chain(engine: agenttx.Engine) -> None:
-    v = await engine.verify_audit("tx_" + "0" * 32)
+async def test_an_unknown_transaction_is_not_found_not_a_bad_chain(
+    engine: agenttx.Engine, store_url: str
+) -> None:
+    with pytest.raises(agenttx.NotFound, match=r"tx_0+` not found"):
+        await engine.verify_audit("tx_" + "0" * 32)
+    # A transaction the store knows whose records were all removed is a damaged chain.
+    tx = await committed(engine)
+    run_sql(store_url, "DELETE FROM audit WHERE tx_id = ?", (tx,))
+    v = await engine.verify_audit(tx)
     assert (v.ok, v.records, v.first_bad) == (False, 0, 1)
+    assert "no audit records" in v.reason
 
 
 def test_export_lines_recompute(tmp_path: Path) -> None:

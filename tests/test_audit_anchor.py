@@ -64,7 +64,7 @@ async def test_an_anchor_finds_a_rewrite_a_cut_and_a_removal_on_a_store(
     anchor = tmp_path / "heads.jsonl"
     written = await cli("audit", "anchor", "--store", store_url, "-o", str(anchor))
     assert written.exit_code == 0, written.output
-    assert "4 chain(s) anchored, 0 bad" in written.output
+    assert "4 chains anchored, 0 bad" in written.output
     lines = anchor.read_text().splitlines()
     assert json.loads(lines[0]) == {"format": "agenttx-audit-anchor", "version": 1}
     assert {json.loads(line)["tx"] for line in lines[1:]} == {rewritten, cut, removed, grown}

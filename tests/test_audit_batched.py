@@ -254,7 +254,7 @@ async def test_the_command_line_on_a_store_reports_pending_records_and_exits_ok(
 
     text = await asyncio.to_thread(run)
     assert text.exit_code == 0, text.output
-    assert "1 records" in text.output
+    assert "1 record  head" in text.output
     assert "5 step records pending" in text.output
     as_json = await asyncio.to_thread(run, "--json")
     assert as_json.exit_code == 0, as_json.output

@@ -107,15 +107,35 @@ async def test_cli_verify_and_export_on_a_store(engine: agenttx.Engine, store_ur
     assert ok.exit_code == 0, ok.output
     every = await cli("audit", "verify", "--all", "--store", store_url)
     assert every.exit_code == 0, every.output
-    assert "2 chain(s) checked, 0 bad" in every.output
+    assert "2 chains checked, 0 bad" in every.output
     exported = await cli("audit", "export", good, "--store", store_url)
     assert len(exported.output.splitlines()) == 3
     run_sql(store_url, "UPDATE audit SET body = body || ' ' WHERE tx_id = ? AND seq = 2", (edited,))
     bad = await cli("audit", "verify", "--all", "--store", store_url, "--quiet")
     assert bad.exit_code == BAD_CHAIN_EXIT
     assert edited in bad.output
-    assert good not in bad.output.split("chain(s)")[0]
+    assert good not in bad.output.split("chains checked")[0]
     assert "was edited" in bad.output
+
+
+async def test_cli_verify_of_an_unknown_transaction_is_not_found_exit_1(
+    serve: Callable[..., Awaitable[Served]], store_url: str
+) -> None:
+    s = await serve()
+    known = await committed(s.engine, 1)
+    for where in (("--server", s.target), ("--store", store_url)):
+        nope = await cli("audit", "verify", "tx_nope", *where)
+        assert nope.exit_code == 1, (where, nope.output)
+        assert nope.output.startswith("Error: NOT_FOUND: transaction `tx_nope` not found"), (
+            nope.output
+        )
+        assert "BAD" not in nope.output
+    # Records removed from a transaction the store still has: a bad chain (exit 3), as before.
+    run_sql(store_url, "DELETE FROM audit WHERE tx_id = ?", (known,))
+    for where in (("--server", s.target), ("--store", store_url)):
+        bad = await cli("audit", "verify", known, *where)
+        assert bad.exit_code == BAD_CHAIN_EXIT, (where, bad.output)
+        assert f"BAD  {known}  record 1: the transaction has no audit records" in bad.output
 
 
 async def test_cli_errors_and_usage() -> None:

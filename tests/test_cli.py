@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from agenttx.cli import main
 from agenttx.server import ServeConfig
 from agenttx.types import RollbackPolicy
 from agenttx.wire import agenttx_pb2 as pb
-from server_process import ServerProcess, start_server
+from server_process import ServerProcess, agenttx_command, server_env, start_server
 
 WIDE = {"COLUMNS": "240"}  # rich tables at a width that never truncates an id
 
@@ -367,3 +368,37 @@ def test_demo_runs_through_an_in_process_server(tmp_path: Path) -> None:
     assert "drafts/c-1.json" in result.output
     assert not (tmp_path / "files" / "drafts" / "c-404.json").exists()  # the rewind undid it
     assert len((tmp_path / "outbox.jsonl").read_text().splitlines()) == 1
+
+
+def _demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``agenttx demo`` as a user runs it, its temporary directories made under ``tmp_path``."""
+    return subprocess.run(
+        agenttx_command("demo", *args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=server_env({"TMPDIR": str(tmp_path), "COLUMNS": "200"}),
+        check=False,
+    )
+
+
+def test_demo_removes_its_temporary_data_directory_and_says_so(tmp_path: Path) -> None:
+    done = _demo(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(tmp_path.glob("agenttx-demo-*")) == []
+    assert f"removed the demo's data directory {tmp_path}/agenttx-demo-" in done.stdout
+    assert "(--keep keeps it)" in done.stdout
+
+
+def test_demo_keep_keeps_the_directory_and_names_it(tmp_path: Path) -> None:
+    done = _demo(tmp_path, "--keep")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (kept,) = tmp_path.glob("agenttx-demo-*")
+    assert f"the demo's data is in {kept} " in done.stdout
+    assert (kept / "outbox.jsonl").is_file()
+
+
+def test_demo_dir_and_keep_are_refused_with_a_server() -> None:
+    result = invoke("demo", "--server", "127.0.0.1:1", "--keep")
+    assert result.exit_code == 2
+    assert "leave them out" in result.output

@@ -169,7 +169,7 @@ def test_a_failed_step_exits_3_with_its_hint_and_where_to_go_on(server: ServerPr
     assert failed.exit_code == 3, failed.output
     assert f"step 1 of {tx}: ROLLBACK_TRIGGERED" in failed.output
     assert "Hint:" in failed.output
-    assert "continue at step 1" in failed.output
+    assert "send step 1 again" in failed.output
     assert f"next: agenttx tx step {tx} 1 " in failed.output
     as_json = agenttx(server, "tx", "step", tx, "1", "kv.put", '{"value": 1}', "--json")
     assert as_json.exit_code == 3
@@ -177,6 +177,37 @@ def test_a_failed_step_exits_3_with_its_hint_and_where_to_go_on(server: ServerPr
     ok = agenttx(server, "tx", "step", tx, "1", "kv.put", '{"key": "k", "value": 1}')
     assert ok.exit_code == 0, ok.output
     assert agenttx(server, "tx", "rollback", tx).exit_code == 0
+
+
+def test_a_retried_step_is_retry_on_the_cli_and_local_backtrack_to_a_reference_client(
+    server: ServerProcess,
+) -> None:
+    """The CLI says it can name RETRY (as our client does), so the attempt `tx watch`, HTTP and
+    MCP call RETRY is RETRY here too; a gRPC caller that says nothing (the reference's
+    client) still gets LOCAL_BACKTRACK for the same attempt."""
+    tx = begin(server)
+    failed = agenttx(server, "tx", "step", tx, "1", "kv.put", '{"value": 1}')
+    assert failed.exit_code == 3, failed.output
+    assert "rolled back (retry): only step 1's own effects were undone; send step 1 again" in (
+        failed.output
+    )
+    assert "local_backtrack" not in failed.output
+    as_json = agenttx(server, "tx", "step", tx, "1", "kv.put", '{"value": 1}', "--json")
+    assert as_json.exit_code == 3, as_json.output
+    reply = json.loads(as_json.output)
+    assert (reply["strategy"], reply["next_step_id"]) == ("ROLLBACK_STRATEGY_RETRY", 1)
+
+    bare = begin(server)
+    with server.channel() as channel:
+        r = server.stub(channel).ExecuteStep(
+            pb.ExecuteStepRequest(
+                transaction_id=bare, step_id=1, tool_name="kv.put", arguments_json='{"value": 1}'
+            )
+        )
+    assert r.status == pb.STEP_STATUS_ROLLBACK_TRIGGERED
+    assert (r.strategy, r.next_step_id) == (pb.ROLLBACK_STRATEGY_LOCAL_BACKTRACK, 1)
+    for t in (tx, bare):
+        assert agenttx(server, "tx", "rollback", t).exit_code == 0
 
 
 def test_a_request_id_sent_again_returns_the_stored_reply(server: ServerProcess) -> None:
@@ -293,6 +324,29 @@ def test_a_server_with_keys_takes_the_key_from_agenttx_api_key(tmp_path: Path) -
         refused = agenttx(keyed, "tx", "begin")
         assert refused.exit_code == 1
         assert "UNAUTHENTICATED" in refused.output
+        # Every command, the demo too, says how the CLI takes a key: AGENTTX_API_KEY.
+        for args in (
+            ("tx", "begin"),
+            ("tx", "list"),
+            ("tools",),
+            ("effects", "list"),
+            ("audit", "verify", "tx_x"),
+            ("tx", "watch", "tx_x"),
+            ("demo", "--server", keyed.address),
+        ):
+            unkeyed = agenttx(keyed, *args)
+            assert unkeyed.exit_code == 1, (args, unkeyed.output)
+            assert "next: set AGENTTX_API_KEY to your API key" in unkeyed.output, (
+                args,
+                unkeyed.output,
+            )
+        spaced = agenttx(keyed, "tx", "list", key=f" {secret}\n")
+        assert spaced.exit_code == 1, spaced.output
+        assert "Error: AGENTTX_API_KEY is not an API key" in spaced.output
+        wrong = agenttx(keyed, "tx", "list", key=new_secret())
+        assert wrong.exit_code == 1, wrong.output
+        assert "unknown API key" in wrong.output
+        assert "next: AGENTTX_API_KEY holds a key this server does not know" in wrong.output
         began = agenttx(keyed, "tx", "begin", "--json", key=secret)
         assert began.exit_code == 0, began.output
         tx = json.loads(began.output)["transaction_id"]

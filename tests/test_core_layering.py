@@ -23,6 +23,7 @@ ALLOWED = (
     "agenttx.jsontext",
     "agenttx.jsonpolicy",
     "agenttx.files",  # layer 1 (agenttx.__doc__): size-bounded reads of files the user names
+    "agenttx.plural",  # layer 1: a count and its noun ("1 step", "2 steps")
     "agenttx.audit",
     "agenttx.store.contract",
     "agenttx.tools",

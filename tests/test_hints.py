@@ -1341,7 +1341,7 @@ def test_only_user_rules(tmp_path: Path) -> None:
         (
             "[[rule]]\nid = 'bad'\ncategory = 'timeout'\ntemplate = '{host} is slow'\n"
             "patterns = ['timed out']\n",
-            "pattern 1 has no group(s) host",
+            "pattern 1 has no group host",
         ),
         (
             "[[rule]]\nid = 'bad'\ncategory = 'timeout'\ntemplate = 'slow [{host}'\n"
@@ -1351,14 +1351,14 @@ def test_only_user_rules(tmp_path: Path) -> None:
         (
             "[[rule]]\nid = 'bad'\ncategory = 'timeout'\ntemplate = 'x'\npatterns = ['x']\n"
             "pattern = 'typo'\n",
-            "unknown field(s) pattern",
+            "unknown field pattern",
         ),
         (
             "[[rule]]\nid = 'bad'\ncategory = 'timeout'\ntemplate = 'x'\npatterns = ['x']\n"
             "key = 'host'\n",
             "'key' names group 'host', which no pattern has",
         ),
-        ("[[rules]]\nid = 'bad'\n", "unknown top-level key(s) rules"),
+        ("[[rules]]\nid = 'bad'\n", "unknown top-level key rules"),
         ("[[rule]\nid = 'bad'", "not valid TOML"),
     ],
 )

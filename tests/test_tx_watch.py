@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,8 @@ from server_process import ServerProcess, agenttx_command, server_env, start_ser
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("watch") / "data")
+    # cluster_tools: cluster.slow_note, an outside step that stays RUNNING a while.
+    proc = start_server(tmp_path_factory.mktemp("watch") / "data", "--tools", "cluster_tools")
     with proc.killed_on_error():
         yield proc
     assert proc.terminate() == 0
@@ -59,6 +62,36 @@ def test_watch_prints_each_change_and_ends_with_the_transaction(
     assert "step 2.1 record.get FAILED Hint:" in text
     assert "DEPENDENCY_JUMP to step 1 (root cause: step 1)" in text
     assert text.rstrip().splitlines()[-1].split()[4] == "COMMITTED"
+
+
+def test_watch_prints_a_step_running_then_its_success_its_undo_and_aligned_rows(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "watch.txt"
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="watched").transaction_id
+        proc = _watch(server, tx, out)
+        _wait_for(out, "rev 1")
+        slow = threading.Thread(
+            target=client.execute_step,
+            args=(tx, 1, "cluster.slow_note", {"name": "watched", "seconds": 4}),
+        )
+        slow.start()
+        _wait_for(out, "step 1.1 cluster.slow_note RUNNING")
+        slow.join()
+        _wait_for(out, "step 1.1 cluster.slow_note SUCCESS")
+        client.execute_step(tx, 2, "kv.put", {"key": "k", "value": 1})
+        client.undo_step(tx)
+        _wait_for(out, "step 2.1 kv.put undone")
+        client.rollback(tx)  # compensates step 1: ROLLING_BACK, then ROLLED_BACK
+    assert proc.wait(timeout=60) == 0
+    text = out.read_text()
+    assert "step 1.1 cluster.slow_note undone" in text
+    rows = [line for line in text.splitlines() if re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert any(" ROLLING_BACK " in row for row in rows), text
+    # Every row's columns start where the others' do, whatever the status and its colour.
+    assert len({row.index(" next step ") for row in rows}) == 1, text
+    assert len({row.index(" rev ") for row in rows}) == 1, text
 
 
 def test_watch_json_prints_one_object_per_event(server: ServerProcess, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ Layers (imports only point down this list):
    ``jsonpolicy``, ``audit``,            audit chain and its key file, preview and approval
    ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
-   ``files``, ``numbers``                reads, bounded whole numbers; import nothing else
+   ``files``, ``numbers``, ``plural``    reads, bounded whole numbers, a count and its noun;
+                                         import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -25,7 +26,7 @@ Layers (imports only point down this list):
    ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``;
    ``gateway``                           downstream MCP servers' tools as AgentTx tools
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
-                                         ``errors``, ``audit``, ``receipts``
+                                         ``errors``, ``audit``, ``receipts``, ``plural``
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
 ``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
@@ -40,9 +41,11 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.jsontext  imports only   agenttx.jsontext
     agenttx.files     imports only   agenttx.files
     agenttx.numbers   imports only   agenttx.errors agenttx.numbers
+    agenttx.plural    imports only   agenttx.plural
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
-    agenttx.audit     imports only   agenttx.audit
+    agenttx.audit     imports only   agenttx.audit agenttx.plural
     agenttx.audit_keys  imports only   agenttx.errors agenttx.audit agenttx.audit_keys
+                                       agenttx.plural
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.wire      imports only   agenttx.wire

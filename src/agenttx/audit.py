@@ -38,6 +38,8 @@ from dataclasses import dataclass, field, replace
 from json import encoder as _encoder
 from typing import Any, NamedTuple
 
+from agenttx.plural import plural
+
 GENESIS = ""  # the ``prev`` of a chain's first record
 HMAC_SHA256 = "hmac-sha256"  # the keyed scheme: ``hash`` is HMAC-SHA256(secret, body), in hex
 # What a verifier without the key (or with the wrong ring) is told to give it.
@@ -427,7 +429,7 @@ def verify_chain(
         after = len(records) + 1
         pending = anchor.pending
         if anchor.revision and revision + pending != anchor.revision:
-            waiting = f" and {pending} step record(s) wait to be chained" if pending else ""
+            waiting = f" and {plural(pending, 'step record')} not chained yet" if pending else ""
             return bad(
                 after,
                 f"the chain ends at revision {revision}{waiting} but the transaction is at "
@@ -437,7 +439,7 @@ def verify_chain(
             if attempts and delivered.get(outbox_id, 0) < attempts:
                 return bad(
                     after,
-                    f"effect {outbox_id} was attempted {attempts} time(s) but the chain "
+                    f"effect {outbox_id} was attempted {plural(attempts, 'time')} but the chain "
                     f"records {delivered.get(outbox_id, 0)}: delivery records were removed",
                 )
     if keys is not None and not first_keyed:

@@ -12,7 +12,9 @@ started in-process on a free loopback port over a fresh data directory.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
+from agenttx.plural import plural
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
@@ -60,14 +63,20 @@ def _name(enum: Any, value: int, prefix: str) -> str:
     return str(enum.Name(value)).removeprefix(prefix)
 
 
-async def run_plan(address: str, console: Console, *, shared: bool = False) -> bool:
-    """Run the scripted agent against the AgentTx server at ``address``; True iff the
-    transaction committed. ``shared``: the store may hold earlier runs, so ids get a
-    suffix of this transaction's id."""
+async def run_plan(
+    address: str,
+    console: Console,
+    *,
+    shared: bool = False,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> bool:
+    """Run the scripted agent against the AgentTx server at ``address``, each call carrying
+    ``metadata``; True iff the transaction committed. ``shared``: the store may hold earlier
+    runs, so ids get a suffix of this transaction's id."""
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
         begun = await stub.BeginTransaction(
-            pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"])
+            pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"]), metadata=metadata
         )
         tx = begun.transaction_id
         run = f"-{tx[-6:]}" if shared else ""
@@ -83,7 +92,8 @@ async def run_plan(address: str, console: Console, *, shared: bool = False) -> b
                     tool_name=tool_name,
                     arguments_json=json.dumps(args),
                     raw_context=f"plan step {step}",
-                )
+                ),
+                metadata=metadata,
             )
             status = _name(pb.StepStatus, r.status, "STEP_STATUS_")
             if status == "SUCCESS":
@@ -98,7 +108,9 @@ async def run_plan(address: str, console: Console, *, shared: bool = False) -> b
                     return False
             step = r.next_step_id
         console.print(table)
-        c = await stub.CommitTransaction(pb.CommitTransactionRequest(transaction_id=tx))
+        c = await stub.CommitTransaction(
+            pb.CommitTransactionRequest(transaction_id=tx), metadata=metadata
+        )
         console.print(
             f"[bold]commit[/] committed={c.committed} steps={c.steps_committed} "
             f"effects released={c.effects_dispatched}"
@@ -107,28 +119,46 @@ async def run_plan(address: str, console: Console, *, shared: bool = False) -> b
 
 
 async def run_demo(
-    directory: Path | None = None, console: Console | None = None, server: str | None = None
+    directory: Path | None = None,
+    console: Console | None = None,
+    server: str | None = None,
+    metadata: Sequence[tuple[str, str]] = (),
+    *,
+    keep: bool = False,
 ) -> bool:
-    """The demo against ``server``, or against an in-process server over ``directory``
-    (default: a new temporary directory), whose sandbox and outbox it shows afterwards."""
+    """The demo against ``server``, or against an in-process server over ``directory``, whose
+    sandbox and outbox it shows afterwards; each call carries ``metadata`` (the CLI's: its API
+    key, and that it names RETRY). Without ``directory`` the data goes to a new temporary
+    directory, removed at the end unless ``keep``; the last line says which happened."""
     console = console or Console()
     if server is not None:
-        return await run_plan(server, console, shared=True)
+        return await run_plan(server, console, shared=True, metadata=metadata)
 
     from agenttx.server import ServeConfig, start
 
     workdir = directory or Path(tempfile.mkdtemp(prefix="agenttx-demo-"))
-    config = ServeConfig(listen_addr="127.0.0.1:0", data_dir=workdir, metrics_addr=None)
-    running = await start(config)
     try:
-        console.print(f"[dim]in-process server on {running.address}, store {config.store_url}[/]")
-        ok = await run_plan(running.address, console)
+        config = ServeConfig(listen_addr="127.0.0.1:0", data_dir=workdir, metrics_addr=None)
+        running = await start(config)
+        try:
+            console.print(
+                f"[dim]in-process server on {running.address}, store {config.store_url}[/]"
+            )
+            ok = await run_plan(running.address, console, metadata=metadata)
+        finally:
+            await running.stop(grace=1.0)
+        files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))
+        console.print(f"files in the sandbox: {files}")
+        outbox = (
+            config.outbox_file.read_text().strip().splitlines()
+            if config.outbox_file.exists()
+            else []
+        )
+        console.print(f"outbox ({plural(len(outbox), 'line')}): {outbox[0] if outbox else ''}")
     finally:
-        await running.stop(grace=1.0)
-    files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))
-    console.print(f"files in the sandbox: {files}")
-    outbox = (
-        config.outbox_file.read_text().strip().splitlines() if config.outbox_file.exists() else []
-    )
-    console.print(f"outbox ({len(outbox)} line): {outbox[0] if outbox else ''}")
+        if directory is None and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)  # a half-written one too
+            console.print(f"removed the demo's data directory {workdir} (--keep keeps it)")
+        else:
+            console.print(f"the demo's data is in {workdir} (the store, files/, outbox.jsonl)")
     return ok

@@ -39,6 +39,7 @@ from agenttx.core.hints.rules import MAX_RULE_FILE_BYTES
 from agenttx.core.offload import share_interpreter_promptly
 from agenttx.errors import AgentTxError, InvalidArgument
 from agenttx.errors import StartupError as StartupError  # re-exported: its old home
+from agenttx.plural import plural
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import load_tools
 from agenttx.types import RollbackPolicy
@@ -499,7 +500,7 @@ def _announce(running: RunningServer, version: str) -> None:
     scheme = "https" if config.tls is not None else "http"
     mcp_http = f"{scheme}://{running.http.address}/mcp" if running.http is not None else "off"
     # How callers are told apart: never a key, only how many there are.
-    auth = f"{len(running.keys)} API keys" if running.keys is not None else "none (loopback)"
+    auth = plural(len(running.keys), "API key") if running.keys is not None else "none (loopback)"
     tls = "off" if config.tls is None else ("mutual" if config.tls.client_ca else "on")
     dashboard = f"{scheme}://{running.http.address}/" if running.http is not None else "off"
     if config.log_format == "json":

@@ -14,6 +14,7 @@ from agenttx.api import compensation_wire
 from agenttx.api.history import MAX_MESSAGE_BYTES
 from agenttx.errors import FailedPrecondition
 from agenttx.jsontext import compact
+from agenttx.plural import plural
 from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.types import Snapshot, TransactionInfo
 from agenttx.wire import agenttx_pb2 as pb
@@ -90,8 +91,9 @@ def preview_reply(p: Preview) -> pb.PreviewCommitResponse:
     size = reply.ByteSize()
     if size > MAX_MESSAGE_BYTES:
         raise FailedPrecondition(
-            f"the preview of transaction {p.transaction_id} ({len(c.state)} keys, "
-            f"{len(c.files)} files, {len(c.effects)} effects) is {size} bytes, over the "
+            f"the preview of transaction {p.transaction_id} ({plural(len(c.state), 'key')}, "
+            f"{plural(len(c.files), 'file')}, {plural(len(c.effects), 'effect')}) is {size} "
+            "bytes, over the "
             f"{MAX_MESSAGE_BYTES}-byte message limit; split the work into smaller "
             "transactions, or preview it through the embedded API"
         )

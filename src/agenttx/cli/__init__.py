@@ -10,8 +10,9 @@ store directly (``--store``) or on a running server; ``demo`` runs a scripted ag
 the server; ``keys`` makes API keys; ``connect`` writes the configuration that makes an agent
 app (Claude Code, Codex, ...) use AgentTx over MCP. Every ``serve`` flag has an
 ``AGENTTX_<NAME>`` environment variable; out-of-range values stop it before it starts. What the
-commands share (options, the stub, errors, wire-to-JSON) is in common.py. A new command group
-is a new module whose command is added to ``main`` below.
+commands share (options, the stub, errors, wire-to-JSON) is in common.py, and how they print
+(rich tables on a terminal, plain tab-separated rows anywhere else) in output.py. A new
+command group is a new module whose command is added to ``main`` below.
 """
 
 from __future__ import annotations

@@ -3,12 +3,14 @@
 Every command works on a store directly (``--store URL``: no server needed, e.g. on a backup)
 or on a running server (``--server``, the default). ``verify`` exits 0 when every chain it
 checked is intact, 3 when one is not (edited, removed or reordered records; the first bad one
-is named), 4 when none is bad but keyed records could not be checked for want of their key,
-1 on an error (unreachable server or store), 2 on a usage error; ``--anchor FILE`` also holds
-each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``--audit-key FILE``
-gives a ``--store`` verification the audit keys (a server verifies with its own). ``export``
-writes one JSON line per record, each with everything its hash covers (``docs/audit.md``);
-``new-key`` prints a ``[[key]]`` table for the audit key file (``agenttx.audit_keys``).
+is named), 4 when none is bad but a chain could not be checked (keyed records without their
+key, or a plain chain checked with a key), 1 on an error (unreachable server or store, a
+transaction the store does not know: NOT_FOUND), 2 on a usage error; ``--anchor FILE`` also
+holds each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``--audit-key
+FILE`` gives a ``--store`` verification the audit keys (a server verifies with its own).
+``export`` writes one JSON line per record, each with everything its hash covers
+(``docs/audit.md``); ``new-key`` prints a ``[[key]]`` table for the audit key file
+(``agenttx.audit_keys``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any, TypeVar
 
 import click
 
-from agenttx.audit import AuditKeys, AuditRecord, AuditVerification, ChainHead
+from agenttx.audit import AuditKeys, AuditRecord, AuditVerification, ChainHead, verify_chain
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
 from agenttx.cli.common import call, fail, server_option, timeout_option
 from agenttx.client._audit import verification as _from_wire
+from agenttx.errors import AgentTxError, NotFound
+from agenttx.plural import plural
 
 T = TypeVar("T")
 
@@ -120,7 +124,7 @@ def verify(
             click.echo(_line(v))
     if not as_json and check_all:
         more = f", {unchecked} not checked (each UNCHECKED line says why)" if unchecked else ""
-        click.echo(f"{total} chain(s) checked, {bad} bad{more}", err=True)
+        click.echo(f"{plural(total, 'chain')} checked, {bad} bad{more}", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
     if unchecked:
@@ -164,7 +168,7 @@ def anchor(
         partial = output.with_name(output.name + ".partial")
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, output)
-    click.echo(f"{len(lines) - 1} chain(s) anchored, {bad} bad", err=True)
+    click.echo(f"{plural(len(lines) - 1, 'chain')} anchored, {bad} bad", err=True)
     if bad:
         sys.exit(BAD_CHAIN_EXIT)
 
@@ -298,7 +302,14 @@ def _anchored(
                 page = await reader.records(tx, after_seq=seq - 1, limit=1)
                 return page[0] if page else None
 
-            gone = [await reader.verify(tx) for tx in missing]
+            async def verified(tx: str) -> AuditVerification:
+                try:
+                    v: AuditVerification = await reader.verify(tx)
+                    return v
+                except NotFound:
+                    return _gone(tx)
+
+            gone = [await verified(tx) for tx in missing]
             return [
                 hold(v, await at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
                 if v.transaction_id in heads
@@ -307,6 +318,8 @@ def _anchored(
             ]
 
         return _on_store(store_url, on_store, keys)
+    import grpc
+
     from agenttx.wire import agenttx_pb2 as pb
 
     def on_server(stub: Any) -> list[AuditVerification]:
@@ -320,13 +333,16 @@ def _anchored(
                 else None
             )  # fmt: skip
 
-        gone = [
-            _from_wire(r)
-            for tx in missing
-            for r in stub.VerifyAudit(
-                pb.VerifyAuditRequest(transaction_id=tx), timeout=timeout
-            ).results
-        ]
+        def verified(tx: str) -> list[AuditVerification]:
+            try:
+                reply = stub.VerifyAudit(pb.VerifyAuditRequest(transaction_id=tx), timeout=timeout)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                return [_gone(tx)]
+            return [_from_wire(r) for r in reply.results]
+
+        gone = [v for tx in missing for v in verified(tx)]
         return [
             hold(v, at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
             if v.transaction_id in heads
@@ -371,7 +387,6 @@ def _on_store(
     an ``AuditReader`` over it (verifying with ``keys``), close it. Errors become one line and
     exit status 1."""
     from agenttx.core.audit import AuditReader
-    from agenttx.errors import AgentTxError
     from agenttx.store.factory import open_store
 
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
@@ -387,8 +402,14 @@ def _on_store(
 
     try:
         return asyncio.run(run())
-    except AgentTxError as exc:
-        fail(exc.message)
+    except AgentTxError as exc:  # as a server's refusal reads: the code, then the message
+        fail(f"{exc.code}: {exc.message}")
+
+
+def _gone(transaction_id: str) -> AuditVerification:
+    """An anchored chain the store no longer knows at all: bad from record 1 ("no audit
+    records"), which ``hold`` then reports against the anchored head."""
+    return verify_chain(transaction_id, [])
 
 
 def _as_dict(v: AuditVerification) -> dict[str, Any]:
@@ -406,9 +427,9 @@ def _as_dict(v: AuditVerification) -> dict[str, Any]:
 
 def _line(v: AuditVerification) -> str:
     if v.ok:
-        line = f"ok   {v.transaction_id}  {v.records} records  head {v.head_hash[:16]}"
+        line = f"ok   {v.transaction_id}  {plural(v.records, 'record')}  head {v.head_hash[:16]}"
         if v.pending:  # an active transaction's steps since its last write with records
-            line += f"  ({v.pending} step records pending: chained by its next write)"
+            line += f"  ({plural(v.pending, 'step record')} pending: chained by its next write)"
         return line
     if v.unchecked:  # nothing found wrong, but keyed records went unchecked
         return f"UNCHECKED  {v.transaction_id}  record {v.first_bad}: {v.reason}"

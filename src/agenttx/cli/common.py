@@ -55,10 +55,9 @@ timeout_option = click.option(
 @contextmanager
 def grpc_stub(server: str) -> Iterator[Any]:
     """A stub on ``server``: over TLS iff ``AGENTTX_TLS_CA`` names a PEM file (the CA or the
-    server's certificate), each call carrying ``AGENTTX_API_KEY`` iff it is set."""
+    server's certificate), each call carrying ``cli_metadata()``."""
     import grpc
 
-    from agenttx.client._auth import auth_metadata
     from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
     ca_path = os.environ.get("AGENTTX_TLS_CA")
@@ -72,9 +71,24 @@ def grpc_stub(server: str) -> Iterator[Any]:
     else:
         channel = grpc.insecure_channel(server)
     with channel:
-        metadata = auth_metadata(os.environ.get("AGENTTX_API_KEY") or None)
-        target = grpc.intercept_channel(channel, _adding(metadata)) if metadata else channel
+        metadata = cli_metadata()
+        target = grpc.intercept_channel(channel, _adding(metadata))
         yield pb_grpc.AgentTxServiceStub(target)  # type: ignore[no-untyped-call]
+
+
+def cli_metadata() -> tuple[tuple[str, str], ...]:
+    """What every call of the CLI carries: ``AGENTTX_API_KEY`` iff it is set, and the metadata
+    our client sends (``CLIENT_METADATA``: the CLI names RETRY, so it is sent RETRY)."""
+    from agenttx.client._auth import call_metadata
+    from agenttx.client._wire import CLIENT_METADATA
+
+    try:
+        return call_metadata(os.environ.get("AGENTTX_API_KEY") or None, CLIENT_METADATA)
+    except ValueError:  # spaces or a line break around it: a copy that took too much
+        fail(
+            "AGENTTX_API_KEY is not an API key (it has spaces or a line break around it): set "
+            "it to the key exactly as `agenttx keys new` printed it"
+        )
 
 
 def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:
@@ -104,22 +118,44 @@ def call(server: str, fn: Callable[[Any], T], advice: Advice | None = None) -> T
     by a line of what to run next when ``advice`` has one for the refusal."""
     import grpc
 
-    from agenttx.error_details import from_metadata
-
     try:
         with grpc_stub(server) as stub:
             return fn(stub)
     except grpc.RpcError as exc:
-        code = exc.code()
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            fail(f"cannot reach AgentTx at {server} (is `agenttx serve` running?)")
-        message = f"{code.name}: {exc.details()}"
-        if advice is not None:
-            metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-            then = advice(*from_metadata(metadata))
-            if then:
-                message += f"\nnext: {then}"
-        fail(message)
+        fail(rpc_error_text(exc, server, advice))
+
+
+def rpc_error_text(exc: Any, server: str, advice: Advice | None = None) -> str:
+    """A gRPC error of a call to ``server`` as the CLI prints it: ``<CODE>: <message>``, then
+    a line of what to run next when there is one (``advice``'s, or how to give a key)."""
+    import grpc
+
+    from agenttx.error_details import from_metadata
+
+    code = exc.code()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return f"cannot reach AgentTx at {server} (is `agenttx serve` running?)"
+    message = f"{code.name}: {exc.details()}"
+    then = ""
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        then = _key_advice()
+    elif advice is not None:
+        metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+        then = advice(*from_metadata(metadata))
+    return message + (f"\nnext: {then}" if then else "")
+
+
+def _key_advice() -> str:
+    """What to do when the server wants a key: the CLI takes one only from AGENTTX_API_KEY."""
+    if os.environ.get("AGENTTX_API_KEY"):
+        return (
+            "AGENTTX_API_KEY holds a key this server does not know (revoked, mistyped, or "
+            "another server's): set it to a key in force, as `agenttx keys new` printed it"
+        )
+    return (
+        "set AGENTTX_API_KEY to your API key (export AGENTTX_API_KEY=atx_…), the one way "
+        "agenttx commands take a key; the server's operator makes one with `agenttx keys new`"
+    )
 
 
 def fail(message: str) -> NoReturn:
@@ -165,6 +201,9 @@ STATUS_STYLE = {
 }
 
 
-def status_markup(text: str) -> str:
+def status_markup(text: str, width: int = 0) -> str:
+    """``text`` in its colour, padded with spaces to ``width`` visible characters (padding the
+    markup itself would pad styled and plain statuses by different amounts)."""
     style = STATUS_STYLE.get(text)
-    return f"[{style}]{text}[/]" if style else text
+    pad = " " * max(width - len(text), 0)
+    return (f"[{style}]{text}[/]" if style else text) + pad

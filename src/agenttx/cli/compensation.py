@@ -8,7 +8,6 @@ import json
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
@@ -21,6 +20,7 @@ from agenttx.cli.common import (
     to_dict,
     when,
 )
+from agenttx.cli.output import command_console
 
 if TYPE_CHECKING:
     from agenttx.wire import agenttx_pb2 as pb
@@ -56,7 +56,7 @@ def tx_compensate(
     if as_json:
         echo_json(to_dict(k))
         return
-    console = Console()
+    console = command_console()
     if preview:
         console.print(f"a compensation of {transaction_id} would:")
     else:
@@ -157,7 +157,7 @@ def _print_decision(
     if as_json:
         echo_json(to_dict(r))
         return
-    console = Console()
+    console = command_console()
     console.print(
         f"{word}: {transaction_id} is {status_markup(r.transaction_status)}, "
         f"compensations run: {r.compensations_run}"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from agenttx.cli.common import fail
+from agenttx.cli.common import cli_metadata, fail, rpc_error_text
+from agenttx.cli.output import command_console
 
 
 @click.command()
@@ -17,7 +18,13 @@ from agenttx.cli.common import fail
     "directory",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Data directory of the in-process server (default: a new temp dir).",
+    help="Data directory of the in-process server, kept afterwards (default: a new temporary "
+    "directory, removed at the end).",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep the temporary data directory (its path is printed) to look at afterwards.",
 )
 @click.option(
     "--server",
@@ -25,12 +32,23 @@ from agenttx.cli.common import fail
     default=None,
     help="Run against this server instead of an in-process one.",
 )
-def demo(directory: Path | None, server: str | None) -> None:
+def demo(directory: Path | None, keep: bool, server: str | None) -> None:
     """Run a scripted agent through a failure, a rewind, a commit and a released effect."""
+    import grpc
+
     from agenttx.demo import run_demo
 
+    if server is not None and (keep or directory is not None):
+        raise click.UsageError(
+            "--dir and --keep are for the demo's own in-process server; with --server the "
+            "data stays on that server: leave them out"
+        )
     try:
-        ok = asyncio.run(run_demo(directory, server=server))
-    except Exception as exc:  # grpc.aio.AioRpcError and friends: one line, not a traceback
+        ok = asyncio.run(
+            run_demo(directory, command_console(), server, metadata=cli_metadata(), keep=keep)
+        )
+    except grpc.RpcError as exc:  # as every command prints a refusal
+        fail(f"demo failed: {rpc_error_text(exc, server or 'the in-process server')}")
+    except Exception as exc:  # one line, not a traceback
         fail(f"demo failed: {exc}")
     sys.exit(0 if ok else 1)

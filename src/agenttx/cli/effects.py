@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -21,7 +20,9 @@ from agenttx.cli.common import (
     when,
 )
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import command_console
 from agenttx.numbers import EFFECT_ID
+from agenttx.plural import plural
 
 STATUSES = ("pending", "delivering", "delivered", "dead")
 _STYLE = {"delivered": "green", "dead": "red", "pending": "yellow", "delivering": "cyan"}
@@ -83,7 +84,7 @@ def effects_list(
     if as_json:
         echo_json([to_dict(e) for e in found])
         return
-    console = Console()
+    console = command_console()
     # Ids are what a user copies into `effects retry` and `tx show`: never wrapped or cut.
     # The errors go under the table, whole, where a narrow terminal cannot squeeze them.
     wide = console.width >= 120
@@ -114,7 +115,7 @@ def effects_list(
         console.print("last errors:")
         for e in failed:
             console.print(f"  {e.effect_id}: {escape(e.last_error)}", soft_wrap=True)
-    console.print(f"{len(found)} effect{'s' if len(found) != 1 else ''}")
+    console.print(plural(len(found), "effect"))
 
 
 @effects.command("retry")
@@ -134,7 +135,7 @@ def effects_retry(effect_id: int, server: str, as_json: bool, timeout: float) ->
     if as_json:
         echo_json(to_dict(e))
         return
-    console = Console()
+    console = command_console()
     outcome = {
         "delivered": "the receiver took it",
         "pending": "failed again; queued for another attempt",

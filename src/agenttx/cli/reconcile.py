@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
@@ -24,6 +23,7 @@ from agenttx.cli.common import (
     when,
 )
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import command_console
 from agenttx.numbers import STEP_ID
 
 OUTCOME_STYLE = {"happened": "green", "not_happened": "yellow", "unknown": "magenta"}
@@ -33,7 +33,7 @@ def _show(r: Any, as_json: bool) -> None:
     if as_json:
         echo_json(to_dict(r))
         return
-    console = Console()
+    console = command_console()
     style = OUTCOME_STYLE.get(r.outcome, "white")
     console.print(
         f"step {r.step_id} of {escape(r.transaction_id)}: [{style}]{r.outcome}[/] · next step "

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from agenttx.cli.common import call, echo_json, json_option, server_option, timeout_option, to_dict
+from agenttx.cli.output import command_console
 
 
 @click.command()
@@ -26,4 +26,4 @@ def tools(server: str, as_json: bool, timeout: float) -> None:
     table.add_column("description", overflow="fold")
     for t in reply.tools:
         table.add_row(escape(t.name), t.effect, f"{t.timeout_ms / 1000:g}s", escape(t.description))
-    Console().print(table)
+    command_console().print(table)

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,9 +23,11 @@ from agenttx.cli.common import (
     when,
 )
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import command_console
 from agenttx.cli.reconcile import unknown_outcome_fact
 from agenttx.cli.watch import watch
 from agenttx.numbers import TO_STEP
+from agenttx.plural import plural
 from agenttx.receipts import voided_because
 from agenttx.types import TxStatus
 
@@ -86,7 +87,7 @@ def tx_list(
     if as_json:
         echo_json([to_dict(t) for t in found])
         return
-    console = Console()
+    console = command_console()
     # Ids are what a user copies into `tx show`: never wrapped or cut. Labels and abort
     # reasons only when the terminal has room for them (`tx show` has them too).
     wide = console.width >= 120
@@ -111,7 +112,7 @@ def tx_list(
             row += [escape(", ".join(t.labels)), escape(t.abort_reason)]
         table.add_row(*row)
     console.print(table)
-    console.print(f"{len(found)} transaction{'s' if len(found) != 1 else ''}")
+    console.print(plural(len(found), "transaction"))
 
 
 def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:
@@ -153,7 +154,7 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     if as_json:
         echo_json(to_dict(t))
         return
-    console = Console()
+    console = command_console()
     p = t.policy
     facts = [
         ("transaction", t.transaction_id),
@@ -266,7 +267,7 @@ def tx_rollback(
     if as_json:
         echo_json(to_dict(b))
         return
-    console = Console()
+    console = command_console()
     if b.compensation_approval_pending:
         console.print(
             f"{transaction_id} is {status_markup(b.transaction_status)}: an undo waits for an "

@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
@@ -22,6 +21,8 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
 )
+from agenttx.cli.output import command_console
+from agenttx.plural import plural
 
 
 @click.command("preview")
@@ -38,7 +39,7 @@ def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) 
     if as_json:
         echo_json(to_dict(p))
         return
-    console = Console()
+    console = command_console()
     left = max(0, int(p.expires_at - time.time()))
     console.print(f"[bold]receipt[/]      {p.receipt_id}  (expires in {left} s)")
     console.print(f"[bold]change hash[/]  {p.change_hash}")
@@ -77,7 +78,7 @@ def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) 
                 f"{escape(a.tool)} ({escape(a.contract)}){why}"
             )
     if c.values_elided:
-        console.print(f"  ({c.values_elided} values shown by hash only: see --json)")
+        console.print(f"  ({plural(c.values_elided, 'value')} shown by hash only: see --json)")
     if not (c.state or c.files or c.effects or c.irreversible):
         console.print("  (no change)")
     next_step = (

@@ -29,8 +29,10 @@ from agenttx.cli.common import (
     to_dict,
 )
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import CliConsole, command_console
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID
+from agenttx.plural import plural
 from agenttx.receipts import Mode
 from agenttx.types import Isolation
 
@@ -220,8 +222,7 @@ def tx_commit(
         return
     console = _console()
     console.print(
-        f"committed {transaction_id}: {c.steps_committed} step"
-        f"{'s' if c.steps_committed != 1 else ''}, status "
+        f"committed {transaction_id}: {plural(c.steps_committed, 'step')}, status "
         f"{status_markup(c.transaction_status)}, revision {c.revision}"
     )
     if c.effects_dispatched or c.effects_queued:
@@ -276,9 +277,9 @@ def _arguments(text: str) -> str:
 # --------------------------------------------------------------------------- what is printed
 
 
-def _console() -> Console:
+def _console() -> CliConsole:
     # Lines are never wrapped: the ids and commands they print are copied whole.
-    return Console(highlight=False, soft_wrap=True)
+    return command_console()
 
 
 def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> None:
@@ -294,10 +295,16 @@ def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> 
         console.print(escape(r.clean_hint))  # "Hint: …", the hint cleaner's one line
     if status == "ROLLBACK_TRIGGERED":
         strategy = pb.RollbackStrategy.Name(r.strategy).removeprefix("ROLLBACK_STRATEGY_")
-        console.print(
-            f"rolled back ({strategy.lower()}): continue at step {r.next_step_id}"
-            + (" (context reset)" if r.context_reset else "")
-        )
+        if strategy == "RETRY":
+            console.print(
+                f"rolled back (retry): only step {step_id}'s own effects were undone; send "
+                f"step {r.next_step_id} again"
+            )
+        else:
+            console.print(
+                f"rolled back ({strategy.lower()}): continue at step {r.next_step_id}"
+                + (" (context reset)" if r.context_reset else "")
+            )
     if r.abort_reason:
         console.print(f"[red]aborted[/] {escape(r.abort_reason)}")
     for c in r.constraints:

@@ -21,6 +21,7 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
 )
+from agenttx.cli.output import command_console
 
 
 @click.command("undo")
@@ -37,7 +38,7 @@ def tx_undo(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     if as_json:
         echo_json(to_dict(u))
         return
-    console = Console()
+    console = command_console()
     console.print(
         f"undid step {u.step_id} of {transaction_id}: next step {u.next_step_id}, status "
         f"{status_markup(u.transaction_status)}"
@@ -64,7 +65,7 @@ def tx_redo(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     if as_json:
         echo_json(to_dict(u))
         return
-    console = Console()
+    console = command_console()
     console.print(
         f"redid step {u.step_id} of {transaction_id}: next step {u.next_step_id}, status "
         f"{status_markup(u.transaction_status)}"

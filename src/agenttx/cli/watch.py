@@ -1,5 +1,7 @@
 """``agenttx tx watch <id>``: follow a transaction live (``WatchTransaction``), printing each
-change of its status and every step attempt as it lands, until the transaction ends."""
+change of its status and every change of a step attempt as it lands — a new attempt, a
+status it moved to (RUNNING, then SUCCESS or FAILED), and an attempt an undo or rewind took
+out of the transaction — until the transaction ends."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import call, json_option, server_option, status_markup, to_dict, when
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.output import command_console
 from agenttx.numbers import AFTER_REVISION
+from agenttx.types import TxStatus
+
+# The status column is as wide as the longest transaction status, so every row lines up.
+_STATUS_WIDTH = max(len(s.value) for s in TxStatus)
+_KIND_WIDTH = len("rewind")  # the longest event kind (begin, state, step, rewind, commit, abort)
 
 
 @click.command("watch")
@@ -30,10 +37,12 @@ def watch(transaction_id: str, after_revision: int, server: str, as_json: bool) 
     """Follow a transaction live until it commits or ends (Ctrl-C stops watching)."""
     from agenttx.wire import agenttx_pb2 as pb
 
-    console = Console(highlight=False)
+    console = command_console()
 
     def follow(stub: Any) -> None:
-        shown = 0  # step attempts printed so far
+        # (status, live) of each step attempt as last printed, in GetTransaction's order
+        # (attempts are appended, never reordered: position i is the same attempt each read).
+        seen: list[tuple[str, bool]] = []
         events = stub.WatchTransaction(
             pb.WatchTransactionRequest(transaction_id=transaction_id, after_revision=after_revision)
         )
@@ -41,32 +50,53 @@ def watch(transaction_id: str, after_revision: int, server: str, as_json: bool) 
             t = stub.GetTransaction(
                 pb.GetTransactionRequest(transaction_id=transaction_id), timeout=10
             )
-            decisions = {(d.step_id, d.attempt): d for d in t.decisions}
-            new = list(t.steps)[shown:]
-            shown = len(t.steps)
+            changed = _changes(seen, list(t.steps))
+            seen = [(s.status, s.live) for s in t.steps]
             if as_json:
-                click.echo(json.dumps({"event": to_dict(e), "steps": [to_dict(s) for s in new]}))
+                steps = [to_dict(s) for s, _ in changed]
+                click.echo(json.dumps({"event": to_dict(e), "steps": steps}))
                 continue
             console.print(
-                f"[dim]{when(e.at)}[/] rev {e.revision:<4} {status_markup(e.status):<20} "
-                f"{e.kind:<7} next step {e.next_step_id or '-'}"
+                f"[dim]{when(e.at)}[/] rev {e.revision:<4} "
+                f"{status_markup(e.status, _STATUS_WIDTH)} {e.kind:<{_KIND_WIDTH}} "
+                f"next step {e.next_step_id or '-'}"
             )
-            for s in new:
-                line = f"    step {s.step_id}.{s.attempt} {escape(s.tool_name)} " + status_markup(
-                    s.status
-                )
-                d = decisions.get((s.step_id, s.attempt))
-                if s.clean_hint:
-                    line += f" {escape(s.clean_hint)}"
-                if d is not None:
-                    line += f" → {d.strategy}"
-                    if d.rollback_to_step:
-                        line += f" to step {d.rollback_to_step}"
-                    if d.root_cause_step:
-                        line += f" (root cause: step {d.root_cause_step})"
-                console.print(line)
+            decisions = {(d.step_id, d.attempt): d for d in t.decisions}
+            for s, undone in changed:
+                console.print(_step_line(s, undone, decisions.get((s.step_id, s.attempt))))
 
     try:
         call(server, follow)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+
+
+def _changes(seen: list[tuple[str, bool]], steps: list[Any]) -> list[tuple[Any, bool]]:
+    """The attempts to print, each with whether the line is its undo: a new attempt, one
+    whose status moved since it was printed, and a successful one an undo or rewind took out
+    since (also when that happened before this read first saw it: events carry no steps, so
+    a read may come a few revisions late)."""
+    changed: list[tuple[Any, bool]] = []
+    for i, s in enumerate(steps):
+        moved = i >= len(seen) or seen[i][0] != s.status
+        if moved:
+            changed.append((s, False))
+        if s.status == "SUCCESS" and not s.live and (moved or seen[i][1]):
+            changed.append((s, True))
+    return changed
+
+
+def _step_line(s: Any, undone: bool, decision: Any) -> str:
+    head = f"    step {s.step_id}.{s.attempt} {escape(s.tool_name)} "
+    if undone:
+        return head + "undone"
+    line = head + status_markup(s.status)
+    if s.clean_hint:
+        line += f" {escape(s.clean_hint)}"
+    if decision is not None:
+        line += f" → {decision.strategy}"
+        if decision.rollback_to_step:
+            line += f" to step {decision.rollback_to_step}"
+        if decision.root_cause_step:
+            line += f" (root cause: step {decision.root_cause_step})"
+    return line

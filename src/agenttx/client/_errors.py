@@ -117,10 +117,11 @@ class StepsNotRedone(FailedPrecondition):
 
     def __init__(self, transaction_id: str, steps: dict[int, str]) -> None:
         listed = ", ".join(f"{step_id} ({tool})" for step_id, tool in sorted(steps.items()))
-        plural = "s" if len(steps) > 1 else ""
+        were = "was" if len(steps) == 1 else "were"
         super().__init__(
-            f"transaction {transaction_id} was rolled back, not committed: step{plural} "
-            f"{listed} were rolled back by the server and not redone before the block ended. "
+            f"transaction {transaction_id} was rolled back, not committed: "
+            f"{'step' if len(steps) == 1 else 'steps'} {listed} {were} rolled back by the "
+            "server and not redone before the block ended. "
             f"Redo them from step {min(steps)} (tx.next_step_id), drive the loop with "
             "tx.run(agent), or call tx.commit() in the block to commit without them."
         )

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
+from agenttx.plural import named, plural
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,
@@ -188,7 +189,7 @@ def status_of(exc: Any) -> CallStatus:
 def failure(status: CallStatus, attempts: int, target: str) -> AgentTxError:
     if status.code == "UNAVAILABLE":
         return ServerUnavailable(
-            f"AgentTx server at {target} is unavailable after {attempts} attempt(s): "
+            f"AgentTx server at {target} is unavailable after {plural(attempts, 'attempt')}: "
             f"{status.details or 'no details'}",
             attempts,
         )
@@ -225,7 +226,7 @@ def begin_request(
         values = policy.to_dict() if isinstance(policy, RollbackPolicy) else dict(policy)
         unknown = set(values) - set(RollbackPolicy.__dataclass_fields__)
         if unknown:
-            raise InvalidArgument(f"unknown policy field(s): {', '.join(sorted(unknown))}")
+            raise InvalidArgument(f"unknown policy {named('field', sorted(unknown))}")
         # Only the fields given are set; the server's defaults fill the others.
         req.policy.SetInParent()
         for name, value in values.items():

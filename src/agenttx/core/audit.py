@@ -26,6 +26,7 @@ from agenttx.audit import (
     verify_chain,
 )
 from agenttx.core.limits import check_transaction_id
+from agenttx.errors import NotFound, clip
 from agenttx.store.contract import StepRow, Store, UndoRow
 
 Event = tuple[str, Mapping[str, Any]]
@@ -145,8 +146,17 @@ class AuditReader:
             after = page[-1].seq
 
     async def verify(self, transaction_id: str) -> AuditVerification:
+        """The chain of ``transaction_id`` checked. ``NotFound`` when the store knows nothing
+        of it — no record, no row, no delivery, no retention tombstone: an id that never
+        existed (mistyped, another store's) is not a damaged chain. A transaction the store
+        knows with no records left is one (``ok`` false, "no audit records")."""
         records = [rec async for rec in self.chain(transaction_id)]
         anchor = await self.store.audit_anchor(transaction_id)
+        if not records and not anchor.revision and anchor.end is None and not anchor.deliveries:
+            raise NotFound(
+                f"transaction `{clip(transaction_id)}` not found: this store has no audit "
+                "chain, row or tombstone of it (check the id and the store)"
+            )
         return verify_chain(transaction_id, records, anchor, self.keys)
 
     async def verify_page(
@@ -155,7 +165,12 @@ class AuditReader:
         """Up to ``limit`` chains after ``after_id`` checked, in transaction id order, and the
         id to continue after ("" when there are no more)."""
         ids = await self.store.list_audited(after_id=after_id, limit=limit)
-        results = [await self.verify(tx_id) for tx_id in ids]
+        results = []
+        for tx_id in ids:
+            try:
+                results.append(await self.verify(tx_id))
+            except NotFound:  # listed, then gone with no trace: nothing left to check
+                continue
         return results, ids[-1] if len(ids) == limit else ""
 
     async def verify_all(self) -> AsyncIterator[AuditVerification]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttx.errors import InvalidArgument
+from agenttx.plural import named
 
 __all__ = [
     "POLICY_KEYS",
@@ -81,7 +82,7 @@ def check_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(str(k)[:40] for k in policy if k not in POLICY_KEYS)
     if unknown:
         raise InvalidArgument(
-            f"policy has unknown key(s) {', '.join(unknown)}; known: {', '.join(POLICY_KEYS)}"
+            f"policy has unknown {named('key', unknown)}; known: {', '.join(POLICY_KEYS)}"
         )
     for key, value in policy.items():
         if value is None:

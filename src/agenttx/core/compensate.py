@@ -45,6 +45,7 @@ from agenttx.errors import (
     NotActive,
     NotFound,
 )
+from agenttx.plural import plural
 from agenttx.store.contract import Store, TxRow
 from agenttx.tools.registry import ToolRegistry
 from agenttx.types import (
@@ -264,7 +265,9 @@ class Compensator:
                 ),
             )
             if status is TxStatus.FAILED:
-                body["abort_reason"] = f"compensation incomplete: {len(left)} step(s) not undone"
+                body["abort_reason"] = (
+                    f"compensation incomplete: {plural(len(left), 'step')} not undone"
+                )
             settled = {
                 "outcome": "compensated" if status is TxStatus.COMPENSATED else "failed",
                 "ran": len(to_run),

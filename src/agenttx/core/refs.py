@@ -45,6 +45,7 @@ from typing import Any
 from agenttx.errors import ArgumentsRefused
 from agenttx.errors import UnresolvedKind as UnresolvedKind
 from agenttx.errors import UnresolvedReference as UnresolvedReference
+from agenttx.plural import plural
 from agenttx.types import STAGED_OUTPUT_KEY
 
 __all__ = [
@@ -388,10 +389,10 @@ def _missing(ref: Reference, depth: int, container: Any) -> UnresolvedReference:
     elif isinstance(container, list):
         if _is_index(segment):
             what = f"no index {segment}"
-            detail = f"it is an array of {len(container)} items"
+            detail = f"it is an array of {plural(len(container), 'item')}"
         else:
             what = f"no key {segment!r}"
-            detail = f"it is an array of {len(container)} items; use a numeric index"
+            detail = f"it is an array of {plural(len(container), 'item')}; use a numeric index"
     else:
         what = f"no key {segment!r}"
         detail = f"it is {_json_kind(container)}"

@@ -15,6 +15,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from agenttx.plural import plural
+
 _TOKEN = re.compile(
     r"(?P<esc>\$\$\{)"
     r"|\$\{(?P<root>args|output|before)(?P<path>(?:\.[^.{}]+)*)\}"
@@ -146,7 +148,7 @@ def _missing(
         shown = ", ".join(keys[:_MAX_SHOWN_KEYS]) + (" …" if len(keys) > _MAX_SHOWN_KEYS else "")
         detail = f"keys: {shown}" if keys else "it has no keys"
     elif isinstance(container, list):
-        detail = f"it is an array of {len(container)} items"
+        detail = f"it is an array of {plural(len(container), 'item')}"
     else:
         detail = f"it is {json.dumps(container)[:40]}"
     return MappingError(f"unresolved reference {text}: {where} has {what} ({detail})")

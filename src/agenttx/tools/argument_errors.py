@@ -22,6 +22,8 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agenttx.plural import plural
+
 __all__ = [
     "MAX_LISTED_NAMES",
     "accepted_list",
@@ -106,7 +108,7 @@ def describe_validation_errors(
     parts = [_describe(tool, e, accepted, expected_types) for e in errors[:_MAX_PROBLEMS]]
     more = len(errors) - _MAX_PROBLEMS
     if more > 0:
-        parts.append(f"and {more} more problem{'s' if more > 1 else ''}")
+        parts.append(f"and {plural(more, 'more problem')}")
     return "; ".join(parts) if parts else f"invalid arguments for tool {tool}"
 
 

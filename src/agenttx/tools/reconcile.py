@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agenttx.plural import named
+
 Outcome = Literal["happened", "not_happened", "unknown"]
 OUTCOMES: tuple[str, ...] = ("happened", "not_happened", "unknown")
 
@@ -60,7 +62,7 @@ def as_reconciled(answer: Any) -> Reconciled:
     elif isinstance(answer, dict) and "outcome" in answer:
         unknown = set(answer) - {"outcome", "output", "cursor", "retry_after_ms"}
         if unknown:
-            raise ValueError(f"a reconcile answer has no field(s) {sorted(unknown)}")
+            raise ValueError(f"a reconcile answer has no {named('field', sorted(unknown))}")
         result = Reconciled(
             str(answer["outcome"]).replace("-", "_"),  # type: ignore[arg-type]
             answer.get("output"),

@@ -17,6 +17,7 @@ from agenttx.api.fields import message_fields
 from agenttx.api.mcp.results import ok
 from agenttx.errors import InvalidArgument
 from agenttx.numbers import AFTER_ID, EFFECT_ID, EFFECTS_PAGE, WholeNumber
+from agenttx.plural import plural
 from agenttx.types import Caller, EffectInfo, EffectPage
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def add_effect_tools(mcp: AgentTxMCP, source: EffectSource) -> None:
         wire = effects_wire.effects_page(page.effects, page.next_after_id)
         fields = message_fields(wire)
         dead = sum(e.status == "dead" for e in page.effects)
-        text = f"{len(page.effects)} effect(s), {dead} dead" + (
+        text = f"{plural(len(page.effects), 'effect')}, {dead} dead" + (
             f"; more after_id={wire.next_after_id}" if wire.next_after_id else ""
         )
         return ok({"effects": fields.get("effects", []), "next_after_id": wire.next_after_id}, text)

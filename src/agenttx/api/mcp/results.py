@@ -21,6 +21,7 @@ from agenttx.api.grpc_server import commit_reply, rollback_reply, step_reply, tr
 from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
 from agenttx.api.mcp.continuations import Refusal, aborted, outcome_unknown
 from agenttx.jsontext import compact
+from agenttx.plural import plural
 from agenttx.receipts import Approval, Preview, ReceiptStatus, voided_because
 from agenttx.receipts import Refusal as ReceiptRefusal
 from agenttx.types import (
@@ -135,8 +136,9 @@ def begin_result(b: BeginResult, mode: str = "") -> types.CallToolResult:
 def commit_result(c: CommitResult) -> types.CallToolResult:
     fields = message_fields(commit_reply(c), short_enums=True)
     text = (
-        f"Committed transaction {c.transaction_id}: {c.steps_committed} steps took effect; "
-        f"{c.effects_dispatched} effects released, {c.effects_queued} queued for delivery."
+        f"Committed transaction {c.transaction_id}: {plural(c.steps_committed, 'step')} took "
+        f"effect; {plural(c.effects_dispatched, 'effect')} released, {c.effects_queued} queued "
+        "for delivery."
     )
     if c.dispatch_errors:
         text += " Delivery errors (the commit stands): " + "; ".join(c.dispatch_errors)
@@ -191,9 +193,9 @@ def transaction_result(t: TransactionInfo, *, bounded: bool = False) -> types.Ca
         )
     else:
         text = (
-            f"Transaction {t.transaction_id} is {t.status.value} with {live} steps done. Next: "
-            f"run_step with step_id {t.next_step_id} — or commit_transaction if the task is "
-            "done."
+            f"Transaction {t.transaction_id} is {t.status.value} with {plural(live, 'step')} "
+            f"done. Next: run_step with step_id {t.next_step_id} — or commit_transaction if the "
+            "task is done."
         )
     if t.constraints:
         text += "\nConstraints learned:\n" + "\n".join(f"- {c}" for c in t.constraints)
@@ -231,9 +233,11 @@ def preview_result(p: Preview) -> types.CallToolResult:
     c = p.changes
     lines = [
         f"Preview of transaction {p.transaction_id} at revision {p.revision}: "
-        f"{len(c.state)} state keys, {len(c.files)} files, {len(c.effects)} staged effects, "
-        f"{len(c.irreversible)} irreversible steps taken, {len(c.discarded_undo)} undo actions "
-        "the commit would discard (details in structuredContent.changes).",
+        f"{plural(len(c.state), 'state key')}, {plural(len(c.files), 'file')}, "
+        f"{plural(len(c.effects), 'staged effect')}, "
+        f"{plural(len(c.irreversible), 'irreversible step')} taken, "
+        f"{plural(len(c.discarded_undo), 'undo action')} the commit would discard (details in "
+        "structuredContent.changes).",
     ]
     lines.extend(
         f"- {s.key}: {_brief(s.before)} → {_brief(s.after)}" for s in c.state[:TEXT_CHANGES]
@@ -326,7 +330,7 @@ def tools_result(tools: list[dict[str, Any]]) -> types.CallToolResult:
 
 
 def transactions_result(rows: list[dict[str, Any]], next_page_token: str) -> types.CallToolResult:
-    lines = [f"{len(rows)} transactions (oldest first):"]
+    lines = [f"{plural(len(rows), 'transaction')} (oldest first):"]
     lines.extend(
         f"- {r['transaction_id']} {r['status']} next_step_id {r['next_step_id']}"
         + (f" agent {r['agent_id']}" if r["agent_id"] else "")

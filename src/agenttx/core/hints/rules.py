@@ -21,6 +21,7 @@ from typing import Any
 from agenttx.core.hints.categories import Category
 from agenttx.core.hints.templates import Segment, compile_template, template_groups
 from agenttx.errors import InvalidArgument
+from agenttx.plural import named
 
 __all__ = ["HINT_PREFIX", "Rule", "RulePattern", "builtin_rules", "load_rule_file"]
 
@@ -59,7 +60,7 @@ def _parse_rules(document: Mapping[str, Any], source: str) -> tuple[Rule, ...]:
     unknown = sorted(set(document) - {"rule"})
     if unknown:
         raise InvalidArgument(
-            f"hint rules {source}: unknown top-level key(s) {', '.join(unknown)}; "
+            f"hint rules {source}: unknown top-level {named('key', unknown)}; "
             "write each rule as a [[rule]] table"
         )
     entries = document.get("rule", [])
@@ -83,7 +84,7 @@ def _parse_rule(entry: Any, source: str, number: int) -> Rule:
         raise fail("needs an 'id': a letter, then letters, digits, '_', '.' or '-' (max 64)")
     unknown = sorted(set(entry) - _RULE_FIELDS)
     if unknown:
-        raise fail(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(_RULE_FIELDS)}")
+        raise fail(f"unknown {named('field', unknown)}; allowed: {', '.join(_RULE_FIELDS)}")
     category = entry.get("category")
     if not isinstance(category, str) or category not in _CATEGORY_VALUES:
         raise fail(f"'category' {category!r} is not one of: {', '.join(Category)}")
@@ -106,7 +107,7 @@ def _parse_rule(entry: Any, source: str, number: int) -> Rule:
         if isinstance(item, dict):
             extra = sorted(set(item) - _PATTERN_FIELDS)
             if extra:
-                raise fail(f"pattern {index}: unknown field(s) {', '.join(extra)}")
+                raise fail(f"pattern {index}: unknown {named('field', extra)}")
             regex_source = item.get("regex")
             template = item.get("template", default_template)
         else:
@@ -127,7 +128,7 @@ def _parse_rule(entry: Any, source: str, number: int) -> Rule:
         missing = template_groups(segments, optional=False) - set(regex.groupindex)
         if missing:
             raise fail(
-                f"pattern {index} has no group(s) {', '.join(sorted(missing))} "
+                f"pattern {index} has no {named('group', sorted(missing))} "
                 "that its template requires (put them in [ ... ] if they are optional)"
             )
         patterns.append(RulePattern(regex, template, segments))
