@@ -130,7 +130,7 @@ async def test_a_chain_without_a_key_is_as_before(engine: agenttx.Engine) -> Non
     [
         (True, "record 1 does not match its HMAC under audit key 'k1'", 0),
         # Back to plain: the key cannot vouch for it (never ok), as for a chain older than it.
-        (False, "none of its 5 records is keyed, so audit key(s) 'k1' cannot check it", 5),
+        (False, "none of its 5 records is keyed, so audit key 'k1' cannot check it", 5),
     ],
     ids=["keyed-fields-plain-hash", "back-to-plain"],
 )
@@ -199,12 +199,12 @@ async def test_keys_rotate_and_a_ring_checks_old_records_by_their_id(
     v = await only_k2.verify_audit(spanning)
     # Its begin only: the step's record was pending and chained, with k2, by its commit.
     assert (v.ok, v.first_bad, v.unchecked) == (False, 1, 1)
-    assert "keyed with audit key(s) 'k1', which this verifier does not hold" in v.reason
+    assert "keyed with audit key 'k1', which this verifier does not hold" in v.reason
     assert (await only_k2.verify_audit(new)).ok
     ring = key_file(tmp_path / "ring.toml", K2, K1)
     both = await cli("audit", "verify", "--all", "--store", store_url, "--audit-key", str(ring))
     assert both.exit_code == 0, both.output
-    assert "3 chain(s) checked, 0 bad" in both.output
+    assert "3 chains checked, 0 bad" in both.output
 
 
 async def test_without_the_key_a_keyed_chain_cannot_be_checked(

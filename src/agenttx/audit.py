@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from json import encoder as _encoder
 from typing import Any, NamedTuple
 
-from agenttx.plural import plural
+from agenttx.plural import named, plural
 
 GENESIS = ""  # the ``prev`` of a chain's first record
 HMAC_SHA256 = "hmac-sha256"  # the keyed scheme: ``hash`` is HMAC-SHA256(secret, body), in hex
@@ -453,10 +453,10 @@ def verify_chain(
             False,
             len(records),
             1,
-            f"none of its {len(records)} records is keyed, so audit key(s) {_ids(keys.keys)} "
-            "cannot check it: it was written before the server had --audit-key, or rewritten "
-            "and re-hashed without the key; hold it to an anchor written before the key was "
-            "set (--anchor FILE, docs/audit.md)",
+            f"none of its {plural(len(records), 'record')} is keyed, so "
+            f"{named('audit key', _ids(keys.keys))} cannot check it: it was written before "
+            "the server had --audit-key, or rewritten and re-hashed without the key; hold it "
+            "to an anchor written before the key was set (--anchor FILE, docs/audit.md)",
             head,
             pending,
             len(records),
@@ -468,9 +468,10 @@ def verify_chain(
             False,
             len(records),
             first_unchecked,
-            f"{count} of its {len(records)} records (from record {first_unchecked}) are keyed "
-            f"with audit key(s) {_ids(unchecked)}, which this verifier does not hold: they "
-            f"cannot be checked; give it the audit key file with {_ids(unchecked)} "
+            f"{count} of its {plural(len(records), 'record')} (from record {first_unchecked}) "
+            f"are keyed with {named('audit key', _ids(unchecked))}, which this verifier does "
+            f"not hold: they cannot be checked; give it the audit key file with "
+            f"{', '.join(_ids(unchecked))} "
             f"({KEY_HOW_TO})",
             head,
             pending,
@@ -479,8 +480,8 @@ def verify_chain(
     return AuditVerification(tx_id, True, len(records), 0, "", head, pending)
 
 
-def _ids(ids: Iterable[str]) -> str:
-    return ", ".join(repr(i) for i in sorted(ids))
+def _ids(ids: Iterable[str]) -> list[str]:
+    return [repr(i) for i in sorted(ids)]
 
 
 def check_end(

@@ -33,6 +33,7 @@ from typing import Any
 
 from agenttx.audit import AuditKey, AuditKeys
 from agenttx.errors import InvalidArgument
+from agenttx.plural import named
 
 MAX_FILE_BYTES = 64 << 10  # 64 KiB: room for 64 keys and their comments
 MAX_KEYS = 64
@@ -59,7 +60,7 @@ def parse_audit_keys(text: str, source: str) -> AuditKeys:
         raise InvalidArgument(f"{source}: not valid TOML: {exc}") from exc
     extra = sorted(set(doc) - {"key", "sign"})
     if extra:
-        raise InvalidArgument(f"{source}: unknown setting(s) {', '.join(extra)}; it holds sign "
+        raise InvalidArgument(f"{source}: {named('unknown setting', extra)}; it holds sign "
                               "and [[key]] tables of id and secret")  # fmt: skip
     entries = doc.get("key", [])
     if not isinstance(entries, list) or not entries:
