@@ -86,17 +86,11 @@ def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:
     return AddMetadata()
 
 
-# What to run next after a refusal, given its reason and fields (``error_details``): a
-# command line for the person at the terminal, or "" when the message says enough.
-Advice = Callable[[str, dict[str, Any]], str]
-
-
-def call(server: str, fn: Callable[[Any], T], advice: Advice | None = None) -> T:
+def call(server: str, fn: Callable[[Any], T]) -> T:
     """Run ``fn(stub)``; a gRPC error becomes a one-line message and exit status 1, followed
-    by a line of what to run next when ``advice`` has one for the refusal."""
+    by a ``next:`` line of what to run when the refusal names a next call: the continuation
+    every surface gives (``api/continuations.py``), its calls named by CLI command."""
     import grpc
-
-    from agenttx.error_details import from_metadata
 
     try:
         with grpc_stub(server) as stub:
@@ -106,12 +100,32 @@ def call(server: str, fn: Callable[[Any], T], advice: Advice | None = None) -> T
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             fail(f"cannot reach AgentTx at {server} (is `agenttx serve` running?)")
         message = f"{code.name}: {exc.details()}"
-        if advice is not None:
-            metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-            then = advice(*from_metadata(metadata))
-            if then:
-                message += f"\nnext: {then}"
+        metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+        then = next_command(code.name, exc.details() or "", metadata)
+        if then:
+            message += f"\nnext: {then}"
         fail(message)
+
+
+# A ReviseRequest only repeats the message ("fix the call: <message>"); every other kind says
+# what to run next, or who must act.
+_REPEATING = frozenset({"ReviseRequest"})
+
+
+def next_command(status: str, message: str, metadata: Any) -> str:
+    """What to run after a refusal with ``status``, ``message`` and trailing ``metadata``
+    (its reason and fields), in CLI commands; "" when the refusal names no next call."""
+    from agenttx.api.continuations import refusal_of
+    from agenttx.api.next_calls import CLI
+    from agenttx.error_details import from_metadata
+    from agenttx.errors import error_from_wire
+
+    reason, fields = from_metadata(metadata)
+    if not reason:
+        return ""
+    refusal = refusal_of(error_from_wire(status, message, reason, fields), "", fields, CLI)
+    cont = refusal.continuation
+    return "" if cont.get("kind") in _REPEATING else str(cont.get("instruction", ""))
 
 
 def fail(message: str) -> NoReturn:
