@@ -54,7 +54,7 @@ def read(server: ServerProcess, tx: str) -> Any:
 
 
 def test_a_transaction_begun_stepped_and_committed_from_the_shell(server: ServerProcess) -> None:
-    began = agenttx(server, "tx", "begin", "--agent-id", "shell", "--label", "by-hand")
+    began = agenttx(server, "tx", "begin", "--agent", "shell", "--label", "by-hand")
     assert began.exit_code == 0, began.output
     tx = began.output.split()[1]
     assert tx.startswith("tx_")

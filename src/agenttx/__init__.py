@@ -12,7 +12,8 @@ Layers (imports only point down this list):
    ``types``, ``jsontext``,              JSON text and the JSON acceptance policy, the
    ``jsonpolicy``, ``audit``,            audit chain, preview and approval values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
-   ``files``, ``numbers``                reads, bounded whole numbers; import nothing else
+   ``files``, ``numbers``,               reads, bounded whole numbers, the old names of
+   ``renamed``                           renamed settings; import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -43,6 +44,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.audit     imports only   agenttx.audit
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
+    agenttx.renamed   imports only   agenttx.renamed
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client

@@ -28,6 +28,7 @@ from agenttx.cli.common import (
     to_dict,
 )
 from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.renamed_flags import accepting_old_names
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID
 from agenttx.receipts import Mode
@@ -45,7 +46,9 @@ _SHOWN_VALUE_CHARS = 200
 
 
 @click.command("begin")
-@click.option("--agent-id", default="", help="Who runs the transaction (an agent's name).")
+@click.option(
+    "--agent", default="", help="Who runs the transaction (its agent id, an agent's name)."
+)
 @click.option(
     "--mode",
     type=click.Choice([m.value for m in Mode]),
@@ -68,8 +71,9 @@ _SHOWN_VALUE_CHARS = 200
 @server_option
 @json_option
 @timeout_option
+@accepting_old_names("tx begin", with_env=False)
 def tx_begin(
-    agent_id: str,
+    agent: str,
     mode: str,
     principal: str,
     isolation: str | None,
@@ -82,7 +86,7 @@ def tx_begin(
     from agenttx.wire import agenttx_pb2 as pb
 
     request = pb.BeginTransactionRequest(
-        agent_id=agent_id,
+        agent_id=agent,
         mode=mode,
         principal=principal,
         isolation=isolation or "",
