@@ -124,11 +124,32 @@ def test_help_shows_only_the_new_names() -> None:
     assert "--agent-id" not in begin
 
 
-def test_mcp_takes_the_old_engine_flags_too() -> None:
-    # Every engine flag (serve and mcp share them) keeps its old name on both commands.
-    for flag in ("--step-timeout-ms", "--tx-idle-timeout-secs", "--receipt-ttl-secs"):
-        shown = invoke("mcp", flag, "x", "--help")  # --help after a bad value still parses
-        assert "No such option" not in shown.output, shown.output
+def test_mcp_takes_the_old_engine_flags_too(tmp_path: Path) -> None:
+    # Every engine flag (serve and mcp share them) keeps its old name on both commands: the
+    # real `agenttx mcp`, its stdin closed at once, starts, says so, and stops cleanly.
+    ran = subprocess.run(
+        agenttx_command(
+            "mcp",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--step-timeout-ms",
+            "1500",
+            "--receipt-ttl-secs",
+            "60",
+        ),
+        env=server_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == ""  # stdout is the MCP stream: a notice never goes there
+    notices = [line for line in ran.stderr.splitlines() if "deprecated" in line]
+    assert notices == [
+        "agenttx: --step-timeout-ms is deprecated; use --step-timeout-s instead",
+        "agenttx: --receipt-ttl-secs is deprecated; use --receipt-ttl-s instead",
+    ]
 
 
 # -- against a real server ----------------------------------------------------------------------
