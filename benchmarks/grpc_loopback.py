@@ -174,7 +174,7 @@ class BenchServer:
                     data_dir=self.data_dir,
                     sync_writes=self.sync_writes,
                     metrics_addr="127.0.0.1:0",
-                    grace_secs=1.0,
+                    grace_s=1.0,
                 )
             )
             self.server = self._running.grpc_server

@@ -219,13 +219,13 @@ def note_put(ctx: agenttx.SyncToolContext, key: str, text: str) -> dict[str, Any
 
 async def open_engine(d: Path, **kwargs: Any) -> agenttx.Engine:
     """The engine as the worker and the checker open it."""
-    kwargs.setdefault("tx_idle_timeout_secs", 0)  # no reaper: the harness ends transactions
+    kwargs.setdefault("tx_idle_timeout_s", 0)  # no reaper: the harness ends transactions
     return await agenttx.Engine.open(
         f"sqlite:///{d / DB}",
         fs_root=d / FILES,
         outbox_path=d / OUTBOX,
         tools=[ledger_add, note_put],
-        dispatch_lease_secs=LEASE_SECS,
+        dispatch_lease_s=LEASE_SECS,
         dispatch_backoff_s=0.05,
         **kwargs,
     )

@@ -61,10 +61,10 @@ def test_serve_defaults_need_no_configuration(captured: list[ServeConfig]) -> No
     assert config.outbox_file == Path("agenttx-data/outbox.jsonl")
     assert config.metrics_addr == "127.0.0.1:9464"
     assert config.policy == RollbackPolicy(2, 1, 2.0)
-    assert (config.step_timeout_ms, config.tx_idle_timeout_secs) == (30_000, 900)
+    assert (config.step_timeout_s, config.tx_idle_timeout_s) == (30.0, 900)
     assert (config.compensation_retries, config.max_constraints) == (3, 32)
     assert config.sync_writes is False
-    assert config.grace_secs == 10.0
+    assert config.grace_s == 10.0
     assert config.log_format == "text"
 
 
@@ -76,12 +76,12 @@ FLAGS = {
     "--sync-writes": ("true", "sync_writes", True),
     "--fs-root": ("/srv/files", "fs_root", Path("/srv/files")),
     "--outbox-path": ("/srv/out.jsonl", "outbox_path", Path("/srv/out.jsonl")),
-    "--step-timeout-ms": ("1500", "step_timeout_ms", 1500),
-    "--tx-idle-timeout-secs": ("0", "tx_idle_timeout_secs", 0),
+    "--step-timeout-s": ("1.5", "step_timeout_s", 1.5),
+    "--tx-idle-timeout-s": ("0", "tx_idle_timeout_s", 0),
     "--compensation-retries": ("7", "compensation_retries", 7),
     "--max-constraints": ("4096", "max_constraints", 4096),
     "--metrics-addr": ("off", "metrics_addr", None),
-    "--grace-secs": ("2.5", "grace_secs", 2.5),
+    "--grace-s": ("2.5", "grace_s", 2.5),
     "--tools": ("user_tools", "tools", ("user_tools",)),
     "--max-streams": ("7", "max_streams", 7),
     "--max-streams-per-key": ("2", "max_streams_per_key", 2),
@@ -152,15 +152,15 @@ OUT_OF_RANGE = [
     ("--max-step-retries", "-1"),
     ("--replay-budget-factor", "0.05"),
     ("--replay-budget-factor", "1000.5"),
-    ("--step-timeout-ms", "0"),
-    ("--step-timeout-ms", "86400001"),
-    ("--tx-idle-timeout-secs", "-1"),
+    ("--step-timeout-s", "0"),
+    ("--step-timeout-s", "86400.5"),
+    ("--tx-idle-timeout-s", "-1"),
     ("--compensation-retries", "101"),
     ("--max-constraints", "0"),
     ("--max-constraints", "4097"),
     ("--log-format", "xml"),
     ("--sync-writes", "maybe"),
-    ("--grace-secs", "-1"),
+    ("--grace-s", "-1"),
 ]
 
 

@@ -54,7 +54,7 @@ def read(server: ServerProcess, tx: str) -> Any:
 
 
 def test_a_transaction_begun_stepped_and_committed_from_the_shell(server: ServerProcess) -> None:
-    began = agenttx(server, "tx", "begin", "--agent-id", "shell", "--label", "by-hand")
+    began = agenttx(server, "tx", "begin", "--agent", "shell", "--label", "by-hand")
     assert began.exit_code == 0, began.output
     tx = began.output.split()[1]
     assert tx.startswith("tx_")
@@ -242,7 +242,7 @@ def test_bad_arguments_are_refused_before_anything_is_sent(server: ServerProcess
     wrong = agenttx(server, "tx", "step", tx, "4", "kv.put", '{"key": "k", "value": 1}')
     assert wrong.exit_code == 1
     assert "FAILED_PRECONDITION" in wrong.output
-    assert f"next: send step 1: agenttx tx step {tx} 1" in wrong.output
+    assert f"next: Send the same agenttx tx step {tx} again with step_id 1" in wrong.output
     assert agenttx(server, "tx", "rollback", tx).exit_code == 0
 
 
@@ -261,15 +261,15 @@ def test_an_approval_required_transaction_from_begin_to_commit(server: ServerPro
     needs = agenttx(server, "tx", "commit", tx)
     assert needs.exit_code == 1
     assert "FAILED_PRECONDITION" in needs.output
-    assert f"next: agenttx tx preview {tx}, have an approver run agenttx tx approve" in (
-        needs.output
-    )
+    assert f"Call agenttx tx preview {tx}, show the change" in needs.output.split("next: ")[1]
+    assert f"to call agenttx tx approve {tx} with its receipt_id" in needs.output
     p = json.loads(agenttx(server, "tx", "preview", tx, "--json").output)
     receipt, revision = p["receipt_id"], str(p["revision"])
     unapproved = agenttx(server, "tx", "commit", tx, "--receipt-id", receipt)
     assert unapproved.exit_code == 1
-    assert f"an approver runs agenttx tx approve {tx} {receipt} --principal NAME" in (
-        unapproved.output
+    assert (
+        f"must call agenttx tx approve {tx} with it; then send this agenttx tx commit"
+        in (unapproved.output.split("next: ")[1])
     )
     approved = agenttx(server, "tx", "approve", tx, receipt, "--principal", "alice")
     assert approved.exit_code == 0, approved.output
@@ -280,7 +280,7 @@ def test_an_approval_required_transaction_from_begin_to_commit(server: ServerPro
     stale = agenttx(server, "tx", "commit", tx, "--receipt-id", receipt, "--expected-revision", "1")
     assert stale.exit_code == 1
     assert "ABORTED" in stale.output
-    assert f"next: agenttx tx preview {tx}" in stale.output
+    assert f"Call agenttx tx preview {tx}, review" in stale.output.split("next: ")[1]
     assert read(server, tx).status == "ACTIVE"  # a refused commit leaves it open
     done = agenttx(
         server,
@@ -381,12 +381,13 @@ def test_an_unknown_outcome_says_to_reconcile_and_blocks_the_next_step(
         )
         blocked = agenttx(server, "tx", "step", tx, "2", "kv.put", '{"key": "k", "value": 1}')
         assert blocked.exit_code == 1
-        assert f"next: agenttx tx reconcile {tx} 1 (or agenttx tx resolve {tx} 1" in (
-            blocked.output
+        assert (
+            f"Call agenttx tx reconcile {tx} with transaction_id {tx} and step_id 1"
+            in (blocked.output.split("next: ")[1])
         )
         committing = agenttx(server, "tx", "commit", tx)
         assert committing.exit_code == 1
-        assert f"next: agenttx tx reconcile {tx} 1 (or" in committing.output
+        assert f"Call agenttx tx reconcile {tx} with" in committing.output.split("next: ")[1]
     finally:
         server.stop()
         provider.stop()

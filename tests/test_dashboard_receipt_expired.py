@@ -116,7 +116,7 @@ def test_the_approve_screen_shows_when_a_receipt_expires_and_that_it_did(
     said = page.locator("#approve p.expired")
     said.wait_for(timeout=10_000)
     assert "it expired at" in said.inner_text()
-    assert "call preview_commit" in said.inner_text()
+    assert "preview the transaction again" in said.inner_text()
     assert approve.is_disabled()
     assert refuse.is_disabled()
     assert page.locator("#approve p.error").count() == 0  # an expiry, not a failure

@@ -145,7 +145,7 @@ REFUSALS: list[errors.AgentTxError] = [
     errors.NotActive("t", "EXECUTING", "commit"),
     errors.OutcomeUnknownPending("t", 3),
     errors.UndoRefused("t", 2, "step 2 (t.send) is irreversible: its effect cannot be undone"),
-    errors.RedoRefused("t", 0, "no undone step to redo; send step 3 with execute_step"),
+    errors.RedoRefused("t", 0, "no undone step to redo; send step 3 again"),
     errors.StepLimitReached("t", 10_000),
     errors.ReconcileNotDue("t", 3, 1500),
     errors.ReconcileInProgress("t", 3),

@@ -43,7 +43,7 @@ def test_a_full_file_loads(tmp_path: Path) -> None:
 
             [servers.files.tools.write_file]
             effect = "staged"
-            timeout_ms = 10000
+            timeout_s = 10
             """,
         ),
         {"TICKETS_TOKEN": "s3cr3t"},
@@ -69,6 +69,7 @@ def test_a_full_file_loads(tmp_path: Path) -> None:
             "not an effect",
         ),
         ('[servers.a]\ncommand = "x"\n[servers.a.tools.t]\ntimeout_ms = 0\n', 4, "1..86400000"),
+        ('[servers.a]\ncommand = "x"\n[servers.a.tools.t]\ntimeout_s = 0\n', 4, "0.001..86400"),
         ('[servers.a]\nurl = "ftp://h"\n', 2, "http:// or https://"),
         (
             '[servers.a]\ncommand = "x"\nenv = { T = "${env:NOPE}" }\n',

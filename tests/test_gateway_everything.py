@@ -155,14 +155,14 @@ async def test_a_timed_out_write_is_outcome_unknown_and_a_timed_out_read_a_failu
         [servers.slow.tools.{LONG}]
         effect = "irreversible"
         idempotent = false
-        timeout_ms = 500
+        timeout_s = 0.5
 
         [servers.reader]
         command = "{binary}"
         include = ["{LONG}"]
 
         [servers.reader.tools.{LONG}]
-        timeout_ms = 500
+        timeout_s = 0.5
         """,
     )
     engine = await gateway_engine(store_url, tmp_path / "data2", gateway)
@@ -207,7 +207,7 @@ async def test_a_staged_call_that_times_out_at_delivery_is_never_retried_blindly
         [servers.later.tools.{LONG}]
         effect = "staged"
         idempotent = false
-        timeout_ms = 300
+        timeout_s = 0.3
         """,
     )
     engine = await gateway_engine(store_url, tmp_path / "data3", gateway)

@@ -44,7 +44,7 @@ def test_half_sent_requests_are_closed_and_a_normal_client_is_served(tmp_path: P
         tmp_path / "data",
         env={
             "AGENTTX_HTTP_ADDR": "127.0.0.1:0",
-            "AGENTTX_HTTP_HEADER_TIMEOUT_SECS": str(HEADER_TIMEOUT_S),
+            "AGENTTX_HTTP_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
             "AGENTTX_HTTP_MAX_WAITING_CONNECTIONS": str(MAX_WAITING),
         },
     )

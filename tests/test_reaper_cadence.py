@@ -37,7 +37,7 @@ def test_the_doc_states_the_same_clamp() -> None:
 async def test_a_running_engine_reaps_an_idle_transaction_within_a_quarter_timeout(
     open_engine: Any,
 ) -> None:
-    engine = await open_engine(tx_idle_timeout_secs=0.4)  # ticks every 100 ms
+    engine = await open_engine(tx_idle_timeout_s=0.4)  # ticks every 100 ms
     started = time.monotonic()  # before begin: the idle time counts from the transaction's
     tx = (await engine.begin()).transaction_id  # last activity, which is after this
     while (await engine.get_transaction(tx)).status is TxStatus.ACTIVE:

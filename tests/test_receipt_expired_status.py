@@ -177,7 +177,7 @@ async def test_refusing_an_expired_receipt_names_the_expiry_and_says_to_preview_
         message = refused.value.message
         assert refused.value.why == "expired"
         assert f"it expired at {at}, 5 s ago (receipts last 60 s)" in message
-        assert "call preview_commit for a current receipt" in message
+        assert "preview the transaction again for a current receipt" in message
     assert (await engine.get_transaction(tx)).status is agenttx.TxStatus.ACTIVE
 
 
@@ -222,7 +222,7 @@ async def test_grpc_and_the_clients_show_expired_and_refuse_its_approval(
         "expired",
     )
     assert "it expired at" in details
-    assert "call preview_commit" in details
+    assert "preview the transaction again" in details
     with pytest.raises(ReceiptRefused) as refusing:
         await s.client.refuse_commit(tx, p.receipt_id, "no", principal="al", roles=APPROVER)
     assert refusing.value.why == "expired"
@@ -257,7 +257,10 @@ async def test_tx_show_prints_expired_and_tx_approve_says_to_preview_again(
         assert refused.exit_code == 1
         assert "RECEIPT_REFUSED" in refused.output or "FAILED_PRECONDITION" in refused.output
         assert "it expired at" in refused.output
-        assert f"next: agenttx tx preview {tx}" in refused.output
+        assert f"next: Receipt {lapsed.receipt_id} cannot be used (expired). Call agenttx tx " in (
+            refused.output
+        )
+        assert f"agenttx tx preview {tx}" in refused.output.split("next: ")[1]
     # The fresh receipt holds: approving it works, and says how to commit with it.
     ok = await cli(
         "tx", "approve", tx, fresh.receipt_id, "--principal", "carol", "--server", s.target
@@ -381,4 +384,4 @@ async def test_v1_shows_expired_and_refuses_approve_and_refuse_naming_the_expiry
         error = assert_error_shape(reply, 409, "RECEIPT_REFUSED")
         assert error["details"]["why"] == "expired"
         assert "it expired at" in error["message"]
-        assert error["continuation"]["tool"] == "preview_commit"
+        assert error["continuation"]["operation"] == f"POST /v1/transactions/{tx}/preview"

@@ -117,7 +117,7 @@ async def test_tx_show_says_why_a_receipt_is_voided_and_to_preview_again(
     )
     assert refused.exit_code == 1
     assert "SNAPSHOT_MISMATCH" in refused.output or "ABORTED" in refused.output
-    assert f"next: agenttx tx preview {tx}" in refused.output
+    assert f"Call agenttx tx preview {tx}, review" in refused.output.split("next: ")[1]
     # Once the transaction ended without them, the lines say so (and no "preview again").
     await s.engine.rollback(tx, reason="operator")
     ended = await cli("tx", "show", tx, "--server", s.target)
@@ -202,7 +202,7 @@ async def test_v1_json_shows_voided_and_refuses_its_approval_as_a_snapshot_misma
     for reply in (approve, refuse):
         error = assert_error_shape(reply, 409, "SNAPSHOT_MISMATCH")
         assert "a later change voided it" in error["message"]
-        assert error["continuation"]["tool"] == "preview_commit"
+        assert error["continuation"]["operation"] == f"POST /v1/transactions/{tx}/preview"
 
 
 async def test_wait_for_approval_ends_with_the_voided_reason(

@@ -185,7 +185,7 @@ async def test_approval_required_commits_only_an_approved_receipt(engine: agentt
     assert (info.mode, info.principal) == ("approval_required", "bob")
     with pytest.raises(ApprovalRequired) as need:
         await engine.commit(tx)
-    assert "preview_commit" in need.value.message
+    assert "Preview it, have an approver approve" in need.value.message
     p = await engine.preview_commit(tx)
     assert p.approval_required
     assert p.approval_reasons == ["mode approval_required"]

@@ -63,8 +63,10 @@ async def test_new_steps_and_commit_are_refused_until_it_is_settled(
     ):
         with pytest.raises(agenttx.OutcomeUnknownPending) as refused:
             await call
-        assert f"reconcile_step({tx}, 1)" in str(refused.value)
-        assert "agenttx tx resolve" in str(refused.value)
+        assert f"transaction {tx}: step 1 has an unknown outcome; reconcile it" in str(
+            refused.value
+        )
+        assert "an operator resolves it" in str(refused.value)
     assert len(psp.charges) == 1  # nothing was sent again
 
 

@@ -55,7 +55,7 @@ async def test_a_refused_receipt_cannot_commit_and_says_who_refused_and_why(
     assert refused.value.why == "refused"
     assert "'alice'" in refused.value.message
     assert "the limit is 50, not 100" in refused.value.message
-    assert "preview_commit again" in refused.value.message
+    assert "preview it again" in refused.value.message
     assert "roll the transaction back" in refused.value.message
     # Nor can it be approved afterwards, by anyone.
     with pytest.raises(ApprovalRefused) as late:

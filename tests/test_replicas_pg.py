@@ -250,7 +250,7 @@ async def test_reaper_on_every_replica_aborts_once(database: str, tmp_path: Path
             database,
             fs_root=tmp_path / "files",
             background=False,
-            tx_idle_timeout_secs=60,
+            tx_idle_timeout_s=60,
             clock=lambda: clock[0],
         )
         for _ in range(3)

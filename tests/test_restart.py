@@ -73,7 +73,7 @@ async def test_controller_counters_are_durable(open_engine: Any) -> None:
 
 
 async def test_idle_reaper_aborts_forgotten_transactions(open_engine: Any, clock: Any) -> None:
-    engine = await open_engine(clock=clock, tx_idle_timeout_secs=60, background=False)
+    engine = await open_engine(clock=clock, tx_idle_timeout_s=60, background=False)
     idle = (await engine.begin()).transaction_id
     await engine.execute_step(idle, 1, "fs.write", {"path": "left.txt", "contents": "x"})
     busy = (await engine.begin()).transaction_id
@@ -88,7 +88,7 @@ async def test_idle_reaper_aborts_forgotten_transactions(open_engine: Any, clock
 
 
 async def test_reaper_can_be_turned_off(open_engine: Any, clock: Any) -> None:
-    engine = await open_engine(clock=clock, tx_idle_timeout_secs=0, background=False)
+    engine = await open_engine(clock=clock, tx_idle_timeout_s=0, background=False)
     tx = (await engine.begin()).transaction_id
     clock.advance(10**6)
     assert await engine.reap_idle() == 0

@@ -155,7 +155,7 @@ def _slow_step(server: ServerProcess, seconds: float, result: dict[str, Any]) ->
 
 
 def test_sigterm_lets_an_in_flight_step_finish_then_exits_zero(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "data", "--grace-secs", "10")
+    server = start_server(tmp_path / "data", "--grace-s", "10")
     try:
         result: dict[str, Any] = {}
         thread = _slow_step(server, 1.0, result)  # the step is running in the server now
@@ -175,7 +175,7 @@ def test_sigterm_lets_an_in_flight_step_finish_then_exits_zero(tmp_path: Path) -
 
 
 def test_sigterm_cancels_calls_that_outlast_the_grace_period(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "data", "--grace-secs", "0.3", log_format="text")
+    server = start_server(tmp_path / "data", "--grace-s", "0.3", log_format="text")
     try:
         result: dict[str, Any] = {}
         thread = _slow_step(server, 30.0, result)  # the step is running in the server now

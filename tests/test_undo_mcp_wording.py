@@ -1,5 +1,5 @@
 """Over MCP an undo or redo refusal tells the agent to send the step with ``run_step``, the
-tool it has — not ``execute_step``, the embedded call the engine's hint names."""
+tool it has — not ``execute_step``, the embedded call; the engine's hint names no call."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import agenttx
-from agenttx.api.mcp.undo import refusal
+from agenttx.api.continuations import refusal_of
 
 
 async def test_a_redo_refusal_names_run_step(engine: agenttx.Engine) -> None:
@@ -18,8 +18,9 @@ async def test_a_redo_refusal_names_run_step(engine: agenttx.Engine) -> None:
     await engine.execute_step(tx, 1, "kv.put", {"key": "k", "value": 2})  # the history moved
     with pytest.raises(agenttx.RedoRefused) as caught:
         await engine.redo_step(tx)
-    assert "execute_step" in caught.value.hint  # the embedded wording, kept for the API
-    refused: Any = refusal(caught.value)
+    assert "execute_step" not in caught.value.hint  # every surface reads this hint
+    assert "send step 2 again" in caught.value.hint
+    refused: Any = refusal_of(caught.value, "redo_step", {})
     assert refused is not None
     instruction = refused.continuation["instruction"]
     assert "run_step" in instruction

@@ -78,7 +78,7 @@ async def test_redo_is_refused_after_another_step(undo_engine: agenttx.Engine) -
     with pytest.raises(agenttx.RedoRefused) as refused:
         await undo_engine.redo_step(tx)
     assert refused.value.step_id == 2
-    assert "execute_step" in refused.value.hint
+    assert "send step 3 again" in refused.value.hint
     assert "changed since" in refused.value.hint
     assert refused.value.code == "FAILED_PRECONDITION"
     assert await trace(undo_engine, tx) == before  # a refusal changes nothing

@@ -125,7 +125,7 @@ async def test_the_async_client_rebuilds_refusals_with_their_hint(u: Served) -> 
     with pytest.raises(agenttx.RedoRefused) as moved:
         await c.redo_step(tx)
     assert moved.value.step_id == 2
-    assert "execute_step" in moved.value.hint
+    assert "send step 3 again" in moved.value.hint
     d = await c.execute_step(tx, 3, "kv.put", {"key": "k", "value": 6}, dry_run=True)
     assert d.dry_run is not None
     assert d.dry_run.fidelity is Fidelity.FULL_SIMULATION

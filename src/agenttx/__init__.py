@@ -13,8 +13,9 @@ Layers (imports only point down this list):
    ``jsonpolicy``, ``audit``,            audit chain and its key file, preview and approval
    ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
-   ``files``, ``numbers``, ``plural``    reads, bounded whole numbers, a count and its noun;
-                                         import nothing else
+   ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
+   ``renamed``                           the old names of renamed settings; import nothing
+                                         else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -48,6 +49,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
                                        agenttx.plural
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
+    agenttx.renamed   imports only   agenttx.renamed
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client

@@ -5,6 +5,10 @@ Both entries are ASCII so any gRPC stack passes them on:
 
     agenttx-error-reason   the error's reason (WRONG_STEP, COMMIT_CONFLICT …)
     agenttx-error-fields   a compact JSON object of its fields ({"expected":2,"got":5,…})
+    agenttx-next           the refusal's continuation, its next calls named by RPC, as a
+                           compact JSON object ({"kind":"RetryRequest","instruction":"Send
+                           the same ExecuteStep again with step_id 2: …"}), the same one
+                           MCP and HTTP give (``api/continuations.py``)
 
 The fields entry is at most ``MAX_FIELDS_BYTES`` (gRPC refuses metadata past a few KiB): lists
 are shortened to fit, and "truncated" then says how many items of which list were left out.
@@ -23,6 +27,7 @@ from agenttx.errors import AgentTxError
 
 REASON_KEY = "agenttx-error-reason"
 FIELDS_KEY = "agenttx-error-fields"
+NEXT_KEY = "agenttx-next"
 MAX_FIELDS_BYTES = 4096
 
 
@@ -32,6 +37,34 @@ def to_metadata(exc: AgentTxError) -> tuple[tuple[str, str], ...]:
     if not fields:
         return ((REASON_KEY, exc.reason),)
     return ((REASON_KEY, exc.reason), (FIELDS_KEY, _fitted(fields)))
+
+
+def next_metadata(continuation: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The trailing metadata entry of a refusal's ``continuation``: at most
+    ``MAX_FIELDS_BYTES``, its instruction shortened (with "…") to fit."""
+    cont = dict(continuation)
+    text = _encoded(cont)
+    instruction = str(cont.get("instruction", ""))
+    while len(text) > MAX_FIELDS_BYTES and instruction:
+        instruction = instruction[: len(instruction) * 3 // 4]
+        cont["instruction"] = instruction + "…"
+        text = _encoded(cont)
+    return ((NEXT_KEY, text),) if len(text) <= MAX_FIELDS_BYTES else ()
+
+
+def next_from_metadata(metadata: Iterable[tuple[str, Any]] | None) -> dict[str, Any]:
+    """The continuation a call's trailing metadata carries; ``{}`` if none (never raises)."""
+    for key, value in metadata or ():
+        if key != NEXT_KEY:
+            continue
+        if isinstance(value, bytes):
+            value = value.decode("ascii", "replace")
+        try:
+            decoded = json.loads(value) if isinstance(value, str) else None
+        except ValueError:
+            return {}
+        return decoded if isinstance(decoded, dict) else {}
+    return {}
 
 
 def from_metadata(metadata: Iterable[tuple[str, Any]] | None) -> tuple[str, dict[str, Any]]:

@@ -198,10 +198,9 @@ class OutcomeUnknownPending(FailedPrecondition):
 
     def __init__(self, transaction_id: str, step_id: int) -> None:
         super().__init__(
-            f"transaction {transaction_id}: step {step_id} has an unknown outcome; "
-            f"call reconcile_step({transaction_id}, {step_id}) (a tool without a reconcile "
-            f"handler: `agenttx tx resolve {transaction_id} {step_id} happened|not-happened`) "
-            "or roll back before the next step or the commit"
+            f"transaction {transaction_id}: step {step_id} has an unknown outcome; reconcile "
+            "it (or, for a tool without a reconcile handler, an operator resolves it) or roll "
+            "back before the next step or the commit"
         )
         self.transaction_id = transaction_id
         self.step_id = step_id
@@ -217,7 +216,7 @@ class ReconcileNotDue(FailedPrecondition):
     def __init__(self, transaction_id: str, step_id: int, retry_after_ms: int) -> None:
         super().__init__(
             f"transaction {transaction_id}: step {step_id} may be reconciled in "
-            f"{retry_after_ms} ms; call reconcile_step again then"
+            f"{retry_after_ms} ms; reconcile it again then"
         )
         self.transaction_id = transaction_id
         self.step_id = step_id
@@ -233,8 +232,7 @@ class ReconcileInProgress(FailedPrecondition):
     def __init__(self, transaction_id: str, step_id: int) -> None:
         super().__init__(
             f"transaction {transaction_id}: step {step_id} is being reconciled by another "
-            "call; read the transaction when it ends (get_transaction) instead of reconciling "
-            "again"
+            "call; read the transaction when it ends instead of reconciling again"
         )
         self.transaction_id = transaction_id
         self.step_id = step_id
@@ -311,10 +309,10 @@ class ReceiptRefused(FailedPrecondition):
 
     def __init__(self, transaction_id: str, receipt_id: str, why: str, detail: str = "") -> None:
         then = (
-            "change the transaction as the refusal asks (steps, undo_step) and call "
-            "preview_commit again for a new receipt, or roll the transaction back"
+            "change the transaction as the refusal asks (steps, undo) and preview it again "
+            "for a new receipt, or roll the transaction back"
             if why == "refused"
-            else "call preview_commit for a current receipt"
+            else "preview the transaction again for a current receipt"
         )
         super().__init__(
             f"receipt {clip(receipt_id)} cannot be used for transaction {transaction_id}: "
@@ -502,8 +500,8 @@ class SnapshotMismatch(Aborted):
     ) -> None:
         super().__init__(
             f"transaction {transaction_id} moved since the snapshot (expected revision "
-            f"{expected_revision}, now {revision}{'; ' + what if what else ''}); call "
-            "preview_commit and review the current change before committing"
+            f"{expected_revision}, now {revision}{'; ' + what if what else ''}); preview it "
+            "again and review the current change before committing"
         )
         self.transaction_id = transaction_id
         self.expected_revision = expected_revision

@@ -72,8 +72,8 @@ class ServeConfig:
     hint_rules: tuple[Path, ...] = ()  # TOML files of user hint rules, in the order given
     gateway: Path | None = None  # the MCP gateway file (TOML): downstream servers' tools
     policy: RollbackPolicy = field(default_factory=RollbackPolicy)
-    step_timeout_ms: int = 30_000
-    tx_idle_timeout_secs: int = 900  # 0 turns the idle reaper off
+    step_timeout_s: float = 30.0
+    tx_idle_timeout_s: int = 900  # 0 turns the idle reaper off
     compensation_retries: int = 3
     max_constraints: int = 32
     max_resolved_arguments_bytes: int = 1 << 20  # a step's arguments after its references
@@ -96,13 +96,13 @@ class ServeConfig:
     mcp_effect_tools: bool = False  # MCP over HTTP also offers list_effects, retry_effect
     max_streams: int = 1000  # event streams open at once, of every surface (gRPC, HTTP, MCP)
     max_streams_per_key: int = 100  # of those, opened with one API key
-    http_header_timeout_secs: float = 10.0  # for a connection's whole request head
+    http_header_timeout_s: float = 10.0  # for a connection's whole request head
     http_max_waiting_connections: int = 512  # connections without a request in service
-    grace_secs: float = 10.0
+    grace_s: float = 10.0
     otlp_endpoint: str | None = None  # None: no trace export (spans are no-ops)
     log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
     safety_policy: Path | None = None  # --policy: the safety policy file (docs/safety.md)
-    receipt_ttl_secs: int = 900  # how long a preview's receipt can be approved and used
+    receipt_ttl_s: int = 900  # how long a preview's receipt can be approved and used
     # The API key file (``agenttx.auth.keys``); None: no keys, so loopback binds only.
     api_keys: Path | None = None
     tls: TlsFiles | None = None  # TLS for gRPC and HTTP iff set (mutual iff it has a client CA)
@@ -249,7 +249,7 @@ class RunningServer:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def stop(self, grace: float | None = None) -> None:
-        grace = self.config.grace_secs if grace is None else grace
+        grace = self.config.grace_s if grace is None else grace
         # NOT_SERVING first: a load balancer polling health stops routing here while the
         # in-flight calls drain.
         with contextlib.suppress(Exception):
@@ -358,8 +358,8 @@ async def _open(
             undo_handlers=gateway.undo_handlers() if gateway is not None else None,
             policy=config.policy,
             sync_writes=config.sync_writes,
-            step_timeout_s=config.step_timeout_ms / 1000,
-            tx_idle_timeout_secs=config.tx_idle_timeout_secs,
+            step_timeout_s=config.step_timeout_s,
+            tx_idle_timeout_s=config.tx_idle_timeout_s,
             compensation_retries=config.compensation_retries,
             max_constraints=config.max_constraints,
             max_resolved_arguments_bytes=config.max_resolved_arguments_bytes,
@@ -367,7 +367,7 @@ async def _open(
             max_steps=config.max_steps,
             hint_rule_files=config.hint_rules,
             safety_policy=config.safety_policy,
-            receipt_ttl_s=config.receipt_ttl_secs,
+            receipt_ttl_s=config.receipt_ttl_s,
             retention_days=config.retention_days,
             audit_retention_days=config.audit_retention_days,
             dead_letter_retention_days=config.dead_letter_retention_days,
@@ -427,7 +427,7 @@ async def listen_http(
         sock,
         tls=config.tls,
         on_stop=api.streams.close,
-        header_timeout_s=config.http_header_timeout_secs,
+        header_timeout_s=config.http_header_timeout_s,
         max_waiting=config.http_max_waiting_connections,
     )
     try:
@@ -552,9 +552,7 @@ async def serve(
         with contextlib.suppress(NotImplementedError, AttributeError):  # no SIGHUP on Windows
             loop.add_signal_handler(signal.SIGHUP, reload)
     await stop.wait()
-    log.info(
-        "draining: refusing new calls, waiting up to %gs for in-flight ones", config.grace_secs
-    )
+    log.info("draining: refusing new calls, waiting up to %gs for in-flight ones", config.grace_s)
     await running.stop()
     log.info("stopped")
 

@@ -470,7 +470,7 @@ async def _run(scenario: Generated, workdir: Path, policy: dict[str, Any] | None
         fs_root=sandbox,
         outbox_path=outbox,
         tools=make_tools(scenario, ledger),
-        tx_idle_timeout_secs=0,
+        tx_idle_timeout_s=0,
         background=False,
     )
     agent, calls, strategies, comp_errors = Agent(), 0, [], 0

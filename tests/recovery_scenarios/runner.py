@@ -230,7 +230,7 @@ async def run_baseline(scenario: Scenario, workdir: Path) -> RunMetrics:
         fs_root=sandbox,
         outbox_path=workdir / "engine-outbox.jsonl",
         tools=wrapped,
-        tx_idle_timeout_secs=0,
+        tx_idle_timeout_s=0,
         background=False,
     )
     tally = _Tally()
@@ -306,7 +306,7 @@ async def run_agenttx(scenario: Scenario, workdir: Path) -> RunMetrics:
         fs_root=sandbox,
         outbox_path=outbox_path,
         tools=make_bench_tools(),
-        tx_idle_timeout_secs=0,
+        tx_idle_timeout_s=0,
         # No background dispatcher: commit delivers the effects itself (a failed delivery
         # would show up below as a dispatched count that differs from the outbox file).
         background=False,

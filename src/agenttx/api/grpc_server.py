@@ -31,8 +31,10 @@ from agenttx.api import (
     reconcile_wire,
     undo_wire,
 )
+from agenttx.api.continuations import refusal_of
 from agenttx.api.grpc_requests import add_service
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
+from agenttx.api.next_calls import GRPC
 from agenttx.api.revocable import watch_as
 from agenttx.api.stream_slots import StreamSlots
 from agenttx.api.tracing import incoming
@@ -42,7 +44,7 @@ from agenttx.core.eager import run_detached
 from agenttx.core.engine import Engine
 from agenttx.core.hints import reference_category
 from agenttx.core.offload import INLINE_JSON_CHARS, bulk_allocation, by_size
-from agenttx.error_details import to_metadata
+from agenttx.error_details import next_metadata, to_metadata
 from agenttx.errors import AgentTxError, StepFailure, error_code
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
@@ -74,13 +76,16 @@ def status_code(exc: AgentTxError) -> grpc.StatusCode:
 
 async def _refuse(context: grpc.aio.ServicerContext, exc: AgentTxError) -> None:
     """Fail the call with ``exc``: its status and human message, as a reference client expects,
-    and its reason and fields as trailing metadata, which such a client ignores."""
+    and its reason, fields and continuation as trailing metadata, which such a client
+    ignores."""
     if isinstance(exc, StepFailure):
         # Raised inside a step, where the engine turns it into a failed step; one that gets
         # here is a bug, and its text (a tool's error) is for the log, not the caller.
         log.error("a step failure escaped the step pipeline", exc_info=exc)
         await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
-    await context.abort(status_code(exc), exc.message, trailing_metadata=to_metadata(exc))
+    # What to call next, named by RPC: the continuation MCP and HTTP give, for gRPC callers.
+    then = next_metadata(refusal_of(exc, "", {}, GRPC).continuation)
+    await context.abort(status_code(exc), exc.message, trailing_metadata=to_metadata(exc) + then)
 
 
 async def _guard(

@@ -136,7 +136,7 @@ async def _while_granted(
 
 
 # What a refused caller must do; the MCP adapter's continuation of an UNAUTHENTICATED
-# refusal says the same (``api/mcp/continuations.py`` imports it from here).
+# refusal says the same (``api/continuations.py`` imports it from here).
 UNAUTHENTICATED_INSTRUCTION = (
     "The server needs a valid API key (`Authorization: Bearer <key>`). Ask the user or the "
     "operator for one; retrying without a valid key cannot succeed."

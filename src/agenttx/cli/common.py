@@ -24,14 +24,12 @@ def env_var(flag: str) -> str:
 
 
 def engine_option(*decls: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A ``serve`` option with its environment variable shown in ``--help``. A flag renamed
-    keeps its old name as a further decl; the old name's variable is read too, after the
-    new one's."""
+    """A ``serve`` option with its environment variable shown in ``--help`` (a renamed flag's
+    old name is in ``agenttx.renamed``, not here)."""
     names = [d for d in decls if d.startswith("--")]
-    envvar = [env_var(name) for name in names]
     return click.option(
         *decls,
-        envvar=envvar[0] if len(envvar) == 1 else envvar,
+        envvar=env_var(names[0]),
         show_envvar=True,
         show_default=True,
         **kwargs,
@@ -108,40 +106,34 @@ def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:
     return AddMetadata()
 
 
-# What to run next after a refusal, given its reason and fields (``error_details``): a
-# command line for the person at the terminal, or "" when the message says enough.
-Advice = Callable[[str, dict[str, Any]], str]
-
-
-def call(server: str, fn: Callable[[Any], T], advice: Advice | None = None) -> T:
+def call(server: str, fn: Callable[[Any], T]) -> T:
     """Run ``fn(stub)``; a gRPC error becomes a one-line message and exit status 1, followed
-    by a line of what to run next when ``advice`` has one for the refusal."""
+    by a ``next:`` line of what to run when the refusal names a next call: the continuation
+    every surface gives (``api/continuations.py``), its calls named by CLI command."""
     import grpc
 
     try:
         with grpc_stub(server) as stub:
             return fn(stub)
     except grpc.RpcError as exc:
-        fail(rpc_error_text(exc, server, advice))
+        fail(rpc_error_text(exc, server))
 
 
-def rpc_error_text(exc: Any, server: str, advice: Advice | None = None) -> str:
+def rpc_error_text(exc: Any, server: str) -> str:
     """A gRPC error of a call to ``server`` as the CLI prints it: ``<CODE>: <message>``, then
-    a line of what to run next when there is one (``advice``'s, or how to give a key)."""
+    a ``next:`` line of what to run when there is one (how to give a key, or the refusal's
+    continuation in CLI commands)."""
     import grpc
-
-    from agenttx.error_details import from_metadata
 
     code = exc.code()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return f"cannot reach AgentTx at {server} (is `agenttx serve` running?)"
     message = f"{code.name}: {exc.details()}"
-    then = ""
     if code == grpc.StatusCode.UNAUTHENTICATED:
         then = _key_advice()
-    elif advice is not None:
+    else:
         metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-        then = advice(*from_metadata(metadata))
+        then = next_command(code.name, exc.details() or "", metadata)
     return message + (f"\nnext: {then}" if then else "")
 
 
@@ -156,6 +148,27 @@ def _key_advice() -> str:
         "set AGENTTX_API_KEY to your API key (export AGENTTX_API_KEY=atx_…), the one way "
         "agenttx commands take a key; the server's operator makes one with `agenttx keys new`"
     )
+
+
+# A ReviseRequest only repeats the message ("fix the call: <message>"); every other kind says
+# what to run next, or who must act.
+_REPEATING = frozenset({"ReviseRequest"})
+
+
+def next_command(status: str, message: str, metadata: Any) -> str:
+    """What to run after a refusal with ``status``, ``message`` and trailing ``metadata``
+    (its reason and fields), in CLI commands; "" when the refusal names no next call."""
+    from agenttx.api.continuations import refusal_of
+    from agenttx.api.next_calls import CLI
+    from agenttx.error_details import from_metadata
+    from agenttx.errors import error_from_wire
+
+    reason, fields = from_metadata(metadata)
+    if not reason:
+        return ""
+    refusal = refusal_of(error_from_wire(status, message, reason, fields), "", fields, CLI)
+    cont = refusal.continuation
+    return "" if cont.get("kind") in _REPEATING else str(cont.get("instruction", ""))
 
 
 def fail(message: str) -> NoReturn:

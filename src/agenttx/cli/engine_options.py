@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from agenttx.cli.common import engine_option
+from agenttx.cli.renamed_flags import accepting_old_names
 from agenttx.logs import FORMATS, LEVELS
 
 if TYPE_CHECKING:
@@ -112,16 +113,16 @@ _OPTIONS = [
         "(0 = none).  [default: max-local-depth + 1, at least 2]",
     ),
     engine_option(
-        "--step-timeout-ms",
-        type=click.IntRange(1, 86_400_000),
-        default=30_000,
-        help="Run time limit of tools that set none.",
+        "--step-timeout-s",
+        type=click.FloatRange(0.001, 86_400),
+        default=30.0,
+        help="Run time limit of tools that set none, in seconds.",
     ),
     engine_option(
-        "--tx-idle-timeout-secs",
+        "--tx-idle-timeout-s",
         type=click.IntRange(min=0),
         default=900,
-        help="Abort transactions idle this long; 0 turns the reaper off.",
+        help="Abort transactions idle this many seconds; 0 turns the reaper off.",
     ),
     engine_option(
         "--compensation-retries",
@@ -223,16 +224,24 @@ _OPTIONS = [
         "tools; a step cap (docs/safety.md). A bad file stops the start.",
     ),
     engine_option(
-        "--receipt-ttl-secs",
+        "--receipt-ttl-s",
         type=click.IntRange(1, 7 * 86_400),
         default=900,
-        help="How long a preview's receipt can be approved and committed with.",
+        help="How many seconds a preview's receipt can be approved and committed with.",
     ),
 ]
 
+# The old spellings (``agenttx.renamed``), each read as its new flag with a notice.
+_OLD_TYPES = {
+    "step_timeout_ms": click.IntRange(1, 86_400_000),
+    "tx_idle_timeout_secs": click.IntRange(min=0),
+    "receipt_ttl_secs": click.IntRange(1, 7 * 86_400),
+}
+
 
 def engine_options(command: F) -> F:
-    """Add every engine flag to ``command`` (in ``--help`` order)."""
+    """Add every engine flag to ``command`` (in ``--help`` order), and their old names."""
+    command = accepting_old_names("serve", _OLD_TYPES)(command)
     for option in reversed(_OPTIONS):
         command = option(command)
     return command
@@ -268,8 +277,8 @@ def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:
             replay_budget_factor=opts["replay_budget_factor"],
             max_step_retries=opts["max_step_retries"],
         ),
-        step_timeout_ms=opts["step_timeout_ms"],
-        tx_idle_timeout_secs=opts["tx_idle_timeout_secs"],
+        step_timeout_s=opts["step_timeout_s"],
+        tx_idle_timeout_s=opts["tx_idle_timeout_s"],
         compensation_retries=opts["compensation_retries"],
         max_constraints=opts["max_constraints"],
         max_resolved_arguments_bytes=opts["max_resolved_arguments_bytes"],
@@ -282,6 +291,6 @@ def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:
         dead_letter_retention_days=opts["dead_letter_retention_days"],
         log_format=opts["log_format"].lower(),
         safety_policy=opts["safety_policy"],
-        receipt_ttl_secs=opts["receipt_ttl_secs"],
+        receipt_ttl_s=opts["receipt_ttl_s"],
         **server,
     )

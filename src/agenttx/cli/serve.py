@@ -10,6 +10,7 @@ import click
 
 from agenttx.cli.common import engine_option
 from agenttx.cli.engine_options import engine_options, serve_config
+from agenttx.cli.renamed_flags import accepting_old_names
 
 
 def _tls(opts: dict[str, Any]) -> Any:
@@ -56,7 +57,6 @@ def _hosts(text: str) -> tuple[str, ...]:
 )
 @engine_option(
     "--max-streams",
-    "--http-max-streams",  # its first name, when only HTTP streams were counted
     type=click.IntRange(1, 1_000_000),
     default=1000,
     help="Event streams open at once, of every surface (gRPC WatchTransaction, "
@@ -65,13 +65,12 @@ def _hosts(text: str) -> tuple[str, ...]:
 )
 @engine_option(
     "--max-streams-per-key",
-    "--http-max-streams-per-key",
     type=click.IntRange(1, 1_000_000),
     default=100,
     help="Of those, how many one API key may hold open.",
 )
 @engine_option(
-    "--http-header-timeout-secs",
+    "--http-header-timeout-s",
     type=click.FloatRange(0.1, 600),
     default=10.0,
     help="A connection must send a whole request head (request line and headers) within "
@@ -123,16 +122,25 @@ def _hosts(text: str) -> tuple[str, ...]:
     'needs agenttx[otel]); "off" disables.',
 )
 @engine_option(
-    "--grace-secs",
+    "--grace-s",
     type=click.FloatRange(min=0),
     default=10.0,
-    help="On SIGTERM, how long in-flight calls may take to finish.",
+    help="On SIGTERM, how many seconds in-flight calls may take to finish.",
+)
+@accepting_old_names(
+    "serve only",
+    {
+        "grace_secs": click.FloatRange(min=0),
+        "http_header_timeout_secs": click.FloatRange(0.1, 600),
+        "http_max_streams": click.IntRange(1, 1_000_000),
+        "http_max_streams_per_key": click.IntRange(1, 1_000_000),
+    },
 )
 def serve(**opts: Any) -> None:
     """Serve AgentTx over gRPC (with health, reflection and Prometheus metrics), and MCP over
     HTTP with --http-addr.
 
-    SIGTERM or Ctrl-C drains: new calls are refused, in-flight calls get --grace-secs to
+    SIGTERM or Ctrl-C drains: new calls are refused, in-flight calls get --grace-s to
     finish, then the store closes and the process exits 0.
     """
     from agenttx.server import StartupError, run
@@ -148,10 +156,10 @@ def serve(**opts: Any) -> None:
         http_allowed_origins=_hosts(opts["http_allowed_origins"]),
         max_streams=opts["max_streams"],
         max_streams_per_key=opts["max_streams_per_key"],
-        http_header_timeout_secs=opts["http_header_timeout_secs"],
+        http_header_timeout_s=opts["http_header_timeout_s"],
         http_max_waiting_connections=opts["http_max_waiting_connections"],
         mcp_effect_tools=opts["mcp_effect_tools"],
-        grace_secs=opts["grace_secs"],
+        grace_s=opts["grace_s"],
         api_keys=opts["api_keys"],
         tls=_tls(opts),
         otlp_endpoint=None

@@ -13,7 +13,6 @@ import click
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    Advice,
     call,
     echo_json,
     json_option,
@@ -126,7 +125,6 @@ def tx_approve(
     a = call(
         server,
         lambda stub: stub.ApproveCommit(request, timeout=timeout),
-        preview_again(transaction_id),
     )
     if as_json:
         echo_json(to_dict(a))
@@ -185,7 +183,6 @@ def tx_refuse(
     r = call(
         server,
         lambda stub: stub.RefuseCommit(request, timeout=timeout),
-        preview_again(transaction_id),
     )
     if as_json:
         echo_json(to_dict(r))
@@ -194,22 +191,6 @@ def tx_refuse(
         f"refused {r.receipt_id} of {r.transaction_id} as {r.refused_by}: {r.reason} "
         f"(the transaction stays open at revision {r.snapshot.revision})"
     )
-
-
-def preview_again(transaction_id: str) -> Advice:
-    """After a refusal of a receipt that no longer stands — it expired, or a later change
-    voided it — the way on: a new preview, whose receipt the approver then decides."""
-
-    def advice(reason: str, fields: dict[str, Any]) -> str:
-        expired = reason == "RECEIPT_REFUSED" and fields.get("why") == "expired"
-        if expired or reason == "SNAPSHOT_MISMATCH":
-            return (
-                f"agenttx tx preview {transaction_id}  (a new receipt for the change as it is "
-                "now; decide that one)"
-            )
-        return ""
-
-    return advice
 
 
 def _value(text: str) -> str:

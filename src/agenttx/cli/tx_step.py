@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    Advice,
     call,
     echo_json,
     json_option,
@@ -30,6 +29,7 @@ from agenttx.cli.common import (
 )
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import CliConsole, command_console
+from agenttx.cli.renamed_flags import accepting_old_names
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID
 from agenttx.plural import plural
@@ -48,7 +48,9 @@ _SHOWN_VALUE_CHARS = 200
 
 
 @click.command("begin")
-@click.option("--agent-id", default="", help="Who runs the transaction (an agent's name).")
+@click.option(
+    "--agent", default="", help="Who runs the transaction (its agent id, an agent's name)."
+)
 @click.option(
     "--mode",
     type=click.Choice([m.value for m in Mode]),
@@ -71,8 +73,9 @@ _SHOWN_VALUE_CHARS = 200
 @server_option
 @json_option
 @timeout_option
+@accepting_old_names("tx begin", with_env=False)
 def tx_begin(
-    agent_id: str,
+    agent: str,
     mode: str,
     principal: str,
     isolation: str | None,
@@ -85,7 +88,7 @@ def tx_begin(
     from agenttx.wire import agenttx_pb2 as pb
 
     request = pb.BeginTransactionRequest(
-        agent_id=agent_id,
+        agent_id=agent,
         mode=mode,
         principal=principal,
         isolation=isolation or "",
@@ -161,7 +164,6 @@ def tx_step(
     r = call(
         server,
         lambda stub: stub.ExecuteStep(request, timeout=timeout),
-        _step_advice(transaction_id),
     )
     status = pb.StepStatus.Name(r.status).removeprefix(_STEP_PREFIX)
     if as_json:
@@ -215,7 +217,6 @@ def tx_commit(
     c = call(
         server,
         lambda stub: stub.CommitTransaction(request, timeout=timeout),
-        _commit_advice(transaction_id),
     )
     if as_json:
         echo_json(to_dict(c))
@@ -379,46 +380,6 @@ def _shown(value: Any) -> str:
         return "(absent)"
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= _SHOWN_VALUE_CHARS else text[: _SHOWN_VALUE_CHARS - 1] + "…"
-
-
-# --------------------------------------------------------------------------- refusals
-
-
-def _step_advice(tx: str) -> Advice:
-    def advice(reason: str, fields: dict[str, Any]) -> str:
-        if reason == "WRONG_STEP" and fields.get("expected"):
-            return f"send step {fields['expected']}: agenttx tx step {tx} {fields['expected']} …"
-        return _settle_first(tx, reason, fields)
-
-    return advice
-
-
-def _settle_first(tx: str, reason: str, fields: dict[str, Any]) -> str:
-    """A step or commit refused while a step's outcome is unknown: settle that step first."""
-    if reason != "OUTCOME_UNKNOWN_PENDING":
-        return ""
-    step = fields.get("step_id", "STEP")
-    return f"agenttx tx reconcile {tx} {step} (or agenttx tx resolve {tx} {step} …)"
-
-
-def _commit_advice(tx: str) -> Advice:
-    def advice(reason: str, fields: dict[str, Any]) -> str:
-        receipt = str(fields.get("receipt_id") or "")
-        if reason == "APPROVAL_REQUIRED" and receipt:
-            return (
-                f"an approver runs agenttx tx approve {tx} {receipt} --principal NAME; then "
-                f"commit again with --receipt-id {receipt}"
-            )
-        if reason == "APPROVAL_REQUIRED":
-            return (
-                f"agenttx tx preview {tx}, have an approver run agenttx tx approve {tx} RECEIPT "
-                f"--principal NAME, then agenttx tx commit {tx} --receipt-id RECEIPT"
-            )
-        if reason in ("RECEIPT_REFUSED", "SNAPSHOT_MISMATCH"):
-            return f"agenttx tx preview {tx}  (a new receipt for the change as it is now)"
-        return _settle_first(tx, reason, fields)
-
-    return advice
 
 
 COMMANDS: tuple[Any, ...] = (tx_begin, tx_step, tx_commit)

@@ -131,7 +131,7 @@ def _after_end(receipt_id: str, status: TxStatus) -> str:
 
 
 def _expired(view: ReceiptView, lifetime: float) -> str:
-    ttl = f"receipts last {lifetime:g} s on this server: --receipt-ttl-secs"
+    ttl = f"receipts last {lifetime:g} s on this server: --receipt-ttl-s"
     # An approved receipt the server shows as expired still names its approver.
     if view.status == ReceiptStatus.APPROVED.value or view.decided_by:
         return (

@@ -309,8 +309,8 @@ class Approvals:
                 raise ApprovalRequired(
                     tx,
                     "",
-                    "; ".join(reasons) + ". Call preview_commit, have an approver call "
-                    "approve_commit with its receipt_id, then commit with that receipt_id",
+                    "; ".join(reasons) + ". Preview it, have an approver approve the "
+                    "preview's receipt, then commit with that receipt",
                 )
             if receipt.status != ReceiptStatus.APPROVED.value:
                 raise ApprovalRequired(
@@ -318,7 +318,7 @@ class Approvals:
                     receipt.id,
                     f"receipt {receipt.id} is not approved yet ("
                     + "; ".join(reasons)
-                    + "); an approver must call approve_commit with it",
+                    + "); an approver must approve it",
                 )
         if receipt is None:
             return {}

@@ -88,7 +88,7 @@ class Background:
         self._tasks.clear()
 
     async def _maintain(self) -> None:
-        idle = self.config.tx_idle_timeout_secs
+        idle = self.config.tx_idle_timeout_s
         tick = reaper_tick(idle)
         last_prune = 0.0
         last_recover = time.monotonic()

@@ -25,7 +25,7 @@ Clock = Callable[[], float]
 class EngineConfig:
     fs_root: Path
     step_timeout_s: float = DEFAULT_TIMEOUT_S
-    tx_idle_timeout_secs: float = 900.0  # 0 turns the idle reaper off
+    tx_idle_timeout_s: float = 900.0  # 0 turns the idle reaper off
     compensation_retries: int = 3
     compensation_backoff_s: float = 0.010  # 10 ms · 2^try, as the reference
     # How long a commit keeps the undo record of a supported/best_effort step whose tool
@@ -77,8 +77,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if not 0 < self.step_timeout_s <= 86_400:
             raise InvalidArgument("step timeout must be in (0, 86400] seconds")
-        if self.tx_idle_timeout_secs < 0:
-            raise InvalidArgument("tx_idle_timeout_secs must be >= 0 (0 turns the reaper off)")
+        if self.tx_idle_timeout_s < 0:
+            raise InvalidArgument("tx_idle_timeout_s must be >= 0 (0 turns the reaper off)")
         if not 0 <= self.compensation_retries <= 100:
             raise InvalidArgument("compensation_retries must be 0..100")
         if not 0 <= self.compensation_keep_s <= 366 * 86_400:

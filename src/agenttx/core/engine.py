@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,7 @@ from agenttx.errors import (
     WrongStep,
 )
 from agenttx.receipts import Approval, Mode, Preview, Refusal
+from agenttx.renamed import renamed
 from agenttx.store.contract import Store, TxRow
 from agenttx.store.factory import open_store
 from agenttx.tools.builtin import BUILTIN_TOOLS, outbound_tools
@@ -258,7 +260,7 @@ class Engine:
         policy: RollbackPolicy | None = None,
         sync_writes: bool = False,
         step_timeout_s: float = 30.0,
-        tx_idle_timeout_secs: float = 900.0,
+        tx_idle_timeout_s: float = 900.0,
         compensation_retries: int = 3,
         compensation_keep_s: float = 86_400.0,
         max_constraints: int = 32,
@@ -270,7 +272,7 @@ class Engine:
         background: bool = True,
         audit_chain: bool = True,
         audit_keys: AuditKeys | None = None,
-        dispatch_lease_secs: float = 30.0,
+        dispatch_lease_s: float = 30.0,
         dispatch_max_attempts: int = 8,
         dispatch_backoff_s: float = 0.5,
         store: Store | None = None,
@@ -282,6 +284,7 @@ class Engine:
         audit_retention_days: float = 365.0,
         dead_letter_retention_days: float = 90.0,
         redact_fields: Sequence[str] = (),
+        **old_names: Any,
     ) -> Engine:
         """Open an engine. Relative paths default next to the SQLite file: ``files/`` for the
         fs sandbox and ``outbox.jsonl`` for effects on channels without a dispatcher.
@@ -296,7 +299,28 @@ class Engine:
 
         ``audit_keys`` (``agenttx.audit_keys.read_audit_keys`` reads a key file): every audit
         record is then keyed with its signing key, and chains are verified with its keys
-        (docs/audit.md, "Keyed chains")."""
+        (docs/audit.md, "Keyed chains").
+
+        ``tx_idle_timeout_secs`` and ``dispatch_lease_secs``, the old names of
+        ``tx_idle_timeout_s`` and ``dispatch_lease_s``, still work, with a ``FutureWarning``
+        (``agenttx.renamed``); any other unknown keyword is a ``TypeError``."""
+        given = dict(old_names)
+        for r in renamed("Engine.open"):
+            if r.old in given:
+                warnings.warn(
+                    f"Engine.open({r.old}=...) is deprecated; use {r.new}=... instead",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+                value = r.converted(given.pop(r.old))
+                if r.new == "tx_idle_timeout_s":
+                    tx_idle_timeout_s = value
+                else:
+                    dispatch_lease_s = value
+        if given:
+            raise TypeError(
+                f"Engine.open() got an unexpected keyword argument {next(iter(given))!r}"
+            )
         if safety_policy is not None and not isinstance(safety_policy, SafetyPolicy):
             safety_policy = load_safety_policy(safety_policy)
 
@@ -325,7 +349,7 @@ class Engine:
         config = EngineConfig(
             fs_root=Path(fs_root) if fs_root is not None else base / "files",
             step_timeout_s=step_timeout_s,
-            tx_idle_timeout_secs=tx_idle_timeout_secs,
+            tx_idle_timeout_s=tx_idle_timeout_s,
             compensation_retries=compensation_retries,
             compensation_keep_s=compensation_keep_s,
             max_constraints=max_constraints,
@@ -352,7 +376,7 @@ class Engine:
             },
             default=JsonlChannel(outbox),
             clock=clock,
-            lease_secs=dispatch_lease_secs,
+            lease_secs=dispatch_lease_s,
             max_attempts=dispatch_max_attempts,
             backoff_base_s=dispatch_backoff_s,
             audit_key=config.audit_key,

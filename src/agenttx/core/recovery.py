@@ -186,7 +186,7 @@ class Recovery:
 
     async def reap_idle(self) -> int:
         """Abort ACTIVE transactions idle longer than the timeout; returns how many."""
-        timeout = self.config.tx_idle_timeout_secs
+        timeout = self.config.tx_idle_timeout_s
         if timeout <= 0:
             return 0
         cutoff = self.clock() - timeout

@@ -409,7 +409,7 @@ class StepExecutor:
         return await self._fail(rt, att, hint.text, hint=hint, scope=scope)
 
     def _timeout(self, tool: Tool) -> float:
-        # A tool that kept the default follows the engine's --step-timeout-ms.
+        # A tool that kept the default follows the engine's --step-timeout-s.
         return self.config.step_timeout_s if tool.timeout_s == DEFAULT_TIMEOUT_S else tool.timeout_s
 
     async def _run_tool(

@@ -115,13 +115,13 @@ class StepHistory:
                         n,
                         f"step {n} was undone, but the transaction changed since (a step, a "
                         f"rollback or an undo of another kind ran); send step "
-                        f"{rt.row.next_step_id} again with execute_step instead",
+                        f"{rt.row.next_step_id} again instead",
                     )
                 raise RedoRefused(
                     transaction_id,
                     0,
-                    "no undone step to redo (only a state-only step undone by undo_step can be "
-                    f"redone); send step {rt.row.next_step_id} with execute_step",
+                    "no undone step to redo (only a state-only step undone by an undo can be "
+                    f"redone); send step {rt.row.next_step_id} again",
                 )
             entry = stack[-1]
             n, seq = int(entry["step"]), int(entry["seq"])
@@ -131,7 +131,7 @@ class StepHistory:
                     transaction_id,
                     n,
                     f"the undone step {n} is no longer in the history; send step "
-                    f"{rt.row.next_step_id} again with execute_step",
+                    f"{rt.row.next_step_id} again",
                 )
             if n > self.config.max_steps:
                 raise StepLimitReached(transaction_id, self.config.max_steps)

@@ -22,6 +22,7 @@ from typing import Any
 from agenttx.errors import StartupError
 from agenttx.files import read_capped
 from agenttx.gateway.mapping import MappingError, check_template
+from agenttx.renamed import RENAMED, notice
 
 # Effects a downstream tool may be given by override (``state`` is AgentTx-managed state only).
 OVERRIDE_EFFECTS = ("read", "compensatable", "staged", "irreversible")
@@ -52,7 +53,7 @@ class ToolSettings:
     """``[servers.<name>.tools.<tool>]``: what the operator says about one downstream tool."""
 
     effect: str | None = None  # one of OVERRIDE_EFFECTS; None: from the tool's annotations
-    timeout_ms: int | None = None  # None: the engine's --step-timeout-ms
+    timeout_ms: int | None = None  # the file's timeout_s, in ms; None: --step-timeout-s
     idempotent: bool | None = None  # None: the tool's idempotentHint
     undo: CallSpec | None = None
     before: CallSpec | None = None
@@ -72,7 +73,7 @@ class ServerSettings:
     include: frozenset[str] | None = None  # None: every tool
     exclude: frozenset[str] = frozenset()
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
-    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS  # the file's connect_timeout_s, in ms
 
     def exposes(self, tool: str) -> bool:
         """True iff the operator lets the agent see ``tool`` (include/exclude)."""
@@ -231,7 +232,8 @@ class _Loader:
             "include",
             "exclude",
             "tools",
-            "connect_timeout_ms",
+            "connect_timeout_s",
+            "connect_timeout_ms",  # the old name (agenttx.renamed)
         }
         for key in raw:
             if key not in known:
@@ -256,9 +258,9 @@ class _Loader:
         tools_raw = raw.get("tools", {})
         if not isinstance(tools_raw, dict):
             raise self.fail((*where, "tools"), "must be a table of [servers.<name>.tools.<tool>]")
-        timeout = raw.get("connect_timeout_ms", DEFAULT_CONNECT_TIMEOUT_MS)
-        if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= 600_000:
-            raise self.fail((*where, "connect_timeout_ms"), "must be an integer 1..600000")
+        timeout = self.duration_ms(raw, where, "connect_timeout_s", 600)
+        if timeout is None:
+            timeout = DEFAULT_CONNECT_TIMEOUT_MS
         return ServerSettings(
             name=name,
             command=command,
@@ -278,7 +280,7 @@ class _Loader:
     def tool(self, where: tuple[str, ...], raw: Any) -> ToolSettings:
         if not isinstance(raw, dict):
             raise self.fail(where, "must be a table")
-        known = {"effect", "timeout_ms", "idempotent", "undo", "before"}
+        known = {"effect", "timeout_s", "timeout_ms", "idempotent", "undo", "before"}
         for key in raw:
             if key not in known:
                 raise self.fail(
@@ -290,13 +292,7 @@ class _Loader:
                 (*where, "effect"),
                 f"{effect!r} is not an effect; use one of {', '.join(OVERRIDE_EFFECTS)}",
             )
-        timeout = raw.get("timeout_ms")
-        if timeout is not None and (
-            not isinstance(timeout, int)
-            or isinstance(timeout, bool)
-            or not 1 <= timeout <= 86_400_000
-        ):
-            raise self.fail((*where, "timeout_ms"), "must be an integer 1..86400000 (ms)")
+        timeout = self.duration_ms(raw, where, "timeout_s", 86_400)
         idempotent = raw.get("idempotent")
         if idempotent is not None and not isinstance(idempotent, bool):
             raise self.fail((*where, "idempotent"), "must be true or false")
@@ -331,6 +327,32 @@ class _Loader:
         if value is None:
             return None
         return parse_call(value, lambda reason: self.fail((*where, key), reason))
+
+    def duration_ms(
+        self, raw: dict[str, Any], where: tuple[str, ...], key: str, most_s: int
+    ) -> int | None:
+        """The duration ``key`` (seconds, 0.001..``most_s``) in milliseconds, None if absent.
+        Its old name in milliseconds (``timeout_ms``: ``agenttx.renamed``) still works, with
+        a notice on stderr; given both, ``key`` wins."""
+        [old] = [r for r in RENAMED if r.new == key and r.where.startswith("gateway")]
+        if old.old in raw:
+            notice(".".join((*where, old.old)) + " (gateway file)", key + " (seconds)")
+            value = raw[old.old]
+            if not isinstance(value, int) or isinstance(value, bool):
+                value = -1
+            if not 1 <= value <= most_s * 1000:
+                raise self.fail((*where, old.old), f"must be an integer 1..{most_s * 1000} (ms)")
+            if key not in raw:
+                return value
+        if key not in raw:
+            return None
+        given = raw[key]
+        seconds = (
+            float(given) if isinstance(given, int | float) and not isinstance(given, bool) else -1.0
+        )
+        if not 0.001 <= seconds <= most_s:
+            raise self.fail((*where, key), f"must be a number of seconds 0.001..{most_s}")
+        return max(1, round(seconds * 1000))
 
     def optional_text(self, raw: dict[str, Any], where: tuple[str, ...], key: str) -> str | None:
         value = raw.get(key)

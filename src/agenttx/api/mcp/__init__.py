@@ -7,7 +7,8 @@ makes, shape the reply from the same wire fields. The parts:
 ``backend``        what the tools call: the embedded engine, or a server over gRPC
 ``server``         the SDK ``Server`` with ``tools/list`` and ``tools/call``; progress, cancel
 ``results``        results → text + ``structuredContent`` (wire fields, ``ok: true``)
-``continuations``  failures → ``{ok: false, error, continuation, diagnostics}``
+(failures → ``{ok: false, error, continuation, diagnostics}``, their continuations from
+``agenttx.api.continuations``, the ladder every surface shares, with MCP's tool names)
 
 ``serve_stdio`` runs one on stdin/stdout (``agenttx mcp``); ``agenttx.api.http_app`` mounts
 one at ``/mcp`` (``agenttx serve --http-addr``). docs/mcp.md is the user's page.

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
+from agenttx.api import continuations as cont
 from agenttx.api.compensation_wire import approval_reply, plan_reply, result_reply
 from agenttx.api.fields import message_fields
-from agenttx.api.mcp import continuations as cont
 from agenttx.api.mcp.catalog import TRANSACTION_ID, _output, _tool
 from agenttx.core.eager import run_detached
 from agenttx.errors import (

@@ -1,5 +1,5 @@
-"""The MCP face of reconciling an unknown outcome: the ``reconcile_step`` tool's result and the
-continuations of everything around it (``docs/reconcile.md``).
+"""The MCP face of reconciling an unknown outcome: the ``reconcile_step`` tool's result; the
+continuations of its refusals (below) are in ``api/continuations.py`` (``docs/reconcile.md``).
 
     situation                       continuation
     a step is OUTCOME_UNKNOWN       CallTool reconcile_step (after retry_after_ms)
@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import mcp_types as types
 
+from agenttx.api.continuations import Refusal, retry
 from agenttx.api.fields import message_fields
-from agenttx.api.mcp.continuations import Refusal, call_tool, resolve_externally, retry
 from agenttx.api.reconcile_wire import reconcile_reply
-from agenttx.errors import NoReconcileHandler, ReconcileInProgress, ReconcileNotDue
 from agenttx.types import ReconcileResult
 
 
@@ -55,45 +54,3 @@ def result(r: ReconcileResult) -> types.CallToolResult | Refusal:
         content=[types.TextContent(type="text", text=text)],
         structured_content={"ok": True, **fields},
     )
-
-
-def refused(exc: Exception) -> Refusal | None:
-    """The refusal of a reconcile_step the engine refused, or None (the generic mapping)."""
-    if isinstance(exc, ReconcileNotDue):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            {
-                **retry(
-                    f"Too early: wait {exc.retry_after_ms} ms, then send the same "
-                    f"reconcile_step again (transaction_id {exc.transaction_id}, step_id "
-                    f"{exc.step_id}). Do not run the step again meanwhile."
-                ),
-                "retry_after_ms": exc.retry_after_ms,
-            },
-            extra={"retry_after_ms": exc.retry_after_ms},
-        )
-    if isinstance(exc, ReconcileInProgress):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            call_tool(
-                "get_transaction",
-                f"Another reconcile of step {exc.step_id} is running. Call get_transaction "
-                f"with transaction_id {exc.transaction_id} in a moment: outcome_unknown_step "
-                "is 0 once it settled.",
-            ),
-        )
-    if isinstance(exc, NoReconcileHandler):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            resolve_externally(
-                f"Tool {exc.tool} cannot check its own outcome. Ask the user (an operator) to "
-                f"check the outside system and run `agenttx tx resolve {exc.transaction_id} "
-                f"{exc.step_id} happened|not-happened`, then continue as get_transaction "
-                "says; or rollback_transaction to abandon the transaction. Do not run the "
-                "step again."
-            ),
-        )
-    return None

@@ -34,8 +34,8 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from agenttx.api import continuations as cont
 from agenttx.api.mcp import compensation, reconcile, results, undo
-from agenttx.api.mcp import continuations as cont
 from agenttx.api.mcp.backend import Backend
 from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
 from agenttx.api.tracing import incoming
@@ -215,7 +215,7 @@ class AgentTxMCP:
         except _BadArgument as exc:
             outcome = cont.bad_request(str(exc))
         except AgentTxError as exc:
-            outcome = undo.refusal(exc) or cont.refused(exc, params.name, call.args.values)
+            outcome = cont.refusal_of(exc, params.name, call.args.values)
         except Exception:
             correlation = uuid.uuid4().hex
             log.exception(
@@ -403,13 +403,8 @@ class AgentTxMCP:
         tx = call.args.text("transaction_id", required=True)
         step_id = call.args.integer(STEP_ID, required=True)
         assert step_id is not None
-        try:
-            r = await run_detached(call.backend.reconcile_step(tx, step_id))
-        except AgentTxError as exc:
-            refusal = reconcile.refused(exc)
-            if refusal is None:
-                raise
-            return refusal
+        # A refusal (too early, another reconcile running) is ``cont.refusal_of``'s.
+        r = await run_detached(call.backend.reconcile_step(tx, step_id))
         return reconcile.result(r)
 
     async def _agenttx_tools(self) -> list[str]:

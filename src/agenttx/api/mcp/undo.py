@@ -1,5 +1,6 @@
 """The MCP face of dry runs and undo/redo: the ``undo_step`` and ``redo_step`` tools, the reply
-of ``run_step`` with ``dry_run: true``, and the continuations of their refusals.
+of ``run_step`` with ``dry_run: true`` (their refusals' continuations are in
+``api/continuations.py``, shared by every surface).
 
 A dry run is never an error result, even when the step would fail: the call did what it was
 asked (it said what would happen), and nothing changed. Its text says whether the step would
@@ -24,9 +25,7 @@ from agenttx.api.mcp.catalog import (
     _tool,
 )
 from agenttx.api.mcp.compensation import waiting_undo_text
-from agenttx.api.mcp.continuations import Refusal, call_tool, choose_tool
 from agenttx.api.undo_wire import redo_reply, undo_reply
-from agenttx.errors import AgentTxError, RedoRefused, StepLimitReached, UndoRefused
 from agenttx.jsontext import compact
 from agenttx.types import REFERENCE_FALLBACK, StepResult, TxStatus, UndoResult
 
@@ -144,38 +143,3 @@ def redo_result(u: UndoResult) -> types.CallToolResult:
         f"run_step with step_id {u.next_step_id}"
         + (", or redo_step again." if u.can_redo else "."),
     )
-
-
-def _over_mcp(hint: str) -> str:
-    """The engine's hint names the embedded call; over MCP the step is sent with run_step."""
-    return hint.replace("execute_step", "run_step")
-
-
-def refusal(exc: AgentTxError) -> Refusal | None:
-    """The continuation of an undo, redo or step-limit refusal; None for any other error."""
-    if isinstance(exc, UndoRefused):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            choose_tool(
-                ["run_step", "rollback_transaction"],
-                f"Nothing was undone: {_over_mcp(exc.hint)}.",
-            ),
-        )
-    if isinstance(exc, RedoRefused):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            call_tool("run_step", f"Nothing was redone: {_over_mcp(exc.hint)}."),
-        )
-    if isinstance(exc, StepLimitReached):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            choose_tool(
-                ["commit_transaction", "undo_step", "rollback_transaction"],
-                f"Transaction {exc.transaction_id} holds its maximum of {exc.limit} steps. "
-                "Commit it and go on in a new transaction, or undo or roll back steps first.",
-            ),
-        )
-    return None

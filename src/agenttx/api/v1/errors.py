@@ -4,12 +4,13 @@
                "reason": "WRONG_STEP",          # the error's own stable name
                "message": "...",                # for humans; may be reworded
                "details": {"expected": 3, ...}, # the error's data fields, as gRPC sends them
-               "continuation": {"kind": "RetryRequest", "instruction": "...",
-                                "operation": "POST /v1/transactions/{id}/steps"}}}
+               "continuation": {"kind": "CallTool", "instruction": "...",
+                                "operation": "POST /v1/transactions/tx_1/steps"}}}
 
 The HTTP status comes from the one table in ``agenttx.errors`` (wrong step, conflicts → 409,
-not found → 404, invalid → 400 …); the continuation is the MCP adapter's (``continuations``),
-with ``operation`` naming the HTTP route that does what its MCP tool name says.
+not found → 404, invalid → 400 …); the continuation is the one every surface gives
+(``continuations``), its next calls named by HTTP route (``operation``, or ``operations`` to
+choose from, and in the instruction): the operations table's routes (``next_calls``).
 """
 
 from __future__ import annotations
@@ -19,33 +20,18 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from agenttx.api.mcp import reconcile, undo
-from agenttx.api.mcp.continuations import (
-    Refusal,
-    commit_conflict,
-    refused,
-    resolve_externally,
-    revise,
-)
-from agenttx.errors import (
-    AgentTxError,
-    CommitConflict,
-    StepFailure,
-    TooManySubscribers,
-    error_code,
-)
+from agenttx.api.continuations import refusal_of, resolve_externally, revise
+from agenttx.api.next_calls import http_calls
+from agenttx.api.v1.operations import OPERATIONS
+from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
+from agenttx.errors import AgentTxError, StepFailure, TooManySubscribers, error_code
 
 log = logging.getLogger("agenttx.http")
 
-# The MCP tool a continuation names → the HTTP route that does the same.
-_OPERATION_OF_TOOL = {
-    "begin_transaction": "POST /v1/transactions",
-    "run_step": "POST /v1/transactions/{transaction_id}/steps",
-    "commit_transaction": "POST /v1/transactions/{transaction_id}/commit",
-    "rollback_transaction": "POST /v1/transactions/{transaction_id}/rollback",
-    "get_transaction": "GET /v1/transactions/{transaction_id}",
-    "list_tools": "GET /v1/tools",
-}
+# The next calls of a continuation, by route: each operation names the RPC it serves.
+HTTP_CALLS = http_calls(
+    {op.operation_id: f"{op.method} {op.path}" for op in (*OPERATIONS, *SAFETY_OPERATIONS)}
+)
 
 # The statuses an error body can come with, for the OpenAPI document.
 ERROR_STATUSES = (400, 401, 403, 404, 409, 413, 415, 500, 503, 504, 507)
@@ -58,17 +44,13 @@ def error_body(
     continuation: dict[str, Any],
     details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    cont = dict(continuation)
-    tool = cont.get("tool")
-    if isinstance(tool, str) and tool in _OPERATION_OF_TOOL:
-        cont["operation"] = _OPERATION_OF_TOOL[tool]
     return {
         "error": {
             "code": code,
             "reason": reason,
             "message": message,
             "details": details or {},
-            "continuation": cont,
+            "continuation": continuation,
         }
     }
 
@@ -89,18 +71,9 @@ def refusal_response(exc: AgentTxError, arguments: dict[str, Any]) -> JSONRespon
 
 def refusal_body(exc: AgentTxError, arguments: dict[str, Any]) -> dict[str, Any]:
     """The error body of ``exc`` (a refused call's, or an event stream's last event)."""
-    r = mcp_refusal(exc, arguments)
+    r = refusal_of(exc, "", arguments, HTTP_CALLS)
     details = _jsonable(exc.details())
     return error_body(error_code(exc).grpc_status, r.code, r.message, r.continuation, details)
-
-
-def mcp_refusal(exc: AgentTxError, arguments: dict[str, Any]) -> Refusal:
-    """The MCP adapter's refusal of ``exc``, composed as its server composes it: the tables of
-    undo, redo and the step limit, of reconcile and of a commit conflict first, then the
-    generic one (``continuations.refused``)."""
-    if isinstance(exc, CommitConflict):
-        return commit_conflict(exc, None)
-    return undo.refusal(exc) or reconcile.refused(exc) or refused(exc, "", arguments)
 
 
 def invalid_response(message: str, status: int = 400) -> JSONResponse:

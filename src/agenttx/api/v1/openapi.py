@@ -55,8 +55,15 @@ ERROR_SCHEMA: dict[str, Any] = {
                             ],
                         },
                         "instruction": {"type": "string"},
-                        "tool": {"type": "string"},
-                        "operation": {"type": "string"},
+                        "operation": {
+                            "type": "string",
+                            "description": "the route to call next (CallTool)",
+                        },
+                        "operations": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "the routes to choose from (ChooseTool)",
+                        },
                     },
                 },
             },

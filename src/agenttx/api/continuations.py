@@ -1,7 +1,9 @@
-"""Failures → ``{ok: false, error, continuation, diagnostics}``: what went wrong and exactly
-what to do next (seed 003's continuation kinds).
+"""Refusals → what went wrong and exactly what to do next (seed 003's continuation kinds), the
+same on every surface: MCP's ``{ok: false, error, continuation, diagnostics}``, HTTP's error
+body, gRPC's ``agenttx-next`` trailing metadata, the CLI's ``next:`` line. Actions are named
+here by their MCP tools:
 
-    kind               when                                         tells the model
+    kind               when                                         tells the caller
     RetryRequest       wrong step id; a busy transaction; too many  the same call, corrected
                        event streams open                           (or later)
     CallTool           unknown or ended transaction; a commit       begin_transaction (what to
@@ -9,8 +11,12 @@ what to do next (seed 003's continuation kinds).
                        a snapshot that moved; a receipt refused;    preview_commit (review the
                        a commit that needs a receipt first          current change again)
                        an approval that was given already           commit_transaction
-                       an outside outcome is unknown                reconcile_step (reconcile.py)
+                       an outside outcome is unknown                reconcile_step (after the
+                                                                    time left, if too early)
+                       another reconcile runs                       get_transaction
     ChooseTool         run_step names no AgentTx tool               the closest names
+                       a step that cannot be undone or redone;      run_step, rollback (commit,
+                       the step limit                               undo_step)
     ReviseRequest      an argument is malformed or over a limit;    what to fix
                        a request_id reused for another request
     ResolveExternally  a tool cannot reconcile itself; the server   who must act outside
@@ -18,6 +24,10 @@ what to do next (seed 003's continuation kinds).
                        another principal (an approver) can give;
                        no or a wrong API key, or one whose roles
                        do not allow the call; the store is full
+
+Each sentence names its next call through a ``Calls`` (``api/next_calls.py``): MCP tool names
+by default; the HTTP adapter passes its routes, the CLI its commands, the gRPC adapter its
+RPCs, so every surface names only its own calls.
 
 A ``Refusal`` is built here without a correlation id; the server gives it one and writes the
 matching log line (``server.py``), so the id finds that line.
@@ -30,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttx.api.next_calls import MCP, Calls
 from agenttx.auth.http_auth import UNAUTHENTICATED_INSTRUCTION
 from agenttx.errors import (
     AgentTxError,
@@ -41,18 +52,24 @@ from agenttx.errors import (
     CompensationRefused,
     DeadlineExceeded,
     InvalidArgument,
+    NoReconcileHandler,
     NotActive,
     NotFound,
     OutcomeUnknownPending,
     PermissionDenied,
     PolicyViolation,
     ReceiptRefused,
+    ReconcileInProgress,
+    ReconcileNotDue,
+    RedoRefused,
     RevisionConflict,
     ServerUnavailable,
     SnapshotMismatch,
+    StepLimitReached,
     StoreFull,
     TooManySubscribers,
     Unauthenticated,
+    UndoRefused,
     WrongStep,
 )
 from agenttx.types import StepResult, StepStatus, TransactionInfo, TxStatus
@@ -105,26 +122,43 @@ def unknown_tool(name: str, known: Sequence[str]) -> Refusal:
         f"there is no AgentTx tool {name!r}",
         choose_tool(
             choices,
-            f"Call run_step again, same step_id, with tool set to one of: {', '.join(choices)} "
-            "(list_tools shows their arguments). No step was run.",
+            f"Call {MCP.step} again, same step_id, with tool set to one of: "
+            f"{', '.join(choices)} ({MCP.list_tools} shows their arguments). No step was run.",
         ),
     )
 
 
-def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
-    """The refusal of MCP tool ``tool`` called with ``arguments`` that the service refused."""
-    tx = str(arguments.get("transaction_id", ""))
+def refusal_of(
+    exc: AgentTxError, tool: str, arguments: dict[str, Any], calls: Calls = MCP
+) -> Refusal:
+    """The refusal of ``exc`` as every surface gives it, its next calls named by ``calls``:
+    undo, redo and the step limit, reconcile and a commit conflict first, then ``refused``.
+    ``tool`` is the MCP tool called ("" on other surfaces)."""
+    if isinstance(exc, CommitConflict):
+        return commit_conflict(exc, None, calls)
+    return (
+        _undo_refusal(exc, calls)
+        or _reconcile_refusal(exc, calls)
+        or refused(exc, tool, arguments, calls)
+    )
+
+
+def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any], calls: Calls = MCP) -> Refusal:
+    """The refusal of call ``tool`` (an MCP tool name, "" elsewhere) with ``arguments`` that
+    the service refused, naming next calls with ``calls``."""
+    tx = str(arguments.get("transaction_id", "")) or str(getattr(exc, "transaction_id", ""))
+    n = calls.on(tx)
     reason = exc.reason
     if isinstance(exc, WrongStep):
         return Refusal(
             reason,
             exc.message,
             retry(
-                f"Send the same run_step again with step_id {exc.expected}: that is the next "
+                f"Send the same {n.step} again with step_id {exc.expected}: that is the next "
                 f"step of transaction {exc.transaction_id} (step {exc.got} is not)."
             ),
         )
-    receipt = _receipt_refusal(exc, tx, str(arguments.get("receipt_id", "")), tool)
+    receipt = _receipt_refusal(exc, tx, str(arguments.get("receipt_id", "")), tool, n)
     if receipt is not None:
         return receipt
     if isinstance(exc, CompensationRefused):
@@ -133,21 +167,21 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
             exc.message,
             revise(
                 f"Step {exc.step_id} of transaction {exc.transaction_id} cannot be undone. "
-                f"Call rollback_transaction with to_step {exc.step_id + 1} or later, or "
+                f"Call {n.rollback} with to_step {exc.step_id + 1} or later, or "
                 "without to_step to abort (a person then settles that step)."
             ),
         )
     if isinstance(exc, OutcomeUnknownPending):
-        return Refusal(reason, exc.message, _reconcile(exc.transaction_id, exc.step_id, 0))
+        return Refusal(reason, exc.message, _reconcile(exc.transaction_id, exc.step_id, 0, n))
     if isinstance(exc, NotActive):
         if exc.status in _TERMINAL:
             return Refusal(
                 reason,
                 exc.message,
-                call_tool(
-                    "begin_transaction",
+                n.call(
+                    "begin",
                     f"Transaction {exc.transaction_id} is {exc.status} and takes no more calls. "
-                    "Start a new one with begin_transaction and run the task's steps there.",
+                    f"Start a new one with {n.begin} and run the task's steps there.",
                 ),
             )
         if exc.status == "ROLLING_BACK":
@@ -156,13 +190,13 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
             return Refusal(
                 reason,
                 exc.message,
-                call_tool(
-                    "get_transaction",
-                    f"Transaction {exc.transaction_id} is rolling back. Call get_transaction: "
+                n.call(
+                    "get",
+                    f"Transaction {exc.transaction_id} is rolling back. Call {n.get}: "
                     "if compensation_approval_pending is true it waits for an approver (ask "
                     "the user to have another principal with the approver role call "
-                    "approve_compensation or refuse_compensation); otherwise send the same "
-                    "call again in a moment.",
+                    f"{n.approve_compensation} or {n.refuse_compensation}); otherwise send the "
+                    "same call again in a moment.",
                 ),
             )
         return Refusal(
@@ -177,10 +211,11 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
         return Refusal(
             reason,
             exc.message,
-            call_tool(
-                "begin_transaction",
-                f"There is no transaction {tx!r}. Start one with begin_transaction and use the "
-                "transaction_id it returns, from step_id 1.",
+            n.call(
+                "begin",
+                (f"There is no transaction {tx!r}." if tx else "There is no such transaction.")
+                + f" Start one with {n.begin} and use the transaction_id it returns, from "
+                "step_id 1.",
             ),
         )
     if isinstance(exc, DeadlineExceeded | RevisionConflict):
@@ -190,14 +225,15 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
             reason, exc.message, revise(f"Fix the call and send it again: {exc.message}")
         )
     if isinstance(exc, CompensationApprovalRefused):
-        verb = "refuse" if tool == "refuse_compensation" else "approve"
+        refuse = tool == "refuse_compensation"
+        verb = "refuse" if refuse else "approve"
         return Refusal(
             reason,
             exc.message,
             resolve_externally(
                 f"{exc.message}. Only a different principal holding the 'approver' role can "
                 f"{verb}, and only while the undo waits; ask the user to have one call "
-                f"{verb}_compensation."
+                f"{n.refuse_compensation if refuse else n.approve_compensation}."
             ),
         )
     if isinstance(exc, AlreadyExists):
@@ -262,18 +298,20 @@ def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any]) -> Refusal:
     )
 
 
-def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> Refusal | None:
+def _receipt_refusal(
+    exc: AgentTxError, tx: str, receipt_id: str, tool: str, n: Calls
+) -> Refusal | None:
     """The continuations of preview, receipts, approvals and the safety policy."""
     reason = exc.reason
     if isinstance(exc, SnapshotMismatch):
         return Refusal(
             reason,
             exc.message,
-            call_tool(
-                "preview_commit",
+            n.call(
+                "preview",
                 f"Transaction {exc.transaction_id} changed since the snapshot you sent "
                 f"(revision {exc.expected_revision}, now {exc.revision}); nothing was committed. "
-                "Call preview_commit, review the current change (with the user, if they "
+                f"Call {n.preview}, review the current change (with the user, if they "
                 "approved the old one), then commit with its receipt_id and revision.",
             ),
             extra={"revision": exc.revision},
@@ -282,13 +320,13 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
         return Refusal(
             reason,
             exc.message,
-            call_tool(
-                "preview_commit",
+            n.call(
+                "preview",
                 f"An approver refused receipt {exc.receipt_id}; nothing was committed and "
                 f"transaction {exc.transaction_id} is still open. The error says who refused "
                 "it and why: tell the user, change the transaction as the refusal asks "
-                "(run_step, undo_step), then call preview_commit for a new receipt and have it "
-                "approved — or call rollback_transaction if the change cannot be made "
+                f"({n.step}, {n.undo}), then call {n.preview} for a new receipt and have it "
+                f"approved — or call {n.rollback} if the change cannot be made "
                 "acceptable. Do not send this receipt again.",
             ),
         )
@@ -296,10 +334,10 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
         return Refusal(
             reason,
             exc.message,
-            call_tool(
-                "preview_commit",
+            n.call(
+                "preview",
                 f"Receipt {receipt_id or exc.receipt_id} cannot be used ({exc.why}). Call "
-                f"preview_commit for transaction {exc.transaction_id} to get a current one.",
+                f"{n.preview} for transaction {exc.transaction_id} to get a current one.",
             ),
         )
     if isinstance(exc, ApprovalRequired):
@@ -307,12 +345,12 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
             return Refusal(
                 reason,
                 exc.message,
-                call_tool(
-                    "preview_commit",
+                n.call(
+                    "preview",
                     f"Transaction {exc.transaction_id} needs an approved receipt to commit. Call "
-                    "preview_commit, show the change to the user, and ask an approver (not "
-                    "you, not the transaction's principal) to call approve_commit with its "
-                    "receipt_id; then commit_transaction with that receipt_id.",
+                    f"{n.preview}, show the change to the user, and ask an approver (not "
+                    f"you, not the transaction's principal) to call {n.approve} with its "
+                    f"receipt_id; then {n.commit} with that receipt_id.",
                 ),
             )
         return Refusal(
@@ -321,7 +359,7 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
             resolve_externally(
                 f"Receipt {exc.receipt_id} is not approved yet. An approver — a principal other "
                 f"than the one who began transaction {exc.transaction_id}, holding the approver "
-                "role — must call approve_commit with it; then send this commit_transaction "
+                f"role — must call {n.approve} with it; then send this {n.commit} "
                 "again. Do not approve it yourself and do not run more steps meanwhile (a step "
                 "voids the receipt).",
             ),
@@ -351,8 +389,8 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
             return Refusal(
                 reason,
                 exc.message,
-                call_tool(
-                    "commit_transaction",
+                n.call(
+                    "commit",
                     f"Receipt {exc.receipt_id} is approved already; commit with it "
                     f"(transaction_id {exc.transaction_id}, receipt_id {exc.receipt_id}).",
                 ),
@@ -362,7 +400,7 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
             exc.message,
             resolve_externally(
                 "Only another principal holding the approver role can approve this commit. "
-                "Ask the user to have an approver call approve_commit.",
+                f"Ask the user to have an approver call {n.approve}.",
             ),
         )
     if isinstance(exc, PolicyViolation):
@@ -370,8 +408,8 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
             return Refusal(
                 reason,
                 exc.message,
-                choose_tool(
-                    ["commit_transaction", "rollback_transaction"],
+                n.choose(
+                    ["commit", "rollback"],
                     f"Transaction {tx} reached the policy's step cap. Commit what is done, or "
                     "roll back, and continue in a new transaction.",
                 ),
@@ -384,7 +422,9 @@ def _receipt_refusal(exc: AgentTxError, tx: str, receipt_id: str, tool: str) -> 
     return None
 
 
-def commit_conflict(exc: CommitConflict, info: TransactionInfo | None) -> Refusal:
+def commit_conflict(
+    exc: CommitConflict, info: TransactionInfo | None, calls: Calls = MCP
+) -> Refusal:
     """A commit lost to another transaction: begin again and redo the steps, named."""
     keys = ", ".join(exc.keys) or "its keys"
     redo = ""
@@ -399,8 +439,8 @@ def commit_conflict(exc: CommitConflict, info: TransactionInfo | None) -> Refusa
     return Refusal(
         exc.reason,
         exc.message,
-        call_tool(
-            "begin_transaction",
+        calls.call(
+            "begin",
             f"Another transaction changed {keys} first, so transaction {exc.transaction_id} "
             f"was aborted and undone. Begin a new transaction and do the task again on the "
             f"current values.{redo}",
@@ -430,8 +470,8 @@ def aborted(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
             "so not everything is undone yet.",
             resolve_externally(
                 f"Ask the user to have another principal with the approver role call "
-                f"approve_compensation (or refuse_compensation) with transaction_id "
-                f"{r.transaction_id}; then start a new transaction with begin_transaction if "
+                f"{MCP.approve_compensation} (or {MCP.refuse_compensation}) with transaction_id "
+                f"{r.transaction_id}; then start a new transaction with {MCP.begin} if "
                 "the task goes on."
             ),
             diagnostics,
@@ -441,9 +481,9 @@ def aborted(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
         "TRANSACTION_ABORTED",
         f"step {r.step_id} ({tool}) failed and transaction {r.transaction_id} was aborted: "
         f"{r.abort_reason}. {r.clean_hint} Everything was undone and nothing was sent.",
-        call_tool(
-            "begin_transaction",
-            "Start a new transaction with begin_transaction and plan the task again, keeping "
+        MCP.call(
+            "begin",
+            f"Start a new transaction with {MCP.begin} and plan the task again, keeping "
             f"to the constraints learned:{constraints or ' (none)'}",
         ),
         diagnostics,
@@ -461,18 +501,94 @@ def outcome_unknown(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
     )
 
 
-def _reconcile(transaction_id: str, step_id: int, after_ms: int) -> dict[str, Any]:
-    """The continuation of an unknown outcome: call reconcile_step, never run the step again."""
+def _reconcile(
+    transaction_id: str, step_id: int, after_ms: int, calls: Calls = MCP
+) -> dict[str, Any]:
+    """The continuation of an unknown outcome: reconcile the step, never run it again."""
+    n = calls.on(transaction_id)
     wait = f"Wait {after_ms} ms, then call" if after_ms > 0 else "Call"
-    return {
-        **call_tool(
-            "reconcile_step",
-            f"The outside call of step {step_id} in transaction {transaction_id} may or may not "
-            f"have happened; do not run it again. {wait} reconcile_step with transaction_id "
-            f"{transaction_id} and step_id {step_id}: it asks the outside system and settles "
-            "the step. rollback_transaction (no to_step) instead abandons the transaction and "
-            "runs its undo actions.",
-        ),
-        "arguments": {"transaction_id": transaction_id, "step_id": step_id},
-        "retry_after_ms": after_ms,
-    }
+    return n.call(
+        "reconcile",
+        f"The outside call of step {step_id} in transaction {transaction_id} may or may not "
+        f"have happened; do not run it again. {wait} {n.reconcile} with transaction_id "
+        f"{transaction_id} and step_id {step_id}: it asks the outside system and settles "
+        f"the step. {n.rollback} (no to_step) instead abandons the transaction and "
+        "runs its undo actions.",
+        arguments={"transaction_id": transaction_id, "step_id": step_id},
+        retry_after_ms=after_ms,
+    )
+
+
+def _undo_refusal(exc: AgentTxError, calls: Calls) -> Refusal | None:
+    """The continuation of an undo, redo or step-limit refusal; None for any other error. The
+    engine's hint names no call: the continuation names the caller's (``calls``)."""
+    n = calls.on(str(getattr(exc, "transaction_id", "")))
+    if isinstance(exc, UndoRefused):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            n.choose(
+                ["step", "rollback"],
+                f"Nothing was undone: {exc.hint} ({n.step} goes on, {n.rollback} rolls back).",
+            ),
+        )
+    if isinstance(exc, RedoRefused):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            n.call("step", f"Nothing was redone: {exc.hint}, with {n.step}."),
+        )
+    if isinstance(exc, StepLimitReached):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            n.choose(
+                ["commit", "undo", "rollback"],
+                f"Transaction {exc.transaction_id} holds its maximum of {exc.limit} steps. "
+                "Commit it and go on in a new transaction, or undo or roll back steps first.",
+            ),
+        )
+    return None
+
+
+def _reconcile_refusal(exc: AgentTxError, calls: Calls) -> Refusal | None:
+    """The refusal of a reconcile the engine refused, or None (the generic mapping)."""
+    n = calls.on(str(getattr(exc, "transaction_id", "")))
+    if isinstance(exc, ReconcileNotDue):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            {
+                **retry(
+                    f"Too early: wait {exc.retry_after_ms} ms, then send the same "
+                    f"{n.reconcile} again (transaction_id {exc.transaction_id}, step_id "
+                    f"{exc.step_id}). Do not run the step again meanwhile."
+                ),
+                "retry_after_ms": exc.retry_after_ms,
+            },
+            extra={"retry_after_ms": exc.retry_after_ms},
+        )
+    if isinstance(exc, ReconcileInProgress):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            n.call(
+                "get",
+                f"Another reconcile of step {exc.step_id} is running. Call {n.get} "
+                f"with transaction_id {exc.transaction_id} in a moment: outcome_unknown_step "
+                "is 0 once it settled.",
+            ),
+        )
+    if isinstance(exc, NoReconcileHandler):
+        return Refusal(
+            exc.reason,
+            exc.message,
+            resolve_externally(
+                f"Tool {exc.tool} cannot check its own outcome. Ask the user (an operator) to "
+                f"check the outside system and run `agenttx tx resolve {exc.transaction_id} "
+                f"{exc.step_id} happened|not-happened`, then continue as {n.get} "
+                f"says; or {n.rollback} to abandon the transaction. Do not run the "
+                "step again."
+            ),
+        )
+    return None
