@@ -79,6 +79,24 @@ def test_a_task_runs_over_http_and_grpc_sees_the_same_transaction(
     ]
 
 
+@pytest.mark.parametrize("mode", ["", "transactional", "approval_required"])
+def test_a_begin_reply_carries_the_snapshot_and_the_mode_as_grpc_does(
+    base: str, server: ServerProcess, mode: str
+) -> None:
+    body: dict[str, Any] = {"principal": "alice", "request_id": f"begin-{mode}"}
+    if mode:
+        body["mode"] = mode
+    r = request(base, "POST", "/v1/transactions", body)
+    assert r.status == 200, r.raw
+    tx = r.json["transaction_id"]
+    assert r.json["snapshot"] == {"transaction_id": tx, "revision": 1}
+    assert r.json["mode"] == (mode or "transactional")
+    # A replay of the same request is the same reply, snapshot and mode included.
+    assert request(base, "POST", "/v1/transactions", body).json == r.json
+    with AgentTxClient(server.address) as client:
+        assert client.get_transaction(tx).mode == (mode or "transactional")
+
+
 def test_a_failed_step_is_data_with_its_decision_and_root_cause(base: str) -> None:
     tx = begin(base)
     assert step(base, tx, 1, "kv.put", arguments={"key": "u", "value": {"id": 7}}).status == 200

@@ -196,6 +196,9 @@ class BeginResult:
     next_step_id: int
     transaction_status: TxStatus = TxStatus.ACTIVE
     revision: int = 1
+    # How the transaction may commit (``agenttx.receipts.Mode``'s value), as the engine
+    # settled it; a reply stored before the field existed replays the default.
+    mode: str = "transactional"
 
     @property
     def snapshot(self) -> Snapshot:

@@ -341,6 +341,7 @@ def begin_result(r: pb.BeginTransactionResponse) -> BeginResult:
         next_step_id=r.next_step_id,
         transaction_status=_tx_status(r.transaction_status, TxStatus.ACTIVE),
         revision=r.revision,
+        mode=r.mode or "transactional",
     )
 
 

@@ -22,6 +22,7 @@ stops them and the store. Every part is built once, in ``__init__``; none is set
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -437,7 +438,7 @@ class Engine:
         }
         if principal or mode is not Mode.TRANSACTIONAL:  # older stored payloads stay equal
             payload.update(principal=principal, mode=mode.value)
-        return await self.requests.run(
+        result = await self.requests.run(
             request_id,
             "begin",
             payload,
@@ -448,6 +449,11 @@ class Engine:
             lookup_first=True,  # no transaction to lock yet: a plain read
             tenant=caller.tenant if caller is not None else None,
         )
+        # A replay's payload equals this one, mode included; a reply stored before results
+        # carried the mode replays the default, so the mode asked for is the one to show.
+        if result.mode != mode.value:
+            result = dataclasses.replace(result, mode=mode.value)
+        return result
 
     async def execute_step(
         self,
@@ -1094,7 +1100,7 @@ class Engine:
             updated_at=now,
             last_activity_at=now,
         )
-        result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
+        result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision, mode.value)
         # The reply goes in with the transaction: one durable write for both.
         reply = request.reply(result) if request is not None else None
         begun = {
