@@ -175,3 +175,73 @@ def test_the_list_filters_by_tenant(server: ServerProcess, page: Any) -> None:
     assert "default" in page.locator(f'tbody tr[data-tx="{tx}"]').inner_text()
     page.locator("#f-tenant").fill("no-such-tenant")
     page.wait_for_function("document.querySelectorAll('tbody tr').length === 0", timeout=30_000)
+
+
+def _stream_opens(page: Any, tx: str) -> list[str]:
+    """The URLs of the requests the page makes for ``tx``'s event stream, as they happen."""
+    opened: list[str] = []
+    page.on("request", lambda r: opened.append(r.url) if f"{tx}/events" in r.url else None)
+    return opened
+
+
+# Longer than a browser's wait before it reconnects a closed event stream (Chromium: 3 s).
+RECONNECT_WINDOW_MS = 7_000
+
+
+def test_an_ended_transactions_page_shows_its_end_and_stops_listening(
+    server: ServerProcess, page: Any
+) -> None:
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="ending").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "end", "value": 1})
+        opened = _stream_opens(page, tx)
+        page.goto(http_base(server) + f"/#/tx/{tx}")
+        page.wait_for_selector("#live.on")  # live while the transaction runs
+        client.commit(tx)
+    # The last event redraws the final state, and the page stops listening.
+    page.locator(".facts .s-committed").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "document.getElementById('live').textContent === 'ended'", timeout=30_000
+    )
+    streams = len(opened)
+    page.wait_for_timeout(RECONNECT_WINDOW_MS)
+    assert page.locator("#live").inner_text() == "ended"
+    assert len(opened) == streams, opened  # no reconnection
+    assert page.locator("text=Abort this transaction").count() == 0
+
+    # Opened after the end: the final state, and no stream at all.
+    page.goto(http_base(server) + "/")
+    page.wait_for_selector("#live.on")
+    page.goto(http_base(server) + f"/#/tx/{tx}")
+    page.locator(".facts .s-committed").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "document.getElementById('live').textContent === 'ended'", timeout=30_000
+    )
+    before = len(opened)
+    page.wait_for_timeout(RECONNECT_WINDOW_MS)
+    assert len(opened) == before, opened
+    assert page.locator("#live").inner_text() == "ended"
+
+
+def test_a_plain_event_source_stops_once_an_ended_transaction_was_seen(
+    server: ServerProcess, page: Any
+) -> None:
+    """Not only the dashboard: any page's EventSource on an ended transaction gets its last
+    state once, then the server's 204 on the reconnection closes it for good."""
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="plain-es").transaction_id
+        client.rollback(tx)
+    page.goto(http_base(server) + "/openapi.json")  # any page of the server's origin
+    seen = page.evaluate(
+        """(path) => new Promise((resolve) => {
+            const statuses = [];
+            const source = new EventSource(path);
+            source.addEventListener("transaction", (m) => statuses.push(JSON.parse(m.data).status));
+            source.onerror = () => {
+                if (source.readyState === EventSource.CLOSED) resolve({ statuses, closed: true });
+            };
+            setTimeout(() => { source.close(); resolve({ statuses, closed: false }); }, 15000);
+        })""",
+        f"/v1/transactions/{tx}/events",
+    )
+    assert seen == {"statuses": ["ROLLED_BACK"], "closed": True}

@@ -300,9 +300,16 @@ def test_a_transactions_events_stream_until_it_ends(base: str) -> None:
     assert seen[-1]["status"] == "COMMITTED"
     revisions = [e["revision"] for e in seen]
     assert revisions == sorted(set(revisions))
-    # Reconnecting after the last revision seen: nothing is repeated (the stream is over).
-    after = list(sse_events(base, f"/v1/transactions/{tx}/events?after_revision={revisions[-1]}"))
-    assert after == []
+    # Reconnecting after the last revision seen: nothing is repeated (the stream is over),
+    # and the answer is the 204 that stops a browser's EventSource from reconnecting.
+    for ask in (
+        {"path": f"/v1/transactions/{tx}/events?after_revision={revisions[-1]}"},
+        {"path": f"/v1/transactions/{tx}/events", "headers": {"last-event-id": seen[-1]["id"]}},
+    ):
+        over = request(base, "GET", ask["path"], headers=ask.get("headers"))
+        assert (over.status, over.raw) == (204, b"")
+    # Asked from an earlier revision, the ended transaction's last state is still sent.
+    assert [e["status"] for e in sse_events(base, f"/v1/transactions/{tx}/events")] == ["COMMITTED"]
     assert_error_shape(request(base, "GET", "/v1/transactions/tx_nope/events"), 404)
     r = request(base, "GET", f"/v1/transactions/{tx}/events?after_revision=x")
     assert_error_shape(r, 400)
