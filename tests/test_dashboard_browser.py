@@ -245,3 +245,41 @@ def test_a_plain_event_source_stops_once_an_ended_transaction_was_seen(
         f"/v1/transactions/{tx}/events",
     )
     assert seen == {"statuses": ["ROLLED_BACK"], "closed": True}
+
+
+def test_each_try_has_its_own_box_and_the_root_cause_keeps_its_tool(
+    server: ServerProcess, page: Any
+) -> None:
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="tries").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "user", "value": {"id": 7}})
+        client.execute_step(tx, 2, "kv.put", {"key": "note", "value": "x"})
+        client.execute_step(tx, 3, "record.get", {"table": "users", "id": "${steps.1.value.id}"})
+        # After the rewind to step 1: steps 1 and 2 again.
+        client.execute_step(tx, 1, "kv.put", {"key": "user", "value": {"id": 8}})
+        client.execute_step(tx, 2, "kv.put", {"key": "note", "value": "y"})
+    page.goto(http_base(server) + f"/#/tx/{tx}")
+    page.wait_for_function(
+        "document.querySelectorAll('#timeline g.attempt').length === 5", timeout=30_000
+    )
+    boxes = page.eval_on_selector_all(
+        "#timeline g.attempt", "gs => gs.map(g => g.querySelector('text.label').textContent)"
+    )
+    assert [b.split()[0] for b in boxes] == ["#1.1", "#2.1", "#3.1", "#1.2", "#2.2"]
+    root = page.locator("#graph .node.root-cause")
+    assert root.get_attribute("data-step") == "1"
+    texts = root.locator("text").all_text_contents()
+    assert texts == ["step 1", "kv.put", "root cause: id"]
+    # Every line of every node lies inside its box: nothing is cut off at the edge.
+    outside = page.eval_on_selector_all(
+        "#graph g.node",
+        """gs => gs.flatMap(g => {
+            const box = g.querySelector('rect').getBBox();
+            return [...g.querySelectorAll('text')].filter(t => {
+                const b = t.getBBox();
+                return b.x + b.width > box.x + box.width || b.y + b.height > box.y + box.height;
+            }).map(t => t.textContent);
+        })""",
+    )
+    assert outside == []
+    screenshot(page, "dashboard-tries.png")
