@@ -19,6 +19,20 @@ from agenttx.client import AgentTxClient
 from server_process import start_server
 
 
+@agenttx.tool(name="tries.charge", effect="compensatable")
+async def charge(ctx: agenttx.ToolContext, n: int) -> dict[str, int]:
+    """An outside call whose answer was lost the first time only."""
+    await ctx.register_undo({"n": n})
+    if n == 1:
+        raise agenttx.UncertainOutcome("the provider did not answer", operation_id=f"op-{n}")
+    return {"n": n}
+
+
+@charge.undo
+async def refund(ctx: agenttx.ToolContext, n: int) -> None:
+    pass
+
+
 def _tries(info: agenttx.TransactionInfo) -> list[tuple[int, int]]:
     return [(s.step_id, s.attempt) for s in info.steps]
 
@@ -96,3 +110,16 @@ def test_tx_show_numbers_each_try_of_a_step_once(tmp_path: Path) -> None:
         ("3", "1", "record.get"),
         ("1", "2", "kv.put"),
     ], result.output
+
+
+async def test_a_step_sent_again_after_its_call_did_not_happen_is_its_next_try(
+    open_engine: Any,
+) -> None:
+    engine = await open_engine(tools=[charge], background=False)
+    tx = (await engine.begin()).transaction_id
+    unknown = await engine.execute_step(tx, 1, "tries.charge", {"n": 1})
+    assert unknown.status is StepStatus.OUTCOME_UNKNOWN
+    await engine.resolve_step(tx, 1, "not_happened", reason="the provider has no such charge")
+    again = await engine.execute_step(tx, 1, "tries.charge", {"n": 2})
+    assert again.status is StepStatus.SUCCESS
+    assert _tries(await engine.get_transaction(tx)) == [(1, 1), (1, 2)]
