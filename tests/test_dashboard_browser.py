@@ -283,3 +283,36 @@ def test_each_try_has_its_own_box_and_the_root_cause_keeps_its_tool(
     )
     assert outside == []
     screenshot(page, "dashboard-tries.png")
+
+
+def test_the_approve_screen_shows_only_where_a_commit_needs_approval(
+    server: ServerProcess, page: Any, tmp_path: Path
+) -> None:
+    with AgentTxClient(server.address) as client:
+        plain = client.begin(agent_id="no-approval").transaction_id
+        trusted = client.begin(agent_id="trusted", mode="autonomous_trusted").transaction_id
+        asked = client.begin(agent_id="asked", principal="alice", mode="approval_required")
+    for tx in (plain, trusted):
+        page.goto(http_base(server) + f"/#/tx/{tx}")
+        page.locator("#timeline").wait_for(timeout=30_000)
+        assert page.locator("#approve").count() == 0, tx
+    page.goto(http_base(server) + f"/#/tx/{asked.transaction_id}")
+    page.locator("#approve").wait_for(timeout=30_000)
+    assert "mode approval_required" in page.locator("#approve").inner_text()
+
+    # The policy file's rule: the screen appears, live, once a step makes it ask.
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[approval]\ntools = ["kv.delete"]\n')
+    strict = start_http_server(tmp_path / "data", "--policy", str(policy))
+    with strict.killed_on_error(), AgentTxClient(strict.address) as client:
+        tx = client.begin(agent_id="policy").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "k", "value": 1})
+        page.goto(http_base(strict) + f"/#/tx/{tx}")
+        page.wait_for_selector("#live.on")
+        page.locator("#timeline").wait_for(timeout=30_000)
+        assert page.locator("#approve").count() == 0
+        client.execute_step(tx, 2, "kv.delete", {"key": "k"})
+        page.locator("#approve").wait_for(timeout=30_000)
+        assert "policy: tool 'kv.delete' needs approval" in page.locator("#approve").inner_text()
+        screenshot(page, "dashboard-approve-policy.png")
+    assert strict.terminate() == 0

@@ -251,6 +251,7 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
         compensation_approval_pending=t.compensation_approval_pending,
         tenant=t.tenant,
         edge_kinds=t.edge_kinds,
+        approval_reasons=t.approval_reasons,
         decisions=[
             pb.StepDecision(
                 step_id=s.step_id,

@@ -509,6 +509,7 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
             )
             for x in r.receipts
         ],
+        approval_reasons=list(r.approval_reasons),
     )
 
 

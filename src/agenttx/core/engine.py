@@ -207,7 +207,9 @@ class Engine:
             self.images, self.rewinder, clock, self.compensator.resume
         )
         # Views, listings and event streams: reads only, never a durable change.
-        self.reader = TransactionReader(store, self.images, self.events, self.revisions, clock)
+        self.reader = TransactionReader(
+            store, self.images, self.events, self.revisions, clock, self.safety
+        )
         # The policy's decision on a tool call (allowed / needs approval / forbidden).
         self.tool_policy = tool_policy
         # Dry runs: the fidelity ladder, with nothing journaled.
