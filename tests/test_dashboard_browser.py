@@ -175,3 +175,144 @@ def test_the_list_filters_by_tenant(server: ServerProcess, page: Any) -> None:
     assert "default" in page.locator(f'tbody tr[data-tx="{tx}"]').inner_text()
     page.locator("#f-tenant").fill("no-such-tenant")
     page.wait_for_function("document.querySelectorAll('tbody tr').length === 0", timeout=30_000)
+
+
+def _stream_opens(page: Any, tx: str) -> list[str]:
+    """The URLs of the requests the page makes for ``tx``'s event stream, as they happen."""
+    opened: list[str] = []
+    page.on("request", lambda r: opened.append(r.url) if f"{tx}/events" in r.url else None)
+    return opened
+
+
+# Longer than a browser's wait before it reconnects a closed event stream (Chromium: 3 s).
+RECONNECT_WINDOW_MS = 7_000
+
+
+def test_an_ended_transactions_page_shows_its_end_and_stops_listening(
+    server: ServerProcess, page: Any
+) -> None:
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="ending").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "end", "value": 1})
+        opened = _stream_opens(page, tx)
+        page.goto(http_base(server) + f"/#/tx/{tx}")
+        page.wait_for_selector("#live.on")  # live while the transaction runs
+        client.commit(tx)
+    # The last event redraws the final state, and the page stops listening.
+    page.locator(".facts .s-committed").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "document.getElementById('live').textContent === 'ended'", timeout=30_000
+    )
+    streams = len(opened)
+    page.wait_for_timeout(RECONNECT_WINDOW_MS)
+    assert page.locator("#live").inner_text() == "ended"
+    assert len(opened) == streams, opened  # no reconnection
+    assert page.locator("text=Abort this transaction").count() == 0
+
+    # Opened after the end: the final state, and no stream at all.
+    page.goto(http_base(server) + "/")
+    page.wait_for_selector("#live.on")
+    page.goto(http_base(server) + f"/#/tx/{tx}")
+    page.locator(".facts .s-committed").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "document.getElementById('live').textContent === 'ended'", timeout=30_000
+    )
+    before = len(opened)
+    page.wait_for_timeout(RECONNECT_WINDOW_MS)
+    assert len(opened) == before, opened
+    assert page.locator("#live").inner_text() == "ended"
+
+
+def test_a_plain_event_source_stops_once_an_ended_transaction_was_seen(
+    server: ServerProcess, page: Any
+) -> None:
+    """Not only the dashboard: any page's EventSource on an ended transaction gets its last
+    state once, then the server's 204 on the reconnection closes it for good."""
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="plain-es").transaction_id
+        client.rollback(tx)
+    page.goto(http_base(server) + "/openapi.json")  # any page of the server's origin
+    seen = page.evaluate(
+        """(path) => new Promise((resolve) => {
+            const statuses = [];
+            const source = new EventSource(path);
+            source.addEventListener("transaction", (m) => statuses.push(JSON.parse(m.data).status));
+            source.onerror = () => {
+                if (source.readyState === EventSource.CLOSED) resolve({ statuses, closed: true });
+            };
+            setTimeout(() => { source.close(); resolve({ statuses, closed: false }); }, 15000);
+        })""",
+        f"/v1/transactions/{tx}/events",
+    )
+    assert seen == {"statuses": ["ROLLED_BACK"], "closed": True}
+
+
+def test_each_try_has_its_own_box_and_the_root_cause_keeps_its_tool(
+    server: ServerProcess, page: Any
+) -> None:
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="tries").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "user", "value": {"id": 7}})
+        client.execute_step(tx, 2, "kv.put", {"key": "note", "value": "x"})
+        client.execute_step(tx, 3, "record.get", {"table": "users", "id": "${steps.1.value.id}"})
+        # After the rewind to step 1: steps 1 and 2 again.
+        client.execute_step(tx, 1, "kv.put", {"key": "user", "value": {"id": 8}})
+        client.execute_step(tx, 2, "kv.put", {"key": "note", "value": "y"})
+    page.goto(http_base(server) + f"/#/tx/{tx}")
+    page.wait_for_function(
+        "document.querySelectorAll('#timeline g.attempt').length === 5", timeout=30_000
+    )
+    boxes = page.eval_on_selector_all(
+        "#timeline g.attempt", "gs => gs.map(g => g.querySelector('text.label').textContent)"
+    )
+    assert [b.split()[0] for b in boxes] == ["#1.1", "#2.1", "#3.1", "#1.2", "#2.2"]
+    root = page.locator("#graph .node.root-cause")
+    assert root.get_attribute("data-step") == "1"
+    texts = root.locator("text").all_text_contents()
+    assert texts == ["step 1", "kv.put", "root cause: id"]
+    # Every line of every node lies inside its box: nothing is cut off at the edge.
+    outside = page.eval_on_selector_all(
+        "#graph g.node",
+        """gs => gs.flatMap(g => {
+            const box = g.querySelector('rect').getBBox();
+            return [...g.querySelectorAll('text')].filter(t => {
+                const b = t.getBBox();
+                return b.x + b.width > box.x + box.width || b.y + b.height > box.y + box.height;
+            }).map(t => t.textContent);
+        })""",
+    )
+    assert outside == []
+    screenshot(page, "dashboard-tries.png")
+
+
+def test_the_approve_screen_shows_only_where_a_commit_needs_approval(
+    server: ServerProcess, page: Any, tmp_path: Path
+) -> None:
+    with AgentTxClient(server.address) as client:
+        plain = client.begin(agent_id="no-approval").transaction_id
+        trusted = client.begin(agent_id="trusted", mode="autonomous_trusted").transaction_id
+        asked = client.begin(agent_id="asked", principal="alice", mode="approval_required")
+    for tx in (plain, trusted):
+        page.goto(http_base(server) + f"/#/tx/{tx}")
+        page.locator("#timeline").wait_for(timeout=30_000)
+        assert page.locator("#approve").count() == 0, tx
+    page.goto(http_base(server) + f"/#/tx/{asked.transaction_id}")
+    page.locator("#approve").wait_for(timeout=30_000)
+    assert "mode approval_required" in page.locator("#approve").inner_text()
+
+    # The policy file's rule: the screen appears, live, once a step makes it ask.
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[approval]\ntools = ["kv.delete"]\n')
+    strict = start_http_server(tmp_path / "data", "--policy", str(policy))
+    with strict.killed_on_error(), AgentTxClient(strict.address) as client:
+        tx = client.begin(agent_id="policy").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "k", "value": 1})
+        page.goto(http_base(strict) + f"/#/tx/{tx}")
+        page.wait_for_selector("#live.on")
+        page.locator("#timeline").wait_for(timeout=30_000)
+        assert page.locator("#approve").count() == 0
+        client.execute_step(tx, 2, "kv.delete", {"key": "k"})
+        page.locator("#approve").wait_for(timeout=30_000)
+        assert "policy: tool 'kv.delete' needs approval" in page.locator("#approve").inner_text()
+        screenshot(page, "dashboard-approve-policy.png")
+    assert strict.terminate() == 0

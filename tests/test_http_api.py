@@ -79,6 +79,24 @@ def test_a_task_runs_over_http_and_grpc_sees_the_same_transaction(
     ]
 
 
+@pytest.mark.parametrize("mode", ["", "transactional", "approval_required"])
+def test_a_begin_reply_carries_the_snapshot_and_the_mode_as_grpc_does(
+    base: str, server: ServerProcess, mode: str
+) -> None:
+    body: dict[str, Any] = {"principal": "alice", "request_id": f"begin-{mode}"}
+    if mode:
+        body["mode"] = mode
+    r = request(base, "POST", "/v1/transactions", body)
+    assert r.status == 200, r.raw
+    tx = r.json["transaction_id"]
+    assert r.json["snapshot"] == {"transaction_id": tx, "revision": 1}
+    assert r.json["mode"] == (mode or "transactional")
+    # A replay of the same request is the same reply, snapshot and mode included.
+    assert request(base, "POST", "/v1/transactions", body).json == r.json
+    with AgentTxClient(server.address) as client:
+        assert client.get_transaction(tx).mode == (mode or "transactional")
+
+
 def test_a_failed_step_is_data_with_its_decision_and_root_cause(base: str) -> None:
     tx = begin(base)
     assert step(base, tx, 1, "kv.put", arguments={"key": "u", "value": {"id": 7}}).status == 200
@@ -282,9 +300,16 @@ def test_a_transactions_events_stream_until_it_ends(base: str) -> None:
     assert seen[-1]["status"] == "COMMITTED"
     revisions = [e["revision"] for e in seen]
     assert revisions == sorted(set(revisions))
-    # Reconnecting after the last revision seen: nothing is repeated (the stream is over).
-    after = list(sse_events(base, f"/v1/transactions/{tx}/events?after_revision={revisions[-1]}"))
-    assert after == []
+    # Reconnecting after the last revision seen: nothing is repeated (the stream is over),
+    # and the answer is the 204 that stops a browser's EventSource from reconnecting.
+    for ask in (
+        {"path": f"/v1/transactions/{tx}/events?after_revision={revisions[-1]}"},
+        {"path": f"/v1/transactions/{tx}/events", "headers": {"last-event-id": seen[-1]["id"]}},
+    ):
+        over = request(base, "GET", ask["path"], headers=ask.get("headers"))
+        assert (over.status, over.raw) == (204, b"")
+    # Asked from an earlier revision, the ended transaction's last state is still sent.
+    assert [e["status"] for e in sse_events(base, f"/v1/transactions/{tx}/events")] == ["COMMITTED"]
     assert_error_shape(request(base, "GET", "/v1/transactions/tx_nope/events"), 404)
     r = request(base, "GET", f"/v1/transactions/{tx}/events?after_revision=x")
     assert_error_shape(r, 400)

@@ -196,6 +196,9 @@ class BeginResult:
     next_step_id: int
     transaction_status: TxStatus = TxStatus.ACTIVE
     revision: int = 1
+    # How the transaction may commit (``agenttx.receipts.Mode``'s value), as the engine
+    # settled it; a reply stored before the field existed replays the default.
+    mode: str = "transactional"
 
     @property
     def snapshot(self) -> Snapshot:
@@ -443,6 +446,9 @@ class TransactionInfo:
     # Its newest preview receipts (at most 20), newest first, with their approvals and
     # refusals; read by get_transaction only (a listing leaves it empty).
     receipts: list[ReceiptView] = field(default_factory=list)
+    # Why a commit now would need an approved receipt (the mode, the policy file's approval
+    # rules, as a preview says); empty iff it would not, or the transaction has ended.
+    approval_reasons: list[str] = field(default_factory=list)
     # A bounded read (``get_transaction(recent=N)``): how many older attempts come before
     # ``steps[0]`` and were left out; its ``edges`` are not read (empty). 0: the whole history.
     earlier_steps_omitted: int = 0

@@ -49,6 +49,7 @@ from agenttx.errors import AgentTxError, StepFailure, error_code
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,
+    BeginResult,
     Caller,
     CommitResult,
     RollbackResult,
@@ -133,6 +134,18 @@ def wire_strategy(strategy: Strategy, accepted: frozenset[Strategy]) -> Strategy
     if strategy in REFERENCE_FALLBACK and strategy not in accepted:
         return REFERENCE_FALLBACK[strategy]
     return strategy
+
+
+def begin_reply(r: BeginResult) -> pb.BeginTransactionResponse:
+    """The wire reply of a begin, the same on every surface (gRPC, HTTP, MCP)."""
+    return pb.BeginTransactionResponse(
+        transaction_id=r.transaction_id,
+        next_step_id=r.next_step_id,
+        transaction_status=r.transaction_status.value,
+        revision=r.revision,
+        snapshot=receipts_wire.snapshot(r.snapshot),
+        mode=r.mode,
+    )
 
 
 def step_reply(
@@ -244,6 +257,7 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
         compensation_approval_pending=t.compensation_approval_pending,
         tenant=t.tenant,
         edge_kinds=t.edge_kinds,
+        approval_reasons=t.approval_reasons,
         decisions=[
             pb.StepDecision(
                 step_id=s.step_id,
@@ -407,14 +421,7 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 mode=request.mode or "transactional",
                 caller=self._caller(context),
             )
-            return pb.BeginTransactionResponse(
-                transaction_id=r.transaction_id,
-                next_step_id=r.next_step_id,
-                transaction_status=r.transaction_status.value,
-                revision=r.revision,
-                snapshot=receipts_wire.snapshot(r.snapshot),
-                mode=request.mode or "transactional",
-            )
+            return begin_reply(r)
 
         return await _guard(context, call)
 

@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agenttx.api.access_log import AccessLog
 from agenttx.api.http_heads import HEADER_TIMEOUT_S, MAX_WAITING, heads_protocol
 from agenttx.api.mcp.server import AgentTxMCP
 from agenttx.api.stream_slots import StreamSlots
@@ -177,7 +178,8 @@ def build_http_app(mcp: AgentTxMCP, settings: HttpSettings) -> ASGIApp:
         public_prefixes=("/static/",),
         revocable_paths=("/mcp",),  # MCP's standalone event stream ends with its key
     )
-    return HostOriginGuard(authed, settings.allowed_hosts, settings.allowed_origins)
+    # The access line outside everything: a request the guard or the key check refuses has one.
+    return AccessLog(HostOriginGuard(authed, settings.allowed_hosts, settings.allowed_origins))
 
 
 class HttpListener:
@@ -251,9 +253,3 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def routes_of(app: Any) -> list[str]:
-    """The paths an app built here serves (for the startup line)."""
-    inner = getattr(app, "app", app)
-    return [getattr(r, "path", "") for r in getattr(inner, "routes", [])]

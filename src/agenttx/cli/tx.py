@@ -180,6 +180,8 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
         facts.append(("abort reason", escape(t.abort_reason)))
     if t.outcome_unknown_step:
         facts.append(("outcome unknown", unknown_outcome_fact(t)))
+    if t.approval_reasons:  # a commit now needs an approved receipt (tx preview, tx approve)
+        facts.append(("needs approval", escape("; ".join(t.approval_reasons))))
     for name, value in facts:
         console.print(f"[bold]{name:<18}[/] {value}")
     for c in t.constraints:

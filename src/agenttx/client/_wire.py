@@ -342,6 +342,7 @@ def begin_result(r: pb.BeginTransactionResponse) -> BeginResult:
         next_step_id=r.next_step_id,
         transaction_status=_tx_status(r.transaction_status, TxStatus.ACTIVE),
         revision=r.revision,
+        mode=r.mode or "transactional",
     )
 
 
@@ -509,6 +510,7 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
             )
             for x in r.receipts
         ],
+        approval_reasons=list(r.approval_reasons),
     )
 
 

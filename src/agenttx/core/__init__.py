@@ -12,6 +12,8 @@ one transaction in memory      ``runtime``: ``TxRuntime`` (write set, staged eff
 step pipeline                  ``steps``: ``StepExecutor`` — check → parse → tool → references
                                → validate → run under timeout → succeed / fail / unknown
 rewind and compensation        ``rewind``: ``Rewinder`` (two-phase when compensations run)
+attempt numbers                ``attempts``: each attempt of a step its own number, across
+                               failures, rewinds, undo and redo
 undo / redo of one step        ``undo``: ``StepHistory``; ``revisions``: ``RevisionRules`` (what
                                may be undone or redone, the GetTransaction counters)
 dry runs, fidelity levels      ``dryrun``: ``DryRunner``, ``DryRunScope`` (keeps nothing)

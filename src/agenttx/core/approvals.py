@@ -326,13 +326,8 @@ class Approvals:
 
     def approval_reasons(self, rt: TxRuntime) -> list[str]:
         """Why this transaction's commit needs an approved receipt (empty: it does not)."""
-        mode = mode_of(rt)
-        if mode is Mode.APPROVAL_REQUIRED:
-            return ["mode approval_required"]
-        if mode is Mode.AUTONOMOUS_TRUSTED:
-            return []
-        return self.safety.approval_reasons(
-            rt.row.tenant, [(st.tool, st.effect) for st in rt.steps.values()]
+        return self.safety.commit_approval_reasons(
+            mode_of(rt), rt.row.tenant, [(st.tool, st.effect) for st in rt.steps.values()]
         )
 
     # ------------------------------------------------------------------ shared checks

@@ -22,6 +22,7 @@ stops them and the store. Every part is built once, in ``__init__``; none is set
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -208,7 +209,9 @@ class Engine:
             self.images, self.rewinder, clock, self.compensator.resume
         )
         # Views, listings and event streams: reads only, never a durable change.
-        self.reader = TransactionReader(store, self.images, self.events, self.revisions, clock)
+        self.reader = TransactionReader(
+            store, self.images, self.events, self.revisions, clock, self.safety
+        )
         # The policy's decision on a tool call (allowed / needs approval / forbidden).
         self.tool_policy = tool_policy
         # Dry runs: the fidelity ladder, with nothing journaled.
@@ -468,7 +471,7 @@ class Engine:
         }
         if principal or mode is not Mode.TRANSACTIONAL:  # older stored payloads stay equal
             payload.update(principal=principal, mode=mode.value)
-        return await self.requests.run(
+        result = await self.requests.run(
             request_id,
             "begin",
             payload,
@@ -479,6 +482,11 @@ class Engine:
             lookup_first=True,  # no transaction to lock yet: a plain read
             tenant=caller.tenant if caller is not None else None,
         )
+        # A replay's payload equals this one, mode included; a reply stored before results
+        # carried the mode replays the default, so the mode asked for is the one to show.
+        if result.mode != mode.value:
+            result = dataclasses.replace(result, mode=mode.value)
+        return result
 
     async def execute_step(
         self,
@@ -1125,7 +1133,7 @@ class Engine:
             updated_at=now,
             last_activity_at=now,
         )
-        result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision)
+        result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision, mode.value)
         # The reply goes in with the transaction: one durable write for both.
         reply = request.reply(result) if request is not None else None
         begun = {

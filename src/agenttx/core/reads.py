@@ -28,9 +28,10 @@ from agenttx.core.images import TxImages
 from agenttx.core.limits import check_transaction_id
 from agenttx.core.offload import INLINE_JSON_CHARS, bulk_allocation, by_size, long_history
 from agenttx.core.revisions import RevisionRules, live_steps
+from agenttx.core.safety import SafetyPolicy
 from agenttx.core.views import graph_rows, rebuild_graph, transaction_info
 from agenttx.errors import InvalidArgument, NotFound, clip
-from agenttx.receipts import ReceiptStatus
+from agenttx.receipts import Mode, ReceiptStatus
 from agenttx.store.contract import ReceiptRow, StepRow, Store, TxRow
 from agenttx.types import (
     Caller,
@@ -181,12 +182,15 @@ class TransactionReader:
         events: EventBus,
         rules: RevisionRules | None = None,
         clock: Clock = time.time,
+        safety: SafetyPolicy | None = None,
     ) -> None:
         self.store = store
         self.images = images  # only looked at: a current image saves rebuilding the graph
         self.events = events  # where watch subscribes
         self.rules = rules  # the revision counters (none: left at their defaults)
         self.clock = clock  # the engine's: when a receipt a view lists has expired
+        # The policy file's approval rules: why a view's commit would need approval.
+        self.safety = safety or SafetyPolicy()
         self._edges: dict[tuple[str, int], list[Edge]] = {}  # EDGE_CACHE_ENTRIES, oldest first
         # The graphs of a few long transactions, extended on their next read (event loop only).
         self.graphs = GraphCache()
@@ -245,6 +249,14 @@ class TransactionReader:
             info = dataclasses.replace(
                 info, receipts=[_receipt_view(r, now, row) for r in receipts]
             )
+        if not TxStatus(row.status).terminal:  # an ended one commits no more
+            reasons = self.safety.commit_approval_reasons(
+                Mode(str(row.body.get("mode", Mode.TRANSACTIONAL.value))),
+                row.tenant,
+                [(s.tool, s.effect) for s in steps if s.live],
+            )
+            if reasons:
+                info = dataclasses.replace(info, approval_reasons=reasons)
         return info
 
     async def watch(

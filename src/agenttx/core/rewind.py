@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttx.audit import AuditKind
+from agenttx.core.attempts import with_tried
 from agenttx.core.audit import compensation_event, rollback_event, step_event
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.contracts import (
@@ -215,6 +216,8 @@ class Rewinder:
             reason=str(body.get("abort_reason", "")) if final.terminal else "",
         )
         audit = [*failed, ended, *events]
+        if not final.terminal:  # the steps undone are sent again as their next tries
+            body = with_tried(body, [s for n, s in rt.steps.items() if n >= target])
         update = images.update(rt, final, next_step, body, UNFINISHED, audit=audit)
         images.applied(rt, update, await self.store.finish_rewind(update, target, failed_row))
         rt.drop_from(target)

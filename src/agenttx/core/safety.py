@@ -88,6 +88,19 @@ class SafetyPolicy:
                 rule="forbid_irreversible",
             )
 
+    def commit_approval_reasons(
+        self, mode: Mode, tenant: str, steps: Iterable[tuple[str, str]]
+    ) -> list[str]:
+        """Why a commit of a transaction in ``mode``, of ``tenant``, whose live steps ran
+        ``steps`` (tool, effect class), needs an approved receipt; empty if it does not. What
+        a preview says and a commit checks, and what a read shows (the dashboard's approve
+        screen appears where this is not empty)."""
+        if mode is Mode.APPROVAL_REQUIRED:
+            return ["mode approval_required"]
+        if mode is Mode.AUTONOMOUS_TRUSTED:  # exempt from the approval rules
+            return []
+        return self.approval_reasons(tenant, steps)
+
     def approval_reasons(self, tenant: str, steps: Iterable[tuple[str, str]]) -> list[str]:
         """Why the policy requires approval for a transaction of ``tenant`` whose live steps
         ran ``steps`` (tool, effect class); empty if it does not."""

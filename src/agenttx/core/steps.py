@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttx import jsonpolicy
+from agenttx.core.attempts import next_attempt, with_tried
 from agenttx.core.audit import cause, step_event
 from agenttx.core.cancels import RunningTools, StepCancelled
 from agenttx.core.config import Clock, EngineConfig
@@ -173,7 +174,7 @@ class StepExecutor:
             att = Attempt(
                 step_id=step_id,
                 seq=seq,
-                attempt=int(body.get("attempts", {}).get(str(step_id), 0)) + 1,
+                attempt=next_attempt(body, step_id),
                 tool_name=tool_name,
                 effect=str(tool.effect) if tool else "",  # a StrEnum's str is its value
                 arguments_json=arguments_json,
@@ -793,6 +794,8 @@ class StepExecutor:
             detail["op"] = op
         row = self._step_row(rt, att, StepStatus.OUTCOME_UNKNOWN.value, live=False, detail=detail)
         body = dict(rt.body, step_seq=att.seq, outcome_unknown_step=att.step_id, reconcile=record)
+        # If it did not happen the step is sent again: as its next try (``core.attempts``).
+        body = with_tried(body, [row])
         audit = self.images.step_audit(rt, rt.row.revision + 1, now, row)
         update = TxUpdate(
             tx_id=rt.transaction_id,

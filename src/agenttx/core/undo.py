@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from agenttx.audit import AuditKind
+from agenttx.core.attempts import next_attempt
 from agenttx.core.audit import cause
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.controller import RollbackController
@@ -142,6 +143,7 @@ class StepHistory:
             row = dataclasses.replace(
                 old,
                 seq=new_seq,
+                attempt=next_attempt(rt.body, n),  # a new attempt, with a number of its own
                 live=True,
                 detail=detail,
                 started_at=now,

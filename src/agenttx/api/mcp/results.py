@@ -18,7 +18,13 @@ import mcp_types as types
 from agenttx.api import history, receipts_wire
 from agenttx.api.continuations import Refusal, aborted, outcome_unknown
 from agenttx.api.fields import message_fields
-from agenttx.api.grpc_server import commit_reply, rollback_reply, step_reply, transaction_reply
+from agenttx.api.grpc_server import (
+    begin_reply,
+    commit_reply,
+    rollback_reply,
+    step_reply,
+    transaction_reply,
+)
 from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
 from agenttx.jsontext import compact
 from agenttx.plural import plural
@@ -34,7 +40,6 @@ from agenttx.types import (
     TransactionInfo,
     TxStatus,
 )
-from agenttx.wire import agenttx_pb2 as pb
 
 # A model reads the strategy's name in the text: it can handle RETRY, so none is downgraded.
 _ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
@@ -114,18 +119,8 @@ def _rollback_text(r: StepResult, tool: str) -> str:
     return "\n".join(lines)
 
 
-def begin_result(b: BeginResult, mode: str = "") -> types.CallToolResult:
-    fields = message_fields(
-        pb.BeginTransactionResponse(
-            transaction_id=b.transaction_id,
-            next_step_id=b.next_step_id,
-            transaction_status=b.transaction_status.value,
-            revision=b.revision,
-            snapshot=receipts_wire.snapshot(b.snapshot),
-            mode=mode or "transactional",
-        ),
-        short_enums=True,
-    )
+def begin_result(b: BeginResult) -> types.CallToolResult:
+    fields = message_fields(begin_reply(b), short_enums=True)
     return ok(
         fields,
         f"Transaction {b.transaction_id} begun. Next: list_tools (once per session), then "

@@ -276,7 +276,7 @@ class AgentTxMCP:
                 agent_id, {"goal": goal} if goal else {}, call.args.text("principal"), mode
             )
         )
-        return results.begin_result(b, mode)
+        return results.begin_result(b)
 
     async def _run_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         args = call.args

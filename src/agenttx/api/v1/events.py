@@ -1,6 +1,9 @@
 """Server-sent events: ``GET /v1/transactions/{id}/events`` (one transaction, until it ends)
 and ``GET /v1/events`` (every transaction, until the client leaves).
 
+A per-transaction stream asked for after the last revision of an ended transaction is a
+204, not an empty stream: the answer that makes a browser's ``EventSource`` stop reconnecting.
+
 Each event is ``event: transaction``, ``id: <revision>`` (per transaction) and ``data:`` the
 ``TransactionEvent`` wire fields as JSON. With API keys both show only what the key may
 read (``/v1/events``: its tenant's transactions, an agent's own only, as a listing). A
@@ -247,7 +250,13 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         try:
             first = await anext(stream)
         except StopAsyncIteration:
-            first = None
+            # Ended, and its last state is at or before ``after_revision``: the client has
+            # seen the end. 204 is what makes an ``EventSource`` stop reconnecting (HTML's
+            # server-sent events: any status but 200 fails the connection for good); a 200
+            # with no event would be reconnected to every few seconds, forever.
+            slot.release()
+            await stream.aclose()
+            return Response(status_code=204, headers=_HEADERS)
         except AgentTxError as exc:
             slot.release()
             return refusal_response(exc, {"transaction_id": transaction_id})
@@ -258,8 +267,6 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         async def events() -> AsyncIterator[Any]:
             # aclosing: a stream that ends early stops watching (and its key's watch) now.
             async with contextlib.aclosing(stream):
-                if first is None:
-                    return
                 yield first
                 async for e in stream:
                     yield e

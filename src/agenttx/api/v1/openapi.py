@@ -204,6 +204,11 @@ def _events(components: dict[str, Any]) -> dict[str, Any]:
                 ],
                 "responses": {
                     "200": stream,
+                    "204": {
+                        "description": "the transaction has ended and its last state is at "
+                        "or before after_revision: nothing more will come (an EventSource "
+                        "stops reconnecting)"
+                    },
                     "400": error,
                     "401": error,
                     "403": error,

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agenttx.api import audit_wire
 from agenttx.api.grpc_server import (
+    begin_reply,
     commit_reply,
     rollback_reply,
     step_reply,
@@ -179,12 +180,7 @@ async def _begin(c: Call) -> Any:
         mode=b.mode,
         caller=c.caller,
     )
-    return pb.BeginTransactionResponse(
-        transaction_id=r.transaction_id,
-        next_step_id=r.next_step_id,
-        transaction_status=r.transaction_status.value,
-        revision=r.revision,
-    )
+    return begin_reply(r)
 
 
 def _arguments_text(arguments: Any) -> str:

@@ -104,6 +104,9 @@ function keyedStream(path, onEvent, onState) {
           signal: aborted.signal,
         });
         if (response.status === 401) return refused("key refused");
+        // 204: the transaction has ended and its last state was already sent (EventSource
+        // stops on it too).
+        if (response.status === 204) { stopped = true; return onState("ended"); }
         if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
         onState("live");
         await readEvents(response.body, (event, data) => {

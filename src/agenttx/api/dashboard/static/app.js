@@ -13,6 +13,7 @@ const STATUSES = ["ACTIVE", "EXECUTING", "ROLLING_BACK", "COMMITTING", "COMMITTE
 const ENDED = ["COMMITTED", "ROLLED_BACK", "FAILED", "COMPENSATED"]; // terminal: no Abort button
 const SINCE = { "": "any time", 900: "last 15 min", 3600: "last hour", 86400: "last 24 h" };
 let stream = null;
+let visits = 0; // pages of a transaction opened so far: tells the current one from earlier ones
 let operations = new Set();
 const filters = { status: "", agent: "", tenant: "", label: "", since: "" };
 
@@ -22,8 +23,14 @@ function setLive(state) {
 }
 
 function openStream(id, onEvent) {
-  if (stream) stream.close();
+  closeStream();
   stream = api.events(id, onEvent, setLive);
+  return stream;
+}
+
+function closeStream() {
+  if (stream) stream.close();
+  stream = null;
 }
 
 function debounce(fn, ms) {
@@ -136,10 +143,12 @@ function stepsTable(t) {
 }
 
 async function showTransaction(id) {
+  const visit = ++visits; // this page's; the user may have moved on by the time a call returns
   let shown = 0; // the revision on the page
   document.title = `AgentTx · ${id}`;
   const page = el("div", { class: "tx" });
   main.replaceChildren(el("p", {}, el("a", { href: "#/" }, "← all transactions")), el("h2", { class: "txid" }, id), page);
+  // Draws the page; returns the transaction's status (undefined if it could not be read).
   const render = async () => {
     let t;
     try {
@@ -147,7 +156,7 @@ async function showTransaction(id) {
       shown = Number(t.revision);
     } catch (e) {
       page.replaceChildren(el("p", { class: "error" }, e.message));
-      return;
+      return undefined;
     }
     let audit = null;
     try {
@@ -190,12 +199,23 @@ async function showTransaction(id) {
         render();
       } }, "Abort this transaction")));
     }
+    return t.status;
   };
-  await render();
+  // An ended transaction never changes again and its stream has nothing more to say: the
+  // page shows its final state and opens no stream (one would be reopened forever).
+  const ended = () => { closeStream(); setLive("ended"); };
+  const status = await render();
+  if (visit !== visits || !location.hash.startsWith("#/tx/")) return undefined; // moved on
+  if (ENDED.includes(status)) return ended();
   // Only a newer revision redraws: the stream's first event is the state just drawn, and a
   // redraw would drop what the user is doing on the page (a preview waiting for approval).
   const redraw = debounce(render, 100);
-  openStream(id, (e) => { if (!(Number(e.revision) <= shown)) redraw(); });
+  const own = openStream(id, (e) => {
+    if (!(Number(e.revision) <= shown)) redraw();
+    // The transaction's last event: draw its final state, and stop before the server's
+    // close would make the browser reconnect. Only if this page's stream is still the open one.
+    if (ENDED.includes(e.status) && stream === own) ended();
+  });
 }
 
 // ---------------------------------------------------------------- routing and keys

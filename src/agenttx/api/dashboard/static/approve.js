@@ -9,8 +9,12 @@
 // transaction moved past is "voided" (a later step, undo or rewind): the page redraws on the new
 // revision and lists it so; a decision the server refuses as stale (SNAPSHOT_MISMATCH, when the
 // redraw has not come yet) does as an expiry does.
-// Shown only when the server offers PreviewCommit and ApproveCommit (its OpenAPI document);
-// the refusal controls only when it offers RefuseCommit too.
+// Shown only where a commit would need an approval: an open transaction whose
+// approval_reasons (GetTransaction: its mode approval_required, or the policy file's approval
+// rules as its live steps stand) are not empty, on a server that offers PreviewCommit and
+// ApproveCommit (its OpenAPI document); the refusal controls only when it offers RefuseCommit
+// too. A transactional one gets the screen the moment a step makes the policy ask (the page
+// redraws on each change); an autonomous_trusted one never does.
 
 import { api } from "./api.js";
 import { el, when } from "./dom.js";
@@ -45,6 +49,8 @@ function receiptLine(r, t) {
 export function approveSection(t, operations) {
   if (!operations.has("PreviewCommit") || !operations.has("ApproveCommit")) return null;
   if (!["ACTIVE"].includes(t.status)) return null;
+  const reasons = t.approval_reasons || [];
+  if (!reasons.length) return null;
   const out = el("div", { class: "preview", "aria-live": "polite" });
   const key = el("input", { type: "text", id: "approver-key", autocomplete: "off",
     placeholder: "approver: a name, or with API keys the approver's key" });
@@ -142,7 +148,7 @@ export function approveSection(t, operations) {
     : null;
   return el("section", { id: "approve" },
     el("h2", {}, canRefuse ? "Preview, approve or refuse" : "Preview and approve"),
-    el("p", { class: "explain" }, "Commit of this transaction may need another person's approval. ",
+    el("p", { class: "explain" }, `Commit of this transaction needs another person's approval (${reasons.join("; ")}). `,
       "Preview shows exactly what it would change and gives a receipt bound to that change; an ",
       "approver approves the receipt once", canRefuse ? ", or refuses it with a reason the agent reads" : "",
       ". If the transaction moves on, preview again."),

@@ -5,6 +5,23 @@
 import { svg } from "./dom.js";
 
 const BOX_W = 120, BOX_H = 46, GAP = 26;
+const LINE_H = 16; // one line of text in a box
+const LINE_CHARS = 16; // what fits on one line of a box at 12px
+
+// ``text`` in lines that fit a box, at spaces where it can, at most ``maxLines`` (the last
+// one ending in … if the text is longer still: the box's title always has the whole text).
+function wrap(text, maxLines) {
+  const lines = [];
+  let rest = String(text);
+  while (rest.length > LINE_CHARS && lines.length < maxLines - 1) {
+    let cut = rest.lastIndexOf(" ", LINE_CHARS);
+    if (cut <= 0) cut = LINE_CHARS;
+    lines.push(rest.slice(0, cut).trimEnd());
+    rest = rest.slice(cut).trimStart();
+  }
+  lines.push(rest.length > LINE_CHARS ? `${rest.slice(0, LINE_CHARS - 1)}…` : rest);
+  return lines;
+}
 
 function decisionOf(t, i) {
   return (t.decisions || []).find((d) => d.history_index === i);
@@ -37,7 +54,7 @@ export function timeline(t) {
       svg("title", {}, `step ${s.step_id} try ${s.attempt}: ${s.tool_name} ${s.status}${s.clean_hint ? " — " + s.clean_hint : ""}`),
       svg("rect", { x: x(i), y: top, width: BOX_W, height: BOX_H, rx: 6 }),
       svg("text", { x: x(i) + 8, y: top + 18, class: "label" }, `#${s.step_id}.${s.attempt} ${s.status}`),
-      svg("text", { x: x(i) + 8, y: top + 36, class: "tool" }, s.tool_name.slice(0, 17)));
+      svg("text", { x: x(i) + 8, y: top + 36, class: "tool" }, wrap(s.tool_name, 1)[0]));
     root.append(g);
     if (d) {
       root.append(svg("text", { x: x(i) + 4, y: top + BOX_H + 16, class: "strategy" }, d.strategy));
@@ -64,18 +81,33 @@ export function dependencyGraph(t) {
     ...live.map((s) => ({ key: `s${s.step_id}`, step: s, label: `step ${s.step_id}` })),
     ...failed.map(([s, i]) => ({ key: `f${i}`, step: s, label: `step ${s.step_id} try ${s.attempt}`, failed: true })),
   ];
+  const causes = (n) => (n.failed ? [] : (t.decisions || []).filter((d) => d.root_cause_step === n.step.step_id));
+  // Each node's text: its label, its tool, and, for a root cause, what it produced — the
+  // tool name stays, and the cause gets lines of its own rather than being cut.
+  const linesOf = (n) => {
+    const rootOf = causes(n);
+    return {
+      tool: wrap(n.step.tool_name, 2),
+      cause: rootOf.length ? wrap(`root cause: ${rootOf[0].hint_key || "value"}`, 4) : [],
+    };
+  };
+  const boxH = (n) => { const l = linesOf(n); return 14 + LINE_H * (1 + l.tool.length + l.cause.length); };
   const pos = new Map();
+  const heights = new Map();
   const width = Math.max(1, nodes.length) * (BOX_W + GAP) + GAP;
   const y = 90;
   nodes.forEach((n, i) => pos.set(n.key, GAP + i * (BOX_W + GAP)));
-  const height = y + BOX_H + 80;
-  const root = svg("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+  // Undone root causes are added below: their heights join then.
+  nodes.forEach((n) => heights.set(n.key, boxH(n)));
+  const tallest = () => Math.max(BOX_H, ...heights.values());
+  const root = svg("svg", { class: "graph", width, viewBox: `0 0 ${width} 0`, role: "img",
     "aria-label": "dependency graph" }, arrowDefs());
   const curve = (fromKey, toKey, cls, title, below) => {
     const x1 = pos.get(fromKey) + BOX_W / 2, x2 = pos.get(toKey) + BOX_W / 2;
-    const yy = below ? y + BOX_H : y;
+    const y1 = below ? y + heights.get(fromKey) : y, y2 = below ? y + heights.get(toKey) : y;
     const lift = (below ? 1 : -1) * Math.min(70, 24 + Math.abs(x2 - x1) / 8);
-    root.append(svg("path", { class: cls, d: `M${x1},${yy} C${x1},${yy + lift} ${x2},${yy + lift} ${x2},${yy + (below ? 2 : -2)}`,
+    const low = below ? Math.max(y1, y2) : Math.min(y1, y2);
+    root.append(svg("path", { class: cls, d: `M${x1},${y1} C${x1},${low + lift} ${x2},${low + lift} ${x2},${y2 + (below ? 2 : -2)}`,
       "marker-end": cls.includes("root") ? "url(#arrow-root)" : "url(#arrow)" }, svg("title", {}, title)));
   };
   (t.edges || []).forEach((e, i) => {
@@ -93,23 +125,32 @@ export function dependencyGraph(t) {
       // The root cause was rewound too: draw it as an undone node.
       rootKey = `u${d.root_cause_step}`;
       pos.set(rootKey, GAP + nodes.length * (BOX_W + GAP));
-      nodes.push({ key: rootKey, step: rootStep, label: `step ${d.root_cause_step} (undone)`, undone: true });
+      const node = { key: rootKey, step: rootStep, label: `step ${d.root_cause_step} (undone)`, undone: true };
+      nodes.push(node);
+      heights.set(rootKey, boxH(node));
       root.setAttribute("width", String(Number(root.getAttribute("width")) + BOX_W + GAP));
-      root.setAttribute("viewBox", `0 0 ${root.getAttribute("width")} ${height}`);
     }
     if (pos.has(rootKey)) {
       curve(from, rootKey, "edge root", `root cause of step ${d.step_id}'s failure: step ${d.root_cause_step} produced ${d.hint_key || "the value"}`, true);
     }
   }
   for (const n of nodes) {
-    const rootOf = (t.decisions || []).filter((d) => d.root_cause_step === n.step.step_id && !n.failed);
-    const cls = `node${n.failed ? " failed" : ""}${n.undone ? " undone" : ""}${rootOf.length ? " root-cause" : ""}`;
+    const { tool, cause } = linesOf(n);
+    const cls = `node${n.failed ? " failed" : ""}${n.undone ? " undone" : ""}${cause.length ? " root-cause" : ""}`;
+    const x0 = pos.get(n.key) + 8;
+    const text = (line, i, kind) => svg("text", { x: x0, y: y + 18 + LINE_H * i, class: kind }, line);
+    const title = [`${n.label}: ${n.step.tool_name}`, cause.length ? cause.join(" ") : "", n.step.clean_hint]
+      .filter(Boolean).join(" — ");
     root.append(svg("g", { class: cls, "data-step": n.step.step_id },
-      svg("title", {}, n.step.clean_hint || `${n.step.tool_name}`),
-      svg("rect", { x: pos.get(n.key), y, width: BOX_W, height: BOX_H, rx: 6 }),
-      svg("text", { x: pos.get(n.key) + 8, y: y + 18, class: "label" }, n.label),
-      svg("text", { x: pos.get(n.key) + 8, y: y + 36, class: "tool" },
-        rootOf.length ? `root cause: ${rootOf[0].hint_key || "value"}` : n.step.tool_name.slice(0, 17))));
+      svg("title", {}, title),
+      svg("rect", { x: pos.get(n.key), y, width: BOX_W, height: heights.get(n.key), rx: 6 }),
+      text(n.label, 0, "label"),
+      ...tool.map((line, i) => text(line, 1 + i, "tool")),
+      ...cause.map((line, i) => text(line, 1 + tool.length + i, "cause"))));
   }
+  // Room below the tallest box for the root-cause arcs.
+  const height = y + tallest() + 80;
+  root.setAttribute("height", String(height));
+  root.setAttribute("viewBox", `0 0 ${root.getAttribute("width")} ${height}`);
   return root;
 }
