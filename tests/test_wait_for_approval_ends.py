@@ -70,7 +70,7 @@ def test_a_receipt_that_expires_unapproved_ends_the_wait_as_the_server_would_ref
             assert expired.value.receipt_id == p.receipt_id
             assert p.receipt_id in expired.value.message
             assert "receipts last 1 s" in expired.value.message
-            assert "preview_commit" in expired.value.message  # what to do: a new receipt
+            assert "preview the transaction again" in expired.value.message  # a new receipt
             # Not before the server's own clock said so (this host's clock, which the server
             # reads: the receipt was made before `started`, so `waited` alone may fall short
             # of the lifetime by the preview's round trip), and not after max_wait either.
