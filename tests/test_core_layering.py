@@ -22,6 +22,7 @@ ALLOWED = (
     "agenttx.receipts",
     "agenttx.jsontext",
     "agenttx.jsonpolicy",
+    "agenttx.numbers",  # layer 1: the ranges of whole numbers every surface shares
     "agenttx.files",  # layer 1 (agenttx.__doc__): size-bounded reads of files the user names
     "agenttx.audit",
     "agenttx.store.contract",

@@ -217,6 +217,35 @@ def test_unknown_routes_and_methods_answer_in_the_error_shape(base: str) -> None
     assert_error_shape(request(base, "DELETE", "/v1/tools"), 405, "METHOD_NOT_ALLOWED")
 
 
+def test_a_refused_method_names_the_allowed_ones(base: str) -> None:
+    # RFC 9110: a 405 carries Allow, listing every method of the path, not of one route.
+    for method in ("DELETE", "TRACE", "OPTIONS"):
+        refused = request(base, method, "/v1/transactions")
+        assert_error_shape(refused, 405, "METHOD_NOT_ALLOWED")
+        assert refused.headers["allow"] == "GET, HEAD, POST"
+    assert request(base, "PUT", "/v1/tools").headers["allow"] == "GET, HEAD"
+    assert request(base, "GET", "/v1/transactions/tx_1/commit").headers["allow"] == "POST"
+
+
+def test_a_whole_float_is_the_whole_number(base: str) -> None:
+    # JSON and JSON Schema's integer make 1.0 the number 1, as every other surface reads it.
+    tx = begin(base)
+    one = step(base, tx, 1.0, "kv.put", arguments={"key": "k", "value": 1})  # type: ignore[arg-type]
+    assert (one.status, one.json["status"]) == (200, "SUCCESS")
+    half = step(base, tx, 2.5, "kv.put", arguments={"key": "k", "value": 1})  # type: ignore[arg-type]
+    assert (
+        "step_id must be a whole number from 1 to 4294967295, got 2.5"
+        in (assert_error_shape(half, 400)["message"])
+    )
+    revision = request(base, "GET", f"/v1/transactions/{tx}").json["revision"]
+    commit = request(base, "POST", f"/v1/transactions/{tx}/commit", {"expected_revision": 2.0**40})
+    assert assert_error_shape(commit, 409)["reason"] != "INVALID_ARGUMENT"  # read, not refused
+    done = request(
+        base, "POST", f"/v1/transactions/{tx}/commit", {"expected_revision": float(revision)}
+    )
+    assert done.status == 200, done.json
+
+
 def test_listing_filters_and_pages(base: str) -> None:
     agent = "lister"
     ids = [begin(base, agent_id=agent, labels=["page"]) for _ in range(3)]
@@ -238,6 +267,15 @@ def test_listing_filters_and_pages(base: str) -> None:
     assert len(both["transactions"]) == 3
     assert_error_shape(request(base, "GET", "/v1/transactions?page_size=0"), 400)
     assert_error_shape(request(base, "GET", "/v1/transactions?status=NOPE"), 400)
+    # Spaces around names and empty entries are no filter; what else the pattern refuses is
+    # refused, by name (the OpenAPI document states the same pattern).
+    spaced = f"/v1/transactions?agent_id={agent}&status=%20Active%20,,&status="
+    assert len(request(base, "GET", spaced).json["transactions"]) == 2
+    for bad in ("ACTIVE%09", "ACTIVE_", "COMPEN%C5%BFATED"):
+        refused = request(base, "GET", f"/v1/transactions?status={bad}")
+        assert "unknown status" in assert_error_shape(refused, 400)["message"]
+    tenant = request(base, "GET", "/v1/transactions?tenant=-acme")
+    assert "is not a tenant name" in assert_error_shape(tenant, 400)["message"]
 
 
 def test_tools_are_listed_with_their_schemas(base: str) -> None:

@@ -579,7 +579,9 @@ DEFAULT_TENANT = "default"
 LOCAL_PRINCIPAL = "local"
 MAX_PRINCIPAL_BYTES = 256
 
-_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+# A tenant name (fullmatch); the HTTP API's OpenAPI document states the same pattern.
+TENANT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
+_TENANT = re.compile(TENANT_PATTERN)
 
 
 class Role(enum.StrEnum):

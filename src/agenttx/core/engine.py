@@ -93,6 +93,7 @@ from agenttx.errors import (
     StartupError,
     WrongStep,
 )
+from agenttx.numbers import EXPECTED_REVISION
 from agenttx.receipts import Approval, Mode, Preview, Refusal
 from agenttx.store.contract import Store, TxRow
 from agenttx.store.factory import open_store
@@ -549,7 +550,8 @@ class Engine:
         check_text("request_id", request_id)
         await self.access.check(caller, transaction_id, Action.ACT)
         if expected_revision is not None:
-            check_number("expected_revision", expected_revision, minimum=1)
+            # A revision is a store's 64-bit integer (uint64 on the wire, in range there).
+            check_number("expected_revision", expected_revision, maximum=EXPECTED_REVISION.high)
         if receipt_id:
             check_receipt_id(receipt_id)
         else:

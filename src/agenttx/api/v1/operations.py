@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from agenttx.api import audit_wire
 from agenttx.api.grpc_server import (
@@ -28,10 +28,20 @@ from agenttx.api.grpc_server import (
     transaction_reply,
     transactions_reply,
 )
+from agenttx.api.v1.filters import StatusFilter
+from agenttx.core.limits import MAX_TRANSACTION_ID_BYTES
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.errors import InvalidArgument
-from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE
-from agenttx.types import REFERENCE_FALLBACK, Caller
+from agenttx.numbers import (
+    EFFECT_ID,
+    EXPECTED_REVISION,
+    MAX_INT64,
+    STEP_ID,
+    TO_STEP,
+    TRANSACTIONS_PAGE,
+    WholeNumber,
+)
+from agenttx.types import REFERENCE_FALLBACK, TENANT_PATTERN, Caller, TxStatus
 from agenttx.wire import agenttx_pb2 as pb
 
 _ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
@@ -40,6 +50,23 @@ _ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
 class _Body(BaseModel):
     # Strict: "1" is not a step id and an unknown field is a typo, not something to ignore.
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_floats(cls, value: Any, info: ValidationInfo) -> Any:
+        """A whole float (``3.0``) in a whole-number field is that number: JSON (and JSON
+        Schema's ``integer``) make ``3.0`` the same number as ``3``, and ``WholeNumber.parse``
+        takes it on every other surface. Any other float stays one, and is refused."""
+        name = info.field_name
+        annotation = cls.model_fields[name].annotation if name is not None else None
+        if (
+            isinstance(value, float)
+            and annotation in (int, int | None)
+            and value.is_integer()
+            and -MAX_INT64 <= value <= MAX_INT64  # compared first: int(1e308) has 309 digits
+        ):
+            return int(value)
+        return value
 
 
 # The engine's limits, stated in the schema where JSON Schema can say them. Its limits are in
@@ -109,18 +136,57 @@ class RollbackBody(_Body):
     request_id: str = Field(default="", max_length=256)
 
 
+TX_STATUSES = StatusFilter("status", tuple(TxStatus.__members__))
+
+# The path parameters that are numbers: the operations read them with these ranges and the
+# OpenAPI document states the same ranges.
+PATH_NUMBERS: dict[str, WholeNumber] = {"step_id": STEP_ID, "effect_id": EFFECT_ID}
+
+
+# Every other path parameter is a transaction id: "tx_" and 32 hex digits. The document admits
+# any visible ASCII text up to the engine's limit: such an id the store lacks is a 404, while
+# more than MAX_TRANSACTION_ID_BYTES bytes, or only spaces, is refused (400).
+TRANSACTION_ID_SCHEMA = {
+    "type": "string",
+    "pattern": f"^[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}}$",
+    "description": "a transaction id (tx_ and 32 hex digits)",
+}
+
+
+def path_number(c: Call, name: str) -> int:
+    """A path's step or effect id: a decimal number in the field's range."""
+    number = PATH_NUMBERS[name]
+    text = c.path[name]
+    if text[:1] in "+- ":  # a path segment spells the number exactly
+        raise number.refusal(text)
+    return number.parse(text)
+
+
 class ListQuery(BaseModel):
     # Query strings are text: "20" is a page size here.
     model_config = ConfigDict(extra="forbid")
 
     status: list[str] = Field(
-        default_factory=list, description="repeatable or comma-separated; empty: all"
+        default_factory=list,
+        json_schema_extra={"items": {"type": "string", "pattern": TX_STATUSES.pattern}},
+        description="repeatable or comma-separated, any case; empty: all",
     )
     agent_id: str = ""
     label: str = ""
-    tenant: str = Field(default="", max_length=63, description="only this tenant's")
+    tenant: str = Field(
+        default="",
+        max_length=63,
+        # The schema states the name check_tenant applies (empty: no tenant filter).
+        json_schema_extra={"pattern": f"^(?:{TENANT_PATTERN})?$"},
+        description="only this tenant's",
+    )
     page_size: int = Field(default=50, ge=1, le=TRANSACTIONS_PAGE.high)
-    page_token: str = ""
+    page_token: str = Field(
+        default="",
+        json_schema_extra={"pattern": f"^(?:[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}})?$"},
+        description="the next_page_token of the previous page (a transaction id); empty: "
+        "the first page",
+    )
     newest_first: bool = False
     created_after: float | None = Field(
         default=None,
@@ -243,9 +309,8 @@ async def _get(c: Call) -> Any:
 
 async def _list(c: Call) -> Any:
     q: ListQuery = c.query
-    statuses = [s.strip().upper() for v in q.status for s in v.split(",") if s.strip()]
     page = await c.engine.list_transactions_page(
-        statuses=statuses,
+        statuses=TX_STATUSES.parse(q.status),
         agent_id=q.agent_id or None,
         label=q.label or None,
         page_size=q.page_size,
