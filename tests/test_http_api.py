@@ -362,6 +362,19 @@ def test_the_openapi_document_lists_every_operation(base: str) -> None:
     assert "SUCCESS" in step_reply["status"]["enum"]
 
 
+def test_the_document_states_what_the_server_refuses(base: str) -> None:
+    # What the longer schemathesis run found: the policy's ranges and "not both" are stated.
+    schemas = request(base, "GET", "/openapi.json").json["components"]["schemas"]
+    retries = schemas["PolicyBody"]["properties"]["max_step_retries"]["anyOf"][0]
+    assert retries["maximum"] == 32
+    tx = begin(base)
+    over = request(base, "POST", "/v1/transactions", {"policy": {"max_step_retries": 33}})
+    assert "max_step_retries" in assert_error_shape(over, 400)["message"]
+    assert schemas["StepBody"]["not"]["required"] == ["arguments", "arguments_json"]
+    both = step(base, tx, 1, "kv.put", arguments={"key": "k", "value": 1}, arguments_json="{}")
+    assert "not both" in assert_error_shape(both, 400)["message"]
+
+
 def test_a_stopping_server_ends_its_event_streams_at_once(tmp_path: Any) -> None:
     from datetime import datetime
 

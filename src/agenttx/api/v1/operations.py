@@ -41,7 +41,15 @@ from agenttx.numbers import (
     TRANSACTIONS_PAGE,
     WholeNumber,
 )
-from agenttx.types import REFERENCE_FALLBACK, TENANT_PATTERN, Caller, TxStatus
+from agenttx.types import (
+    MAX_POLICY_DEPTH,
+    MAX_STEP_RETRIES,
+    REFERENCE_FALLBACK,
+    REPLAY_FACTOR_RANGE,
+    TENANT_PATTERN,
+    Caller,
+    TxStatus,
+)
 from agenttx.wire import agenttx_pb2 as pb
 
 _ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
@@ -76,10 +84,13 @@ Label = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class PolicyBody(_Body):
-    max_local_depth: int | None = Field(default=None, ge=0, le=16)
-    max_global_resets: int | None = Field(default=None, ge=0, le=16)
-    replay_budget_factor: float | None = Field(default=None, ge=0.1, le=1000, strict=False)
-    max_step_retries: int | None = Field(default=None, ge=0)
+    # The ranges RollbackPolicy checks (agenttx.types).
+    max_local_depth: int | None = Field(default=None, ge=0, le=MAX_POLICY_DEPTH)
+    max_global_resets: int | None = Field(default=None, ge=0, le=MAX_POLICY_DEPTH)
+    replay_budget_factor: float | None = Field(
+        default=None, ge=REPLAY_FACTOR_RANGE[0], le=REPLAY_FACTOR_RANGE[1], strict=False
+    )
+    max_step_retries: int | None = Field(default=None, ge=0, le=MAX_STEP_RETRIES)
 
 
 class BeginBody(_Body):
@@ -98,6 +109,19 @@ class BeginBody(_Body):
 
 
 class StepBody(_Body):
+    # The schema says what _step refuses: arguments and arguments_json both given (non-null).
+    model_config = _Body.model_config | {
+        "json_schema_extra": {
+            "not": {
+                "required": ["arguments", "arguments_json"],
+                "properties": {
+                    "arguments": {"type": "object"},
+                    "arguments_json": {"type": "string"},
+                },
+            }
+        }
+    }
+
     step_id: int = Field(
         ge=STEP_ID.low, le=STEP_ID.high, description="must equal the transaction's next_step_id"
     )
