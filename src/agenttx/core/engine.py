@@ -21,6 +21,7 @@ stops them and the store. Every part is built once, in ``__init__``; none is set
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -960,14 +961,21 @@ class Engine:
         return await self.reader.get_transaction(transaction_id, history=history, recent=recent)
 
     async def watch(
-        self, transaction_id: str, after_revision: int = 0, *, caller: Caller | None = None
+        self,
+        transaction_id: str,
+        after_revision: int = 0,
+        *,
+        caller: Caller | None = None,
+        opened: asyncio.Event | None = None,
     ) -> AsyncIterator[TxEvent]:
         """The transaction's state changes, newest revision first if it is past
-        ``after_revision``, then one event per durable change, until it ends."""
+        ``after_revision``, then one event per durable change, until it ends; ``opened`` is
+        set once it is found, readable by ``caller`` and watched."""
         check_transaction_id(transaction_id)
         await self.access.check(caller, transaction_id, Action.READ)
         # aclosing: a watcher that stops early unsubscribes now, not when collected.
-        async with contextlib.aclosing(self.reader.watch(transaction_id, after_revision)) as it:
+        watching = self.reader.watch(transaction_id, after_revision, opened)
+        async with contextlib.aclosing(watching) as it:
             async for event in it:
                 yield event
 

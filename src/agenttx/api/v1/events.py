@@ -197,6 +197,13 @@ class Streams:
                 await aclose()
 
 
+async def _cancelled(step: asyncio.Future[Any]) -> None:
+    """``step`` cancelled and finished, whatever it raised."""
+    step.cancel()
+    with contextlib.suppress(BaseException):
+        await step
+
+
 def _busy(message: str) -> Response:
     response = plain_error(503, "UNAVAILABLE", "TOO_MANY_SUBSCRIBERS", message)
     response.headers["retry-after"] = str(RETRY_AFTER_SECS)
@@ -282,25 +289,41 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         release = streams.admit(grant)
         if isinstance(release, Response):
             return release
-        stream = watch_as(engine, grant, transaction_id, after_revision)
-        # The first event is read before answering, so an unknown id is a 404, not a stream.
+        opened = asyncio.Event()
+        stream = watch_as(engine, grant, transaction_id, after_revision, opened)
+        # Answered once the transaction is found and watched, or its first event (or refusal)
+        # came, whichever is first: an unknown id is a 404, not a stream, and a stream asked
+        # for revisions past the current one of an open transaction is answered at once (its
+        # first event waits for a change), not held without headers.
+        first = asyncio.ensure_future(anext(stream))
+        watched = asyncio.ensure_future(opened.wait())
         try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            first = None
-        except AgentTxError as exc:
-            release()
-            return refusal_response(exc, {"transaction_id": transaction_id})
+            await asyncio.wait({first, watched}, return_when=asyncio.FIRST_COMPLETED)
+            failed = first.exception() if first.done() else None
+            if isinstance(failed, AgentTxError):
+                release()
+                return refusal_response(failed, {"transaction_id": transaction_id})
+            if failed is not None and not isinstance(failed, StopAsyncIteration):
+                raise failed  # a bug: the 500 of every route
         except BaseException:
             release()
+            await _cancelled(first)
             raise
+        finally:
+            watched.cancel()
 
         async def events() -> AsyncIterator[Any]:
             # aclosing: a stream that ends early stops watching (and its key's watch) now.
             async with contextlib.aclosing(stream):
-                if first is None:
+                try:
+                    event = await first
+                except StopAsyncIteration:
                     return
-                yield first
+                except BaseException:
+                    # The generator may be closed only once its pending step has finished.
+                    await _cancelled(first)
+                    raise
+                yield event
                 async for e in stream:
                     yield e
 
