@@ -17,7 +17,7 @@ from agenttx.api.v1.operations import OPERATIONS
 from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.client import AgentTxClient
 from agenttx.errors import ERROR_CODES
-from http_harness import assert_error_shape, http_base, request, sse_events, start_http_server
+from http_harness import JSON, assert_error_shape, http_base, request, sse_events, start_http_server
 from server_process import ServerProcess
 
 
@@ -225,6 +225,25 @@ def test_a_refused_method_names_the_allowed_ones(base: str) -> None:
         assert refused.headers["allow"] == "GET, HEAD, POST"
     assert request(base, "PUT", "/v1/tools").headers["allow"] == "GET, HEAD"
     assert request(base, "GET", "/v1/transactions/tx_1/commit").headers["allow"] == "POST"
+
+
+def test_a_path_id_of_no_transaction_shape_is_refused_by_its_pattern(base: str) -> None:
+    # Found by schemathesis: the audit of an id the document's pattern refuses was a 200
+    # ("no audit records"). A path's id is checked against the document's pattern first.
+    for path in ("/v1/transactions/%C3%BC/audit", "/v1/transactions/%C3%BC/events"):
+        refused = assert_error_shape(request(base, "GET", path), 400, "INVALID_ARGUMENT")
+        assert "is not a transaction id" in refused["message"]
+    too_long = request(base, "GET", "/v1/transactions/" + "t" * 129)
+    assert "visible ASCII" in assert_error_shape(too_long, 400)["message"]
+    assert_error_shape(request(base, "GET", "/v1/transactions/tx_none"), 404)
+
+
+def test_an_optional_body_is_absent_or_json_never_blank(base: str) -> None:
+    # Found by schemathesis: a body of one space was taken as no body.
+    tx = begin(base)
+    assert request(base, "POST", f"/v1/transactions/{tx}/preview", raw=b"").status == 200
+    blank = request(base, "POST", f"/v1/transactions/{tx}/preview", raw=b" ", headers=JSON)
+    assert "not JSON" in assert_error_shape(blank, 400)["message"]
 
 
 def test_a_whole_float_is_the_whole_number(base: str) -> None:

@@ -39,6 +39,7 @@ from starlette.types import Receive, Scope, Send
 
 from agenttx.api.revocable import until_revoked, watch_as
 from agenttx.api.v1.errors import invalid_response, plain_error, refusal_body, refusal_response
+from agenttx.api.v1.operations import path_refusal
 from agenttx.auth.http_auth import grant_of
 from agenttx.auth.keys import KeyGrant
 from agenttx.errors import AgentTxError, InvalidArgument, StepFailure
@@ -278,6 +279,9 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
 
     async def transaction_events(request: Request) -> Response:
         transaction_id = request.path_params["transaction_id"]
+        refused = path_refusal({"transaction_id": transaction_id})
+        if refused is not None:
+            return invalid_response(refused)
         after = request.query_params.get("after_revision") or request.headers.get(
             "last-event-id", "0"
         )

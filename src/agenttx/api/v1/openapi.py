@@ -15,6 +15,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from agenttx.api.fields import enum_prefix
 from agenttx.api.v1.errors import ERROR_STATUSES
 from agenttx.api.v1.operations import (
+    BEGIN_WITHOUT_KEYS,
     OPERATIONS,
     PATH_NUMBERS,
     TRANSACTION_ID_SCHEMA,
@@ -287,6 +288,8 @@ def openapi_document(
         "paths": paths,
         "components": {"schemas": components},
     }
+    if not api_keys and "BeginBody" in components:
+        components["BeginBody"] = {**components["BeginBody"], **BEGIN_WITHOUT_KEYS}
     if api_keys:
         document["security"] = [{"apiKey": []}]
         document["components"]["securitySchemes"] = {

@@ -13,6 +13,7 @@ reads names, so ``RETRY`` is never downgraded to the reference's vocabulary).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -31,7 +32,7 @@ from agenttx.api.grpc_server import (
 from agenttx.api.v1.filters import StatusFilter
 from agenttx.core.limits import MAX_TRANSACTION_ID_BYTES
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
-from agenttx.errors import InvalidArgument
+from agenttx.errors import InvalidArgument, clip
 from agenttx.numbers import (
     EFFECT_ID,
     EXPECTED_REVISION,
@@ -108,6 +109,15 @@ class BeginBody(_Body):
     mode: Literal["transactional", "approval_required", "autonomous_trusted"] = "transactional"
 
 
+# Without API keys the body's principal is who begins, and the engine refuses approval_required
+# without one (``core.engine._mode``); with keys the key's owner begins. The document of a
+# server without keys states it (``openapi_document``).
+BEGIN_WITHOUT_KEYS: dict[str, Any] = {
+    "if": {"properties": {"mode": {"const": "approval_required"}}, "required": ["mode"]},
+    "then": {"properties": {"principal": {"minLength": 1}}, "required": ["principal"]},
+}
+
+
 class StepBody(_Body):
     # The schema says what _step refuses: arguments and arguments_json both given (non-null).
     model_config = _Body.model_config | {
@@ -167,14 +177,28 @@ TX_STATUSES = StatusFilter("status", tuple(TxStatus.__members__))
 PATH_NUMBERS: dict[str, WholeNumber] = {"step_id": STEP_ID, "effect_id": EFFECT_ID}
 
 
-# Every other path parameter is a transaction id: "tx_" and 32 hex digits. The document admits
-# any visible ASCII text up to the engine's limit: such an id the store lacks is a 404, while
-# more than MAX_TRANSACTION_ID_BYTES bytes, or only spaces, is refused (400).
+# Every other path parameter is a transaction id: "tx_" and 32 hex digits. A path's id must be
+# visible ASCII within the engine's limit, the pattern the document states, checked by the
+# routes with the same expression before the engine sees it (``path_refusal``); such an id
+# the store lacks is a 404.
+_TRANSACTION_ID = f"[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}}"
+_TRANSACTION_ID_REGEX = re.compile(_TRANSACTION_ID)
 TRANSACTION_ID_SCHEMA = {
     "type": "string",
-    "pattern": f"^[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}}$",
+    "pattern": f"^{_TRANSACTION_ID}$",
     "description": "a transaction id (tx_ and 32 hex digits)",
 }
+
+
+def path_refusal(path: dict[str, str]) -> str | None:
+    """Why a path's transaction id names no transaction of any shape (None: it may)."""
+    text = path.get("transaction_id")
+    if text is None or _TRANSACTION_ID_REGEX.fullmatch(text):
+        return None
+    return (
+        f"transaction_id {clip(text, 40)!r} is not a transaction id: ids are 1.."
+        f"{MAX_TRANSACTION_ID_BYTES} visible ASCII characters (tx_ and 32 hex digits)"
+    )
 
 
 def path_number(c: Call, name: str) -> int:
@@ -207,7 +231,7 @@ class ListQuery(BaseModel):
     page_size: int = Field(default=50, ge=1, le=TRANSACTIONS_PAGE.high)
     page_token: str = Field(
         default="",
-        json_schema_extra={"pattern": f"^(?:[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}})?$"},
+        json_schema_extra={"pattern": f"^(?:{_TRANSACTION_ID})?$"},
         description="the next_page_token of the previous page (a transaction id); empty: "
         "the first page",
     )

@@ -37,7 +37,7 @@ from agenttx.api.v1.errors import (
     plain_error,
     refusal_response,
 )
-from agenttx.api.v1.operations import OPERATIONS, Call, Operation
+from agenttx.api.v1.operations import OPERATIONS, Call, Operation, path_refusal
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
@@ -138,6 +138,9 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def _endpoint(engine: Any, op: Operation, limit: int) -> _Endpoint:
     async def endpoint(request: Request) -> Response:
         path = dict(request.path_params)
+        refused = path_refusal(path)
+        if refused is not None:
+            return invalid_response(refused)
         try:
             body, body_bytes = await _body(request, op, limit)
             query = _query(request, op)
@@ -172,7 +175,9 @@ async def _body(request: Request, op: Operation, limit: int) -> tuple[Any, int]:
     if op.body is None:
         return None, 0
     raw = await read_body(request, limit)
-    if not raw.strip() and op.body_optional:
+    # No body is the defaults; a body of only spaces is no JSON, refused like any other (the
+    # document makes the body optional, not blank text a body).
+    if not raw and op.body_optional:
         return op.body(), len(raw)
     ctype = request.headers.get("content-type", "")
     if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
