@@ -2,7 +2,9 @@
 --http-addr --api-keys`` and the ``schemathesis`` command against it, every check on (the
 examples, coverage, fuzzing and stateful phases; valid and invalid requests; no 5xx; replies,
 headers and statuses as documented; a 405 names the methods in ``Allow``; a request without
-the key is refused), so the document says exactly what the server takes and returns.
+the key is refused), so the document says exactly what the server takes and returns; and
+once more against a server without keys, whose document differs (no bearer scheme, a begin
+names who acts).
 
 Bounded for the suite: ``AGENTTX_SCHEMATHESIS_EXAMPLES`` (default 4) examples per operation,
 derandomized (``--generation-deterministic``: the same cases every run). The event streams
