@@ -6,7 +6,8 @@ the key is refused), so the document says exactly what the server takes and retu
 once more against a server without keys, whose document differs (no bearer scheme, a begin
 names who acts).
 
-Bounded for the suite: ``AGENTTX_SCHEMATHESIS_EXAMPLES`` (default 4) examples per operation,
+Bounded for the suite: ``AGENTTX_SCHEMATHESIS_EXAMPLES`` (default 4, 100 with
+``AGENTTX_STRESS=1``) examples per operation,
 derandomized (``--generation-deterministic``: the same cases every run). The event streams
 stay open while their transaction does, so they get a run of their own without the stateful
 phase (which would watch open transactions), and ``test_event_streams_match_their_schema``
@@ -34,7 +35,10 @@ from server_process import TESTS_DIR, ServerProcess
 jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("schemathesis")
 
-EXAMPLES = int(os.environ.get("AGENTTX_SCHEMATHESIS_EXAMPLES", "4"))
+# Per suite, as the model and MCP fuzzers have theirs; AGENTTX_STRESS=1 searches long (100
+# examples: all three runs took 3.5 min on a quiet 2-core machine and found nothing).
+STRESS = os.environ.get("AGENTTX_STRESS") == "1"
+EXAMPLES = int(os.environ.get("AGENTTX_SCHEMATHESIS_EXAMPLES", "100" if STRESS else "4"))
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 
