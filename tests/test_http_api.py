@@ -17,7 +17,7 @@ from agenttx.api.v1.operations import OPERATIONS
 from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.client import AgentTxClient
 from agenttx.errors import ERROR_CODES
-from http_harness import assert_error_shape, http_base, request, sse_events, start_http_server
+from http_harness import JSON, assert_error_shape, http_base, request, sse_events, start_http_server
 from server_process import ServerProcess
 
 
@@ -235,6 +235,54 @@ def test_unknown_routes_and_methods_answer_in_the_error_shape(base: str) -> None
     assert_error_shape(request(base, "DELETE", "/v1/tools"), 405, "METHOD_NOT_ALLOWED")
 
 
+def test_a_refused_method_names_the_allowed_ones(base: str) -> None:
+    # RFC 9110: a 405 carries Allow, listing every method of the path, not of one route.
+    for method in ("DELETE", "TRACE", "OPTIONS"):
+        refused = request(base, method, "/v1/transactions")
+        assert_error_shape(refused, 405, "METHOD_NOT_ALLOWED")
+        assert refused.headers["allow"] == "GET, HEAD, POST"
+    assert request(base, "PUT", "/v1/tools").headers["allow"] == "GET, HEAD"
+    assert request(base, "GET", "/v1/transactions/tx_1/commit").headers["allow"] == "POST"
+
+
+def test_a_path_id_of_no_transaction_shape_is_refused_by_its_pattern(base: str) -> None:
+    # Found by schemathesis: the audit of an id the document's pattern refuses was a 200
+    # ("no audit records"). A path's id is checked against the document's pattern first.
+    for path in ("/v1/transactions/%C3%BC/audit", "/v1/transactions/%C3%BC/events"):
+        refused = assert_error_shape(request(base, "GET", path), 400, "INVALID_ARGUMENT")
+        assert "is not a transaction id" in refused["message"]
+    too_long = request(base, "GET", "/v1/transactions/" + "t" * 129)
+    assert "visible ASCII" in assert_error_shape(too_long, 400)["message"]
+    assert_error_shape(request(base, "GET", "/v1/transactions/tx_none"), 404)
+
+
+def test_an_optional_body_is_absent_or_json_never_blank(base: str) -> None:
+    # Found by schemathesis: a body of one space was taken as no body.
+    tx = begin(base)
+    assert request(base, "POST", f"/v1/transactions/{tx}/preview", raw=b"").status == 200
+    blank = request(base, "POST", f"/v1/transactions/{tx}/preview", raw=b" ", headers=JSON)
+    assert "not JSON" in assert_error_shape(blank, 400)["message"]
+
+
+def test_a_whole_float_is_the_whole_number(base: str) -> None:
+    # JSON and JSON Schema's integer make 1.0 the number 1, as every other surface reads it.
+    tx = begin(base)
+    one = step(base, tx, 1.0, "kv.put", arguments={"key": "k", "value": 1})  # type: ignore[arg-type]
+    assert (one.status, one.json["status"]) == (200, "SUCCESS")
+    half = step(base, tx, 2.5, "kv.put", arguments={"key": "k", "value": 1})  # type: ignore[arg-type]
+    assert (
+        "step_id must be a whole number from 1 to 4294967295, got 2.5"
+        in (assert_error_shape(half, 400)["message"])
+    )
+    revision = request(base, "GET", f"/v1/transactions/{tx}").json["revision"]
+    commit = request(base, "POST", f"/v1/transactions/{tx}/commit", {"expected_revision": 2.0**40})
+    assert assert_error_shape(commit, 409)["reason"] != "INVALID_ARGUMENT"  # read, not refused
+    done = request(
+        base, "POST", f"/v1/transactions/{tx}/commit", {"expected_revision": float(revision)}
+    )
+    assert done.status == 200, done.json
+
+
 def test_listing_filters_and_pages(base: str) -> None:
     agent = "lister"
     ids = [begin(base, agent_id=agent, labels=["page"]) for _ in range(3)]
@@ -256,6 +304,31 @@ def test_listing_filters_and_pages(base: str) -> None:
     assert len(both["transactions"]) == 3
     assert_error_shape(request(base, "GET", "/v1/transactions?page_size=0"), 400)
     assert_error_shape(request(base, "GET", "/v1/transactions?status=NOPE"), 400)
+    # Spaces around names and empty entries are no filter; what else the pattern refuses is
+    # refused, by name (the OpenAPI document states the same pattern).
+    spaced = f"/v1/transactions?agent_id={agent}&status=%20Active%20,,&status="
+    assert len(request(base, "GET", spaced).json["transactions"]) == 2
+    for bad in ("ACTIVE%09", "ACTIVE_", "COMPEN%C5%BFATED"):
+        refused = request(base, "GET", f"/v1/transactions?status={bad}")
+        assert "unknown status" in assert_error_shape(refused, 400)["message"]
+    tenant = request(base, "GET", "/v1/transactions?tenant=-acme")
+    assert "is not a tenant name" in assert_error_shape(tenant, 400)["message"]
+
+
+def test_a_stream_past_the_current_revision_is_answered_at_once(base: str) -> None:
+    # Found by schemathesis: the answer waited for the first event, so a stream asked for what
+    # comes after the current revision of an open transaction sent not even its headers until
+    # the transaction changed (a read timeout for a client, no `open` for an EventSource).
+    tx = begin(base)
+    revision = request(base, "GET", f"/v1/transactions/{tx}").json["revision"]
+    # sse_events returns once the headers came: before the step below, which it must not need.
+    stream = sse_events(base, f"/v1/transactions/{tx}/events?after_revision={revision}", timeout=20)
+    step(base, tx, 1, "kv.put", arguments={"key": "a", "value": 1})
+    event = next(stream)
+    assert (event["event"], event["transaction_id"]) == ("transaction", tx)
+    assert event["revision"] > revision
+    gone = request(base, "GET", "/v1/transactions/tx_none/events?after_revision=5")
+    assert_error_shape(gone, 404)
 
 
 def test_tools_are_listed_with_their_schemas(base: str) -> None:
@@ -347,6 +420,19 @@ def test_the_openapi_document_lists_every_operation(base: str) -> None:
     step_reply = doc["components"]["schemas"]["ExecuteStepResponse"]["properties"]
     assert "output" in step_reply
     assert "SUCCESS" in step_reply["status"]["enum"]
+
+
+def test_the_document_states_what_the_server_refuses(base: str) -> None:
+    # What the longer schemathesis run found: the policy's ranges and "not both" are stated.
+    schemas = request(base, "GET", "/openapi.json").json["components"]["schemas"]
+    retries = schemas["PolicyBody"]["properties"]["max_step_retries"]["anyOf"][0]
+    assert retries["maximum"] == 32
+    tx = begin(base)
+    over = request(base, "POST", "/v1/transactions", {"policy": {"max_step_retries": 33}})
+    assert "max_step_retries" in assert_error_shape(over, 400)["message"]
+    assert schemas["StepBody"]["not"]["required"] == ["arguments", "arguments_json"]
+    both = step(base, tx, 1, "kv.put", arguments={"key": "k", "value": 1}, arguments_json="{}")
+    assert "not both" in assert_error_shape(both, 400)["message"]
 
 
 def test_a_stopping_server_ends_its_event_streams_at_once(tmp_path: Any) -> None:

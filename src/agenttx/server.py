@@ -413,7 +413,8 @@ async def listen_http(
         allowed_origins=config.http_allowed_origins,
         keys=keys,
         slots=slots,
-        routes=web_routes(engine, version, api),  # /v1, /openapi.json, the dashboard
+        # /v1, /openapi.json, the dashboard
+        routes=web_routes(engine, version, api, api_keys=keys is not None),
         exception_handlers=web_exception_handlers(),
     )
     adapter = AgentTxMCP(EngineBackend(engine), version=version)

@@ -127,6 +127,13 @@ class Isolation(enum.StrEnum):
     READ_COMMITTED = "read_committed"  # reference behaviour: latest committed, write-write only
 
 
+# The policy's ranges (the reference's; max_step_retries ours), stated once: the HTTP API's
+# body model and its OpenAPI document read them too.
+MAX_POLICY_DEPTH = 16  # max_local_depth and max_global_resets: 0..16
+MAX_STEP_RETRIES = 32
+REPLAY_FACTOR_RANGE = (0.1, 1000.0)
+
+
 @dataclass(frozen=True, slots=True)
 class RollbackPolicy:
     """Per-transaction controller policy; ranges are the reference's."""
@@ -139,20 +146,22 @@ class RollbackPolicy:
     max_step_retries: int | None = None
 
     def __post_init__(self) -> None:
-        if not 0 <= self.max_local_depth <= 16:
+        if not 0 <= self.max_local_depth <= MAX_POLICY_DEPTH:
             raise InvalidArgument(
-                f"policy.max_local_depth must be 0..16, got {self.max_local_depth}"
+                f"policy.max_local_depth must be 0..{MAX_POLICY_DEPTH}, got {self.max_local_depth}"
             )
-        if not 0 <= self.max_global_resets <= 16:
+        if not 0 <= self.max_global_resets <= MAX_POLICY_DEPTH:
             raise InvalidArgument(
-                f"policy.max_global_resets must be 0..16, got {self.max_global_resets}"
+                f"policy.max_global_resets must be 0..{MAX_POLICY_DEPTH}, "
+                f"got {self.max_global_resets}"
             )
         f = self.replay_budget_factor
-        if not (isinstance(f, int | float) and math.isfinite(f) and 0.1 <= f <= 1000):
+        low, high = REPLAY_FACTOR_RANGE
+        if not (isinstance(f, int | float) and math.isfinite(f) and low <= f <= high):
             raise InvalidArgument(f"policy.replay_budget_factor must be 0.1..1000, got {f}")
         r = self.max_step_retries
-        if r is not None and not (isinstance(r, int) and 0 <= r <= 32):
-            raise InvalidArgument(f"policy.max_step_retries must be 0..32, got {r}")
+        if r is not None and not (isinstance(r, int) and 0 <= r <= MAX_STEP_RETRIES):
+            raise InvalidArgument(f"policy.max_step_retries must be 0..{MAX_STEP_RETRIES}, got {r}")
 
     def replay_budget(self, furthest_step: int) -> int:
         """``max(1, ⌈c·N·⌈log₂(N+1)⌉⌉)`` replayed steps allowed per epoch."""
@@ -585,7 +594,9 @@ DEFAULT_TENANT = "default"
 LOCAL_PRINCIPAL = "local"
 MAX_PRINCIPAL_BYTES = 256
 
-_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+# A tenant name (fullmatch); the HTTP API's OpenAPI document states the same pattern.
+TENANT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
+_TENANT = re.compile(TENANT_PATTERN)
 
 
 class Role(enum.StrEnum):

@@ -29,7 +29,11 @@ async def _allowed(caller: Caller) -> None:
 
 
 def watch_as(
-    engine: Any, grant: KeyGrant | None, transaction_id: str, after_revision: int = 0
+    engine: Any,
+    grant: KeyGrant | None,
+    transaction_id: str,
+    after_revision: int = 0,
+    opened: asyncio.Event | None = None,
 ) -> AsyncGenerator[Any, None]:
     """``engine.watch`` of one transaction as ``grant``'s caller, for as long as the grant
     holds: the stream of gRPC ``WatchTransaction`` and ``/v1/transactions/{id}/events``. A key
@@ -40,7 +44,10 @@ def watch_as(
     async def recheck(now: Caller) -> None:
         await engine.check_read(transaction_id, caller=now)
 
-    events = engine.watch(transaction_id, after_revision, caller=caller)
+    if opened is None:
+        events = engine.watch(transaction_id, after_revision, caller=caller)
+    else:  # ``Engine.watch`` sets it once the transaction is found and may be read
+        events = engine.watch(transaction_id, after_revision, caller=caller, opened=opened)
     return until_revoked(events, grant, recheck)
 
 

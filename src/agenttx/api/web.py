@@ -13,9 +13,12 @@ from agenttx.api.dashboard import dashboard_routes
 from agenttx.api.v1 import OPERATIONS, ApiSettings, api_app, openapi_document
 
 
-def web_routes(engine: Any, version: str, api: ApiSettings | None = None) -> list[BaseRoute]:
+def web_routes(
+    engine: Any, version: str, api: ApiSettings | None = None, *, api_keys: bool = False
+) -> list[BaseRoute]:
+    """``api_keys``: every call needs a key (the document says so)."""
     api = api or ApiSettings()
-    document = openapi_document(version, (*OPERATIONS, *api.extra_operations))
+    document = openapi_document(version, (*OPERATIONS, *api.extra_operations), api_keys=api_keys)
 
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(document)

@@ -73,7 +73,7 @@ collaborators at construction; none holds the engine.
 
 Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.receipts``,
 ``agenttx.jsontext``,
-``agenttx.jsonpolicy``, ``agenttx.audit``, the ``Store`` contract
+``agenttx.numbers``, ``agenttx.jsonpolicy``, ``agenttx.audit``, the ``Store`` contract
 (``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
 driver or adapter (gRPC, MCP, client). The one exception is the factory ``Engine.open``,
 which also imports the outbox dispatcher (``agenttx.effects``) and reaches store backends

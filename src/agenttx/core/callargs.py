@@ -42,15 +42,18 @@ def check_text(name: str, value: object) -> str:
     return value
 
 
-def check_number(name: str, value: object, *, minimum: int = 1) -> int:
-    """``value`` if it is an ``int`` (not a bool, not a float) in ``minimum``..2³²-1."""
+def check_number(
+    name: str, value: object, *, minimum: int = 1, maximum: int = MAX_WIRE_UINT32
+) -> int:
+    """``value`` if it is an ``int`` (not a bool, not a float) in ``minimum``..``maximum``
+    (2³²-1 unless said: a step id's wire type)."""
     if not isinstance(value, int) or isinstance(value, bool):
         # bool is an int subclass, and 1.0 == 1: both would pass a looser check silently.
         raise InvalidArgument(f"{name} must be an integer, got {type(value).__name__}")
     if value < minimum:
         raise InvalidArgument(f"{name} must be >= {minimum}")
-    if value > MAX_WIRE_UINT32:
-        raise InvalidArgument(f"{name} must be <= {MAX_WIRE_UINT32}")
+    if value > maximum:
+        raise InvalidArgument(f"{name} must be <= {maximum}")
     return value
 
 

@@ -21,6 +21,7 @@ stops them and the store. Every part is built once, in ``__init__``; none is set
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -95,6 +96,7 @@ from agenttx.errors import (
     StartupError,
     WrongStep,
 )
+from agenttx.numbers import EXPECTED_REVISION
 from agenttx.receipts import Approval, Mode, Preview, Refusal
 from agenttx.renamed import renamed
 from agenttx.store.contract import Store, TxRow
@@ -588,7 +590,8 @@ class Engine:
         check_text("request_id", request_id)
         await self.access.check(caller, transaction_id, Action.ACT)
         if expected_revision is not None:
-            check_number("expected_revision", expected_revision, minimum=1)
+            # A revision is a store's 64-bit integer (uint64 on the wire, in range there).
+            check_number("expected_revision", expected_revision, maximum=EXPECTED_REVISION.high)
         if receipt_id:
             check_receipt_id(receipt_id)
         else:
@@ -997,14 +1000,21 @@ class Engine:
         return await self.reader.get_transaction(transaction_id, history=history, recent=recent)
 
     async def watch(
-        self, transaction_id: str, after_revision: int = 0, *, caller: Caller | None = None
+        self,
+        transaction_id: str,
+        after_revision: int = 0,
+        *,
+        caller: Caller | None = None,
+        opened: asyncio.Event | None = None,
     ) -> AsyncIterator[TxEvent]:
         """The transaction's state changes, newest revision first if it is past
-        ``after_revision``, then one event per durable change, until it ends."""
+        ``after_revision``, then one event per durable change, until it ends; ``opened`` is
+        set once it is found, readable by ``caller`` and watched."""
         check_transaction_id(transaction_id)
         await self.access.check(caller, transaction_id, Action.READ)
         # aclosing: a watcher that stops early unsubscribes now, not when collected.
-        async with contextlib.aclosing(self.reader.watch(transaction_id, after_revision)) as it:
+        watching = self.reader.watch(transaction_id, after_revision, opened)
+        async with contextlib.aclosing(watching) as it:
             async for event in it:
                 yield event
 

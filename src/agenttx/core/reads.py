@@ -13,6 +13,7 @@ every live step (``rebuild_graph``), which is then kept in its place.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import time
@@ -260,10 +261,12 @@ class TransactionReader:
         return info
 
     async def watch(
-        self, transaction_id: str, after_revision: int = 0
+        self, transaction_id: str, after_revision: int = 0, opened: asyncio.Event | None = None
     ) -> AsyncGenerator[TxEvent, None]:
         """The transaction's state changes, newest revision first if it is past
-        ``after_revision``, then one event per durable change, until it ends."""
+        ``after_revision``, then one event per durable change, until it ends. ``opened`` is
+        set once the transaction is found and watched (a stream may then answer before its
+        first event, which waits for a change when ``after_revision`` is the current one)."""
         check_transaction_id(transaction_id)
         # Subscribe first, then read the row: a change between the two is not missed.
         queue = self.events.open_queue(transaction_id)
@@ -279,6 +282,11 @@ class TransactionReader:
                 )
             if TxStatus(row.status).terminal:
                 return
+            # Set only for a stream that will wait: an ended transaction with nothing left to
+            # send ends its stream at once (the 204 an EventSource stops at), not after an
+            # answer that it then reconnects to.
+            if opened is not None:
+                opened.set()
             while True:
                 event = await queue.get()
                 if event.revision > last:

@@ -43,6 +43,7 @@ from starlette.types import Receive, Scope, Send
 from agenttx.api.revocable import until_revoked, watch_as
 from agenttx.api.stream_slots import Slot, StreamSlots
 from agenttx.api.v1.errors import invalid_response, refusal_body, refusal_response
+from agenttx.api.v1.operations import path_refusal
 from agenttx.auth.http_auth import grant_of
 from agenttx.auth.keys import KeyGrant
 from agenttx.errors import AgentTxError, InvalidArgument, StepFailure, TooManySubscribers
@@ -166,6 +167,13 @@ class Streams:
                 await aclose()
 
 
+async def _cancelled(step: asyncio.Future[Any]) -> None:
+    """``step`` cancelled and finished, whatever it raised."""
+    step.cancel()
+    with contextlib.suppress(BaseException):
+        await step
+
+
 class _CountedStream(StreamingResponse):
     """An event stream that gives its slot back however it ends: when its frames end (also
     by the client leaving, which closes them), or, if they never started (the client gone
@@ -234,6 +242,9 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
 
     async def transaction_events(request: Request) -> Response:
         transaction_id = request.path_params["transaction_id"]
+        refused = path_refusal({"transaction_id": transaction_id})
+        if refused is not None:
+            return invalid_response(refused)
         after = request.query_params.get("after_revision") or request.headers.get(
             "last-event-id", "0"
         )
@@ -245,29 +256,49 @@ def routes(engine: Any, streams: Streams) -> list[BaseRoute]:
         slot = streams.admit(grant)
         if isinstance(slot, Response):
             return slot
-        stream = watch_as(engine, grant, transaction_id, after_revision)
-        # The first event is read before answering, so an unknown id is a 404, not a stream.
+        opened = asyncio.Event()
+        stream = watch_as(engine, grant, transaction_id, after_revision, opened)
+        # Answered once the transaction is found and watched, or its first event (or refusal)
+        # came, whichever is first: an unknown id is a 404, not a stream, and a stream asked
+        # for revisions past the current one of an open transaction is answered at once (its
+        # first event waits for a change), not held without headers.
+        first = asyncio.ensure_future(anext(stream))
+        watched = asyncio.ensure_future(opened.wait())
         try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            # Ended, and its last state is at or before ``after_revision``: the client has
-            # seen the end. 204 is what makes an ``EventSource`` stop reconnecting (HTML's
-            # server-sent events: any status but 200 fails the connection for good); a 200
-            # with no event would be reconnected to every few seconds, forever.
-            slot.release()
-            await stream.aclose()
-            return Response(status_code=204, headers=_HEADERS)
-        except AgentTxError as exc:
-            slot.release()
-            return refusal_response(exc, {"transaction_id": transaction_id})
+            await asyncio.wait({first, watched}, return_when=asyncio.FIRST_COMPLETED)
+            failed = first.exception() if first.done() else None
+            if isinstance(failed, AgentTxError):
+                slot.release()
+                return refusal_response(failed, {"transaction_id": transaction_id})
+            if isinstance(failed, StopAsyncIteration):
+                # Ended, and its last state is at or before ``after_revision``: the client has
+                # seen the end. 204 is what makes an ``EventSource`` stop reconnecting (HTML's
+                # server-sent events: any status but 200 fails the connection for good); a 200
+                # with no event would be reconnected to every few seconds, forever.
+                slot.release()
+                await stream.aclose()
+                return Response(status_code=204, headers=_HEADERS)
+            if failed is not None:
+                raise failed  # a bug: the 500 of every route
         except BaseException:
             slot.release()
+            await _cancelled(first)
             raise
+        finally:
+            watched.cancel()
 
         async def events() -> AsyncIterator[Any]:
             # aclosing: a stream that ends early stops watching (and its key's watch) now.
             async with contextlib.aclosing(stream):
-                yield first
+                try:
+                    event = await first
+                except StopAsyncIteration:
+                    return
+                except BaseException:
+                    # The generator may be closed only once its pending step has finished.
+                    await _cancelled(first)
+                    raise
+                yield event
                 async for e in stream:
                     yield e
 

@@ -14,7 +14,14 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from agenttx.api.fields import enum_prefix
 from agenttx.api.v1.errors import ERROR_STATUSES
-from agenttx.api.v1.operations import OPERATIONS, Operation
+from agenttx.api.v1.operations import (
+    BEGIN_WITHOUT_KEYS,
+    OPERATIONS,
+    PATH_NUMBERS,
+    TRANSACTION_ID_SCHEMA,
+    Operation,
+)
+from agenttx.numbers import AFTER_REVISION, WholeNumber
 
 _SCALARS: dict[str, dict[str, Any]] = {
     "TYPE_DOUBLE": {"type": "number"},
@@ -117,13 +124,21 @@ def _scalar(fd: Any) -> dict[str, Any]:
     return _SCALARS[str(_TYPE_NAMES[fd.type])]
 
 
+def _integer(number: WholeNumber) -> dict[str, Any]:
+    return {"type": "integer", "minimum": number.low, "maximum": number.high}
+
+
 def _path_params(path: str) -> list[dict[str, Any]]:
+    """A path's parameters: a number in the range the operation reads it with
+    (``PATH_NUMBERS``), else a transaction id."""
     return [
         {
             "name": p,
             "in": "path",
             "required": True,
-            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+            "schema": _integer(PATH_NUMBERS[p])
+            if p in PATH_NUMBERS
+            else dict(TRANSACTION_ID_SCHEMA),
         }
         for p in re.findall(r"{(\w+)}", path)
     ]
@@ -178,11 +193,42 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
 def _events(components: dict[str, Any]) -> dict[str, Any]:
     from agenttx.wire import agenttx_pb2 as pb
 
-    message_schema(pb.TransactionEvent.DESCRIPTOR, components)
+    def data(schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": schema,
+        }
+
+    # The schema of one event (as OpenAPI 3.2's itemSchema, which a 3.1 stream's schema is
+    # read as): the fields ``events._frame`` and ``events._error_frame`` write.
+    event = {
+        "oneOf": [
+            {
+                "type": "object",
+                "required": ["event", "id", "data"],
+                "properties": {
+                    "event": {"const": "transaction"},
+                    "id": {"type": "string", "pattern": "^[0-9]+$", "description": "revision"},
+                    "data": data(message_schema(pb.TransactionEvent.DESCRIPTOR, components)),
+                },
+            },
+            {
+                "type": "object",
+                "required": ["event", "data"],
+                "description": "the last event of a stream its key no longer may read",
+                "properties": {
+                    "event": {"const": "error"},
+                    "data": data({"$ref": "#/components/schemas/Error"}),
+                },
+            },
+        ]
+    }
     stream = {
         "description": "text/event-stream: `event: transaction`, `id: <revision>`, `data:` a "
-        "TransactionEvent as JSON",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "TransactionEvent as JSON; a stream that loses its key's right to read ends with "
+        "`event: error` and the error body",
+        "content": {"text/event-stream": {"schema": event}},
     }
     error = {
         "description": "refused (the one error shape)",
@@ -199,7 +245,7 @@ def _events(components: dict[str, Any]) -> dict[str, Any]:
                         "name": "after_revision",
                         "in": "query",
                         "required": False,
-                        "schema": {"type": "integer", "minimum": 0},
+                        "schema": _integer(AFTER_REVISION),
                     },
                 ],
                 "responses": {
@@ -229,15 +275,21 @@ def _events(components: dict[str, Any]) -> dict[str, Any]:
 
 
 def openapi_document(
-    version: str, operations: tuple[Operation, ...] = OPERATIONS, *, events: bool = True
+    version: str,
+    operations: tuple[Operation, ...] = OPERATIONS,
+    *,
+    events: bool = True,
+    api_keys: bool = False,
 ) -> dict[str, Any]:
+    """The document; ``api_keys``: the server needs a key on every call (``--api-keys``),
+    stated as a bearer scheme that every operation requires."""
     components: dict[str, Any] = {"Error": ERROR_SCHEMA}
     paths: dict[str, Any] = {}
     for op in operations:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, components)
     if events:
         paths.update(_events(components))
-    return {
+    document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
             "title": "AgentTx HTTP/JSON API",
@@ -248,3 +300,15 @@ def openapi_document(
         "paths": paths,
         "components": {"schemas": components},
     }
+    if not api_keys and "BeginBody" in components:
+        components["BeginBody"] = {**components["BeginBody"], **BEGIN_WITHOUT_KEYS}
+    if api_keys:
+        document["security"] = [{"apiKey": []}]
+        document["components"]["securitySchemes"] = {
+            "apiKey": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "an API key of the server's key file (docs/security.md)",
+            }
+        }
+    return document

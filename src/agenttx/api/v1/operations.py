@@ -13,11 +13,12 @@ reads names, so ``RETRY`` is never downgraded to the reference's vocabulary).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from agenttx.api import audit_wire
 from agenttx.api.grpc_server import (
@@ -29,10 +30,28 @@ from agenttx.api.grpc_server import (
     transaction_reply,
     transactions_reply,
 )
+from agenttx.api.v1.filters import StatusFilter
+from agenttx.core.limits import MAX_TRANSACTION_ID_BYTES
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
-from agenttx.errors import InvalidArgument
-from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE
-from agenttx.types import REFERENCE_FALLBACK, Caller
+from agenttx.errors import InvalidArgument, clip
+from agenttx.numbers import (
+    EFFECT_ID,
+    EXPECTED_REVISION,
+    MAX_INT64,
+    STEP_ID,
+    TO_STEP,
+    TRANSACTIONS_PAGE,
+    WholeNumber,
+)
+from agenttx.types import (
+    MAX_POLICY_DEPTH,
+    MAX_STEP_RETRIES,
+    REFERENCE_FALLBACK,
+    REPLAY_FACTOR_RANGE,
+    TENANT_PATTERN,
+    Caller,
+    TxStatus,
+)
 from agenttx.wire import agenttx_pb2 as pb
 
 _ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
@@ -42,6 +61,23 @@ class _Body(BaseModel):
     # Strict: "1" is not a step id and an unknown field is a typo, not something to ignore.
     model_config = ConfigDict(strict=True, extra="forbid")
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_floats(cls, value: Any, info: ValidationInfo) -> Any:
+        """A whole float (``3.0``) in a whole-number field is that number: JSON (and JSON
+        Schema's ``integer``) make ``3.0`` the same number as ``3``, and ``WholeNumber.parse``
+        takes it on every other surface. Any other float stays one, and is refused."""
+        name = info.field_name
+        annotation = cls.model_fields[name].annotation if name is not None else None
+        if (
+            isinstance(value, float)
+            and annotation in (int, int | None)
+            and value.is_integer()
+            and -MAX_INT64 <= value <= MAX_INT64  # compared first: int(1e308) has 309 digits
+        ):
+            return int(value)
+        return value
+
 
 # The engine's limits, stated in the schema where JSON Schema can say them. Its limits are in
 # UTF-8 bytes and JSON Schema counts characters, so a length here is the byte limit (a string
@@ -50,10 +86,13 @@ Label = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class PolicyBody(_Body):
-    max_local_depth: int | None = Field(default=None, ge=0, le=16)
-    max_global_resets: int | None = Field(default=None, ge=0, le=16)
-    replay_budget_factor: float | None = Field(default=None, ge=0.1, le=1000, strict=False)
-    max_step_retries: int | None = Field(default=None, ge=0)
+    # The ranges RollbackPolicy checks (agenttx.types).
+    max_local_depth: int | None = Field(default=None, ge=0, le=MAX_POLICY_DEPTH)
+    max_global_resets: int | None = Field(default=None, ge=0, le=MAX_POLICY_DEPTH)
+    replay_budget_factor: float | None = Field(
+        default=None, ge=REPLAY_FACTOR_RANGE[0], le=REPLAY_FACTOR_RANGE[1], strict=False
+    )
+    max_step_retries: int | None = Field(default=None, ge=0, le=MAX_STEP_RETRIES)
 
 
 class BeginBody(_Body):
@@ -71,7 +110,29 @@ class BeginBody(_Body):
     mode: Literal["transactional", "approval_required", "autonomous_trusted"] = "transactional"
 
 
+# Without API keys the body's principal is who begins, and the engine refuses approval_required
+# without one (``core.engine._mode``); with keys the key's owner begins. The document of a
+# server without keys states it (``openapi_document``).
+BEGIN_WITHOUT_KEYS: dict[str, Any] = {
+    "if": {"properties": {"mode": {"const": "approval_required"}}, "required": ["mode"]},
+    "then": {"properties": {"principal": {"minLength": 1}}, "required": ["principal"]},
+}
+
+
 class StepBody(_Body):
+    # The schema says what _step refuses: arguments and arguments_json both given (non-null).
+    model_config = _Body.model_config | {
+        "json_schema_extra": {
+            "not": {
+                "required": ["arguments", "arguments_json"],
+                "properties": {
+                    "arguments": {"type": "object"},
+                    "arguments_json": {"type": "string"},
+                },
+            }
+        }
+    }
+
     step_id: int = Field(
         ge=STEP_ID.low, le=STEP_ID.high, description="must equal the transaction's next_step_id"
     )
@@ -110,18 +171,71 @@ class RollbackBody(_Body):
     request_id: str = Field(default="", max_length=256)
 
 
+TX_STATUSES = StatusFilter("status", tuple(TxStatus.__members__))
+
+# The path parameters that are numbers: the operations read them with these ranges and the
+# OpenAPI document states the same ranges.
+PATH_NUMBERS: dict[str, WholeNumber] = {"step_id": STEP_ID, "effect_id": EFFECT_ID}
+
+
+# Every other path parameter is a transaction id: "tx_" and 32 hex digits. A path's id must be
+# visible ASCII within the engine's limit, the pattern the document states, checked by the
+# routes with the same expression before the engine sees it (``path_refusal``); such an id
+# the store lacks is a 404.
+_TRANSACTION_ID = f"[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}}"
+_TRANSACTION_ID_REGEX = re.compile(_TRANSACTION_ID)
+TRANSACTION_ID_SCHEMA = {
+    "type": "string",
+    "pattern": f"^{_TRANSACTION_ID}$",
+    "description": "a transaction id (tx_ and 32 hex digits)",
+}
+
+
+def path_refusal(path: dict[str, str]) -> str | None:
+    """Why a path's transaction id names no transaction of any shape (None: it may)."""
+    text = path.get("transaction_id")
+    if text is None or _TRANSACTION_ID_REGEX.fullmatch(text):
+        return None
+    return (
+        f"transaction_id {clip(text, 40)!r} is not a transaction id: ids are 1.."
+        f"{MAX_TRANSACTION_ID_BYTES} visible ASCII characters (tx_ and 32 hex digits)"
+    )
+
+
+def path_number(c: Call, name: str) -> int:
+    """A path's step or effect id: a decimal number in the field's range."""
+    number = PATH_NUMBERS[name]
+    text = c.path[name]
+    if text[:1] in "+- ":  # a path segment spells the number exactly
+        raise number.refusal(text)
+    return number.parse(text)
+
+
 class ListQuery(BaseModel):
     # Query strings are text: "20" is a page size here.
     model_config = ConfigDict(extra="forbid")
 
     status: list[str] = Field(
-        default_factory=list, description="repeatable or comma-separated; empty: all"
+        default_factory=list,
+        json_schema_extra={"items": {"type": "string", "pattern": TX_STATUSES.pattern}},
+        description="repeatable or comma-separated, any case; empty: all",
     )
     agent_id: str = ""
     label: str = ""
-    tenant: str = Field(default="", max_length=63, description="only this tenant's")
+    tenant: str = Field(
+        default="",
+        max_length=63,
+        # The schema states the name check_tenant applies (empty: no tenant filter).
+        json_schema_extra={"pattern": f"^(?:{TENANT_PATTERN})?$"},
+        description="only this tenant's",
+    )
     page_size: int = Field(default=50, ge=1, le=TRANSACTIONS_PAGE.high)
-    page_token: str = ""
+    page_token: str = Field(
+        default="",
+        json_schema_extra={"pattern": f"^(?:{_TRANSACTION_ID})?$"},
+        description="the next_page_token of the previous page (a transaction id); empty: "
+        "the first page",
+    )
     newest_first: bool = False
     created_after: float | None = Field(
         default=None,
@@ -239,9 +353,8 @@ async def _get(c: Call) -> Any:
 
 async def _list(c: Call) -> Any:
     q: ListQuery = c.query
-    statuses = [s.strip().upper() for v in q.status for s in v.split(",") if s.strip()]
     page = await c.engine.list_transactions_page(
-        statuses=statuses,
+        statuses=TX_STATUSES.parse(q.status),
         agent_id=q.agent_id or None,
         label=q.label or None,
         page_size=q.page_size,

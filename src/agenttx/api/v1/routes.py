@@ -37,7 +37,7 @@ from agenttx.api.v1.errors import (
     plain_error,
     refusal_response,
 )
-from agenttx.api.v1.operations import OPERATIONS, Call, Operation
+from agenttx.api.v1.operations import OPERATIONS, Call, Operation, path_refusal
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
@@ -67,14 +67,22 @@ def api_app(engine: Any, settings: ApiSettings | None = None) -> Starlette:
     """The ``/v1`` sub-app (mount it at ``/v1``) over ``engine``."""
     settings = settings or ApiSettings()
     operations = (*OPERATIONS, *settings.extra_operations)
+    # One route per path, holding each of its methods: a method the path does not take is then
+    # a 405 whose Allow header lists them all (one route per operation would name only the
+    # first route's method, e.g. POST for GET /v1/transactions's path).
+    by_path: dict[str, dict[str, Operation]] = {}
+    for op in operations:
+        by_path.setdefault(op.path, {})[op.method] = op
     routes: list[BaseRoute] = [
         Route(
-            op.path.removeprefix("/v1"),
-            endpoint=_endpoint(engine, op, settings.max_body_bytes),
-            methods=[op.method],
-            name=op.operation_id,
+            path.removeprefix("/v1"),
+            endpoint=_by_method(
+                {m: _endpoint(engine, op, settings.max_body_bytes) for m, op in ops.items()}
+            ),
+            methods=list(ops),
+            name="|".join(op.operation_id for op in ops.values()),
         )
-        for op in operations
+        for path, ops in by_path.items()
     ]
     routes += events.routes(engine, settings.streams)
     return Starlette(
@@ -84,12 +92,34 @@ def api_app(engine: Any, settings: ApiSettings | None = None) -> Starlette:
     )
 
 
+_Endpoint = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+def _by_method(endpoints: dict[str, _Endpoint]) -> _Endpoint:
+    """One path's endpoint: the operation of the request's method (the route has already
+    refused any other; HEAD is GET without its body)."""
+
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await endpoints[method](request)
+
+    return endpoint
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
-        return plain_error(
-            405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED", f"{request.method} is not allowed here"
+        # RFC 9110: a 405 names the methods the resource takes (the route's Allow header).
+        allowed = sorted(m.strip() for m in (exc.headers or {}).get("Allow", "").split(","))
+        response = plain_error(
+            405,
+            "UNIMPLEMENTED",
+            "METHOD_NOT_ALLOWED",
+            f"{request.method[:16]} is not allowed here; this path takes {', '.join(allowed)}",
         )
+        if allowed:
+            response.headers["allow"] = ", ".join(allowed)
+        return response
     if exc.status_code == 404:
         return plain_error(
             404,
@@ -105,11 +135,12 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return internal_response()
 
 
-def _endpoint(
-    engine: Any, op: Operation, limit: int
-) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+def _endpoint(engine: Any, op: Operation, limit: int) -> _Endpoint:
     async def endpoint(request: Request) -> Response:
         path = dict(request.path_params)
+        refused = path_refusal(path)
+        if refused is not None:
+            return invalid_response(refused)
         try:
             body, body_bytes = await _body(request, op, limit)
             query = _query(request, op)
@@ -144,7 +175,9 @@ async def _body(request: Request, op: Operation, limit: int) -> tuple[Any, int]:
     if op.body is None:
         return None, 0
     raw = await read_body(request, limit)
-    if not raw.strip() and op.body_optional:
+    # No body is the defaults; a body of only spaces is no JSON, refused like any other (the
+    # document makes the body optional, not blank text a body).
+    if not raw and op.body_optional:
         return op.body(), len(raw)
     ctype = request.headers.get("content-type", "")
     if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):

@@ -16,8 +16,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agenttx.api import compensation_wire, effects_wire, receipts_wire, reconcile_wire, undo_wire
-from agenttx.api.v1.operations import Call, Operation, _Body
-from agenttx.numbers import AFTER_ID, EFFECT_ID, EFFECTS_PAGE, STEP_ID, WholeNumber
+from agenttx.api.v1.filters import StatusFilter
+from agenttx.api.v1.operations import Call, Operation, _Body, path_number
+from agenttx.core.outbox import STATUSES
+from agenttx.numbers import AFTER_ID, EFFECTS_PAGE
 from agenttx.wire import agenttx_pb2 as pb
 
 Role = str  # "approver", "admin", "agent" (docs/security.md)
@@ -79,11 +81,17 @@ class RefuseCompensationBody(_Body):
     roles: list[Role] = Field(default_factory=lambda: ["approver"], max_length=32)
 
 
+EFFECT_STATUSES = StatusFilter("effect status", STATUSES)
+
+
 class EffectsQuery(_Body):
     model_config = _Body.model_config | {"strict": False}  # query strings are text
 
     status: list[str] = Field(
-        default_factory=list, description="pending, delivering, delivered, dead; empty: all"
+        default_factory=list,
+        json_schema_extra={"items": {"type": "string", "pattern": EFFECT_STATUSES.pattern}},
+        description="pending, delivering, delivered, dead (repeatable or comma-separated, "
+        "any case); empty: all",
     )
     after_id: int = Field(
         default=0,
@@ -94,16 +102,8 @@ class EffectsQuery(_Body):
     page_size: int = Field(default=100, ge=1, le=EFFECTS_PAGE.high)
 
 
-def _number(c: Call, field: WholeNumber) -> int:
-    """A path's step or effect id: a decimal number in the field's range."""
-    text = c.path[field.name]
-    if text[:1] in "+- ":  # a path segment spells the number exactly
-        raise field.refusal(text)
-    return field.parse(text)
-
-
 def _step_id(c: Call) -> int:
-    return _number(c, STEP_ID)
+    return path_number(c, "step_id")
 
 
 async def _preview(c: Call) -> Any:
@@ -185,9 +185,8 @@ async def _refuse_compensation(c: Call) -> Any:
 
 async def _effects(c: Call) -> Any:
     q: EffectsQuery = c.query
-    statuses = [s.strip() for v in q.status for s in v.split(",") if s.strip()]
     page = await c.engine.list_effects(
-        statuses=statuses,
+        statuses=EFFECT_STATUSES.parse(q.status),
         transaction_id=c.path.get("transaction_id", ""),
         after_id=q.after_id,
         limit=q.page_size,
@@ -197,7 +196,7 @@ async def _effects(c: Call) -> Any:
 
 
 async def _retry_effect(c: Call) -> Any:
-    effect = await c.engine.retry_effect(_number(c, EFFECT_ID), caller=c.caller)
+    effect = await c.engine.retry_effect(path_number(c, "effect_id"), caller=c.caller)
     return pb.RetryEffectResponse(effect=effects_wire.record(effect))
 
 
