@@ -25,6 +25,7 @@ ALLOWED = (
     "agenttx.renamed",  # layer 1: the old names of renamed settings (Engine.open's)
     "agenttx.files",  # layer 1 (agenttx.__doc__): size-bounded reads of files the user names
     "agenttx.plural",  # layer 1: a count and its noun ("1 step", "2 steps")
+    "agenttx.redaction",  # layer 1: the secrets masked in free text (hints, masking, logs)
     "agenttx.audit",
     "agenttx.store.contract",
     "agenttx.tools",

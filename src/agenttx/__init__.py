@@ -14,8 +14,9 @@ Layers (imports only point down this list):
    ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
-   ``renamed``                           the old names of renamed settings; import nothing
-                                         else
+   ``renamed``, ``redaction``,           the old names of renamed settings, the secrets
+   ``logs``                              masked in free text, log set-up (whose lines go
+                                         through that redaction); import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -24,7 +25,7 @@ Layers (imports only point down this list):
                                          a concrete store, driver or adapter: ``Engine.open``
                                          reaches backends only through ``store.factory``
 6. ``auth``                             API keys, TLS files, the loopback rule: for adapters
-   ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``;
+   ``api``, ``server``, ``cli``          adapters (gRPC, metrics, access log) over ``Engine``;
    ``gateway``                           downstream MCP servers' tools as AgentTx tools
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
                                          ``errors``, ``audit``, ``receipts``, ``plural``
@@ -50,6 +51,8 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.renamed   imports only   agenttx.renamed
+    agenttx.redaction  imports only   agenttx.redaction
+    agenttx.logs      imports only   agenttx.logs agenttx.redaction
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
