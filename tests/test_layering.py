@@ -182,6 +182,8 @@ def test_every_module_keeps_the_rule_statically() -> None:
         ("agenttx.tools.x", "import agenttx.core.refs\n", 1),
         ("agenttx.errors", "from agenttx.jsontext import compact\n", 1),
         ("agenttx.errors", "import json\nfrom agenttx import types\n", 0),
+        ("agenttx.core.x", "from agenttx.effects.dispatcher import OutboxDispatcher\n", 1),
+        ("agenttx.core.x", "def f():\n    from agenttx.app import open_engine\n", 1),
         ("agenttx.logs", "from agenttx.core.hints import redact\n", 1),
         ("agenttx.logs", "from agenttx.redaction import redact\n", 0),
         ("agenttx.redaction", "from agenttx.errors import InvalidArgument\n", 1),
