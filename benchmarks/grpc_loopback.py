@@ -181,8 +181,8 @@ class BenchServer:
             # grpc.aio looks generic handlers up per call, so these may join after start().
             self.server.add_generic_rpc_handlers(self._handlers())
             return int(self._running.address.rpartition(":")[2])
+        from agenttx import Engine
         from agenttx.api.grpc_server import build_server, mark_serving
-        from agenttx.core.engine import Engine
 
         self._engine = await Engine.open(
             f"sqlite:///{self.data_dir / 'agenttx.db'}", sync_writes=self.sync_writes

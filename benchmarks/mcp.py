@@ -57,9 +57,9 @@ def serve(kind: str, data_dir: Path, port: int) -> None:
 async def _serve(kind: str, data_dir: Path, port: int) -> None:
     import mcp_types as types
 
+    from agenttx import Engine
     from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
     from agenttx.api.mcp import AgentTxMCP, EngineBackend, serve_stdio
-    from agenttx.core.engine import Engine
 
     data_dir.mkdir(parents=True, exist_ok=True)
     engine = await Engine.open(f"sqlite:///{data_dir / 'agenttx.db'}", fs_root=data_dir / "files")

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 import pytest
 
 from adversarial_text import adversarial_texts, literal_tokens, token_soups
-from agenttx.core.hints import HintCleaner, cleaner, redaction
+from agenttx import redaction
+from agenttx.core.hints import HintCleaner, cleaner
 
 pytestmark = pytest.mark.serial  # measures time: runs alone, after the parallel run (conftest.py)
 

@@ -14,8 +14,8 @@ import pytest
 
 import agenttx
 from agenttx import StepStatus, logs
-from agenttx.core.hints.redaction import redact
 from agenttx.core.masking import Redactor
+from agenttx.redaction import redact
 
 SECRETS = ("pw-plural-1", "tok-plural-1", "key-plural-1", "dotted-secret-1", "bearer-field-1",
            "header-pair-1", "header-pair-2")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The hint redactor scans a long text window by window (``core/hints/redaction.py``): each
+"""The hint redactor scans a long text window by window (``agenttx/redaction.py``): each
 regex search is one C call that holds the interpreter, so a 1 MiB text scanned whole stopped
 every other thread for up to ~90 ms. Windowed, it must mask exactly what a whole-text scan
 masks — including matches that cross a window's end and ones longer than a window."""
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from agenttx.core.hints import redaction
-from agenttx.core.hints.redaction import MASK, REACH, WINDOW, redact
+from agenttx import redaction
+from agenttx.redaction import MASK, REACH, WINDOW, redact
 
 
 def whole_text_redact(text: str) -> str:

@@ -14,17 +14,22 @@ Layers (imports only point down this list):
    ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
-   ``renamed``                           the old names of renamed settings; import nothing
-                                         else
+   ``renamed``, ``redaction``,           the old names of renamed settings, the secrets
+   ``logs``                              masked in free text, log set-up (whose lines go
+                                         through that redaction); import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
 4. ``store.factory``, ``store.*``        backends chosen by URL, imported lazily by the factory
-5. ``core`` (``Engine``)                 the engine, composed of parts (map in ``core``); never
-                                         a concrete store, driver or adapter: ``Engine.open``
-                                         reaches backends only through ``store.factory``
-6. ``auth``                             API keys, TLS files, the loopback rule: for adapters
-   ``api``, ``server``, ``cli``          adapters (gRPC, metrics, logs) over ``Engine``;
+5. ``core`` (``Engine``)                 the engine, composed of parts (map in ``core``); imports
+                                         contracts only: no store backend or factory, no
+                                         channel or dispatcher, no driver or adapter
+6. ``app``                               the composition root: settings → store (by URL,
+                                         through ``store.factory``), channels, tools,
+                                         dispatcher → ``Engine``; ``Engine.open`` is its
+                                         ``open_engine``, bound to the class when it loads
+7. ``auth``                             API keys, TLS files, the loopback rule: for adapters
+   ``api``, ``server``, ``cli``          adapters (gRPC, metrics, access log) over ``Engine``;
    ``gateway``                           downstream MCP servers' tools as AgentTx tools
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
                                          ``errors``, ``audit``, ``receipts``, ``plural``
@@ -50,22 +55,28 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.renamed   imports only   agenttx.renamed
+    agenttx.redaction  imports only   agenttx.redaction
+    agenttx.logs      imports only   agenttx.logs agenttx.redaction
     agenttx.wire      imports only   agenttx.wire
-    agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects
+    agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects agenttx.app
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
-    agenttx.store     never imports  agenttx.core agenttx.api agenttx.server
+    agenttx.store     never imports  agenttx.core agenttx.app agenttx.api agenttx.server
                                      agenttx.cli agenttx.client
-    agenttx.core      never imports  agenttx.store.sql agenttx.store.sql_store agenttx.store.sqlite
+    agenttx.core      never imports  agenttx.app agenttx.effects
+                                     agenttx.store.sql agenttx.store.sql_store agenttx.store.sqlite
                                      agenttx.store.sqlite_writer agenttx.store.postgres
                                      agenttx.store.postgres_target agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg
                                      psycopg_pool sqlite3
-    agenttx.auth      never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
+    agenttx.auth      never imports  agenttx.core agenttx.app agenttx.store agenttx.tools
+                                     agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
-    agenttx.gateway   never imports  agenttx.core agenttx.store.sql agenttx.store.sql_store
+    agenttx.gateway   never imports  agenttx.core agenttx.app agenttx.store.sql
+                                     agenttx.store.sql_store
                                      agenttx.store.sqlite agenttx.store.postgres agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg sqlite3
-    agenttx.client    never imports  agenttx.core agenttx.store agenttx.tools agenttx.effects
+    agenttx.client    never imports  agenttx.core agenttx.app agenttx.store agenttx.tools
+                                     agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli
                                      psycopg psycopg_pool sqlite3
     --
@@ -144,6 +155,7 @@ from agenttx.types import (
 )
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type checkers
+    from agenttx.app import Engine
     from agenttx.audit import AuditKey, AuditKeys, AuditKind, AuditRecord, AuditVerification
     from agenttx.audit_keys import read_audit_keys
     from agenttx.client import (
@@ -160,7 +172,6 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
         TransactionAborted,
     )
     from agenttx.core.controller import RollbackController
-    from agenttx.core.engine import Engine
     from agenttx.core.hints import Hint, HintCleaner, clean_hint
     from agenttx.core.safety import SafetyPolicy
     from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
@@ -200,7 +211,7 @@ _LAZY: dict[str, str] = {
     "JsonlChannel": "agenttx.effects.channels",
     "PermanentDeliveryError": "agenttx.effects.channels",
     "SmtpSettings": "agenttx.effects.smtp",
-    "Engine": "agenttx.core.engine",
+    "Engine": "agenttx.app",  # the class is core's; agenttx.app binds Engine.open to it
     "SafetyPolicy": "agenttx.core.safety",
     "Approval": "agenttx.receipts",
     "ChangeSet": "agenttx.receipts",

@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from agenttx.redaction import redact
+
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -192,17 +194,14 @@ class JsonFormatter(logging.Formatter):
 
 
 class RedactingFormatter(logging.Formatter):
-    """``inner``'s line with secrets masked (``agenttx.core.hints.redaction.redact``)."""
+    """``inner``'s line with secrets masked (``agenttx.redaction.redact``)."""
 
     def __init__(self, inner: logging.Formatter) -> None:
         super().__init__()
-        from agenttx.core.hints.redaction import redact
-
         self.inner = inner
-        self._redact = redact
 
     def format(self, record: logging.LogRecord) -> str:
-        return self._redact(self.inner.format(record))
+        return redact(self.inner.format(record))
 
 
 def configure(fmt: str = "text", level: str = "info", stream: TextIO | None = None) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import disable_created_metrics
 
+from agenttx import app
 from agenttx.api.grpc_server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
 from agenttx.api.stream_slots import StreamSlots
@@ -346,7 +347,7 @@ async def _open(
     if gateway is not None:
         tools = [*tools, *gateway.tools()]
     try:
-        return await Engine.open(
+        return await app.open_engine(
             config.store_url,
             fs_root=config.files_dir,
             outbox_path=config.outbox_file,

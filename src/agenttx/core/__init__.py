@@ -3,7 +3,8 @@
 The map (concept → module):
 
 =============================  ==============================================================
-``Engine`` and ``Engine.open`` ``engine``: the public operations, the factory, the parts
+``Engine``                     ``engine``: the public operations and the parts (``Engine.open``
+                               is the composition root's, ``agenttx.app``)
 settings                       ``config``: ``EngineConfig`` (frozen), ``Clock``
 transaction images             ``images``: ``TxImages`` — cache, load, catch-up from another
                                replica, the locked context, every durable compare-and-set
@@ -74,9 +75,9 @@ collaborators at construction; none holds the engine.
 Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.receipts``,
 ``agenttx.jsontext``,
 ``agenttx.numbers``, ``agenttx.jsonpolicy``, ``agenttx.audit``, the ``Store`` contract
-(``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store,
-driver or adapter (gRPC, MCP, client). The one exception is the factory ``Engine.open``,
-which also imports the outbox dispatcher (``agenttx.effects``) and reaches store backends
-only through ``agenttx.store.factory``, which imports them lazily (``tests/test_core_layering.py``
-checks all of this).
+(``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store, the store
+factory, a channel or the outbox dispatcher (the engine takes one through the ``Dispatcher``
+protocol), a driver or an adapter (gRPC, MCP, client). What builds those and the engine over
+them is the composition root, ``agenttx.app``, whose ``open_engine`` is ``Engine.open``
+(``tests/test_core_layering.py`` checks all of this).
 """

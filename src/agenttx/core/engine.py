@@ -13,10 +13,11 @@ work to the one part that owns it (the map is in ``agenttx.core``). The engine's
 - Each mutating call may carry a ``request_id``: a retry with the same id and payload returns
   the stored reply instead of running again (``RequestLog``).
 
-``await Engine.open(url)`` is the factory: it opens (and migrates) the store, registers the
-built-in and user tools, finishes what a crash interrupted (``recover``) and starts the
-background work (the outbox dispatcher and the maintenance loop). ``await engine.close()``
-stops them and the store. Every part is built once, in ``__init__``; none is set later.
+``await Engine.open(url)`` is the factory, kept outside the core (``agenttx.app.open_engine``,
+bound to the class): it opens (and migrates) the store, registers the built-in and user
+tools, builds the outbox dispatcher, finishes what a crash interrupted (``recover``) and
+starts the background work (delivery and maintenance loops). ``await engine.close()`` stops
+them and the store. Every part is built once, in ``__init__``; none is set later.
 """
 
 from __future__ import annotations
@@ -27,16 +28,14 @@ import dataclasses
 import logging
 import time
 import uuid
-import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from agenttx.audit import AuditKeys, AuditKind, AuditRecord, AuditVerification
+from agenttx.audit import AuditKind, AuditRecord, AuditVerification
 from agenttx.core.access import PRINCIPAL_KEY, Access, Action, read_owner
 from agenttx.core.approvals import Approvals, check_principal, check_receipt_id, check_roles
 from agenttx.core.audit import AuditReader, cause
-from agenttx.core.background import Background
+from agenttx.core.background import Background, DeliveryLoop
 from agenttx.core.callargs import (
     check_number,
     check_policy,
@@ -44,7 +43,7 @@ from agenttx.core.callargs import (
     check_strings,
     check_text,
 )
-from agenttx.core.commit import Committer
+from agenttx.core.commit import Committer, EffectRelease
 from agenttx.core.compensate import Compensator
 from agenttx.core.compensation_approval import (
     CompensationApprovals,
@@ -58,10 +57,8 @@ from agenttx.core.dryrun import DryRunner
 from agenttx.core.events import EventBus, TxEvent
 from agenttx.core.hints import HintCleaner
 from agenttx.core.images import TxImages
-from agenttx.core.leases import LIVE_OWNERS, new_owner
+from agenttx.core.leases import LIVE_OWNERS
 from agenttx.core.limits import (
-    MAX_REFERENCES,
-    MAX_RESOLVED_ARGUMENTS_BYTES,
     arguments_text,
     check_approval,
     check_begin,
@@ -79,33 +76,23 @@ from agenttx.core.retention import Pruned, Retention
 from agenttx.core.revisions import RevisionRules
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import TxRuntime
-from agenttx.core.safety import SafetyPolicy, load_safety_policy
+from agenttx.core.safety import SafetyPolicy
 from agenttx.core.steps import StepExecutor
 from agenttx.core.tool_policy import ALLOW_ALL, ToolPolicy
 from agenttx.core.undo import StepHistory
 from agenttx.core.undo_reconcile import UndoReconciler
-from agenttx.effects.channels import Channel, JsonlChannel
-from agenttx.effects.dispatcher import OutboxDispatcher
-from agenttx.effects.standard import outbound_guard, standard_channels
 from agenttx.errors import (
-    AgentTxError,
     InvalidArgument,
     NotActive,
     NotFound,
     PermissionDenied,
-    StartupError,
     WrongStep,
 )
 from agenttx.numbers import EXPECTED_REVISION
 from agenttx.receipts import Approval, Mode, Preview, Refusal
-from agenttx.renamed import renamed
 from agenttx.store.contract import Store, TxRow
-from agenttx.store.factory import open_store
-from agenttx.tools.builtin import BUILTIN_TOOLS, outbound_tools
-from agenttx.tools.builtin.fs import RESTORE_HANDLER, restore_file
 from agenttx.tools.context import ProgressSink
-from agenttx.tools.contract import Tool
-from agenttx.tools.registry import ToolRegistry, load_tools
+from agenttx.tools.registry import ToolRegistry
 from agenttx.types import (
     BeginResult,
     Caller,
@@ -125,12 +112,28 @@ from agenttx.types import (
     UndoResult,
 )
 
-if TYPE_CHECKING:
-    from agenttx.effects.smtp import SmtpSettings
-
 log = logging.getLogger("agenttx.engine")
 
-DEFAULT_URL = "sqlite:///agenttx-data/agenttx.db"
+
+class _NotBoundYet:
+    """``Engine.open`` until ``agenttx.app`` binds it: a clear error for code that reached the
+    class through the private ``agenttx.core.engine`` without loading the composition root."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        raise AttributeError(
+            "Engine.open is built by the composition root, agenttx.app, which is not loaded: "
+            "use agenttx.Engine.open (it loads it), or import agenttx.app first"
+        )
+
+
+class Dispatcher(EffectRelease, DeliveryLoop, Protocol):
+    """What the engine needs of its outbox dispatcher (``agenttx.effects.OutboxDispatcher``,
+    built by the composition root): the committer's release, the background loop, and
+    ``aclose`` when the engine closes."""
+
+    async def aclose(self) -> None:
+        """Release what delivery holds (connections); called once, after the loops stop."""
+        ...
 
 
 class Engine:
@@ -139,7 +142,7 @@ class Engine:
         store: Store,
         registry: ToolRegistry,
         config: EngineConfig,
-        dispatcher: OutboxDispatcher,
+        dispatcher: Dispatcher,
         *,
         cleaner: HintCleaner | None = None,
         controller: RollbackController | None = None,
@@ -248,168 +251,13 @@ class Engine:
         # gateway's sessions, whose calls the loops may be making), in order.
         self.on_close: list[Callable[[], Awaitable[None]]] = []
 
-    @classmethod
-    async def open(
-        cls,
-        url: str = DEFAULT_URL,
-        *,
-        fs_root: str | Path | None = None,
-        outbox_path: str | Path | None = None,
-        tools: Iterable[Tool] = (),
-        tool_modules: Iterable[str] = (),
-        channels: Mapping[str, Channel] | None = None,
-        smtp: SmtpSettings | None = None,
-        webhook_allow: Sequence[str] = (),
-        webhook_secret: str | bytes | None = None,
-        undo_handlers: Mapping[str, Callable[..., Any]] | None = None,
-        policy: RollbackPolicy | None = None,
-        sync_writes: bool = False,
-        step_timeout_s: float = 30.0,
-        tx_idle_timeout_s: float = 900.0,
-        compensation_retries: int = 3,
-        compensation_keep_s: float = 86_400.0,
-        max_constraints: int = 32,
-        max_resolved_arguments_bytes: int = MAX_RESOLVED_ARGUMENTS_BYTES,
-        max_references: int = MAX_REFERENCES,
-        hint_rule_files: Sequence[str | Path] = (),
-        tenant: str = "default",
-        clock: Clock = time.time,
-        background: bool = True,
-        audit_chain: bool = True,
-        audit_keys: AuditKeys | None = None,
-        dispatch_lease_s: float = 30.0,
-        dispatch_max_attempts: int = 8,
-        dispatch_backoff_s: float = 0.5,
-        store: Store | None = None,
-        safety_policy: SafetyPolicy | str | Path | None = None,
-        receipt_ttl_s: float = 900.0,
-        max_steps: int = 100_000,
-        tool_policy: ToolPolicy = ALLOW_ALL,
-        retention_days: float = 30.0,
-        audit_retention_days: float = 365.0,
-        dead_letter_retention_days: float = 90.0,
-        redact_fields: Sequence[str] = (),
-        **old_names: Any,
-    ) -> Engine:
-        """Open an engine. Relative paths default next to the SQLite file: ``files/`` for the
-        fs sandbox and ``outbox.jsonl`` for effects on channels without a dispatcher.
-        ``safety_policy``: a policy file's path (TOML, ``docs/safety.md``; a bad one raises
-        ``StartupError`` before the store is opened) or a loaded ``SafetyPolicy``. A store
-        that cannot be opened raises ``StartupError`` too: where, why, and what to do.
-
-        ``email.send`` mails go over SMTP with ``smtp`` (else to the outbox file);
-        ``webhook.post`` requests over HTTP, to targets the outbound guard allows
-        (``webhook_allow``: ``HOST[:PORT]`` entries), signed with ``webhook_secret`` if given
-        (docs/effects.md). ``channels`` replaces any of these by name.
-
-        ``audit_keys`` (``agenttx.audit_keys.read_audit_keys`` reads a key file): every audit
-        record is then keyed with its signing key, and chains are verified with its keys
-        (docs/audit.md, "Keyed chains").
-
-        ``tx_idle_timeout_secs`` and ``dispatch_lease_secs``, the old names of
-        ``tx_idle_timeout_s`` and ``dispatch_lease_s``, still work, with a ``FutureWarning``
-        (``agenttx.renamed``); any other unknown keyword is a ``TypeError``."""
-        given = dict(old_names)
-        for r in renamed("Engine.open"):
-            if r.old in given:
-                warnings.warn(
-                    f"Engine.open({r.old}=...) is deprecated; use {r.new}=... instead",
-                    FutureWarning,
-                    stacklevel=2,
-                )
-                value = r.converted(given.pop(r.old))
-                if r.new == "tx_idle_timeout_s":
-                    tx_idle_timeout_s = value
-                else:
-                    dispatch_lease_s = value
-        if given:
-            raise TypeError(
-                f"Engine.open() got an unexpected keyword argument {next(iter(given))!r}"
-            )
-        if safety_policy is not None and not isinstance(safety_policy, SafetyPolicy):
-            safety_policy = load_safety_policy(safety_policy)
-
-        try:
-            guard = outbound_guard(webhook_allow)
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
-        # Backends are reached only through the factory, which imports them lazily. A store
-        # that cannot be opened (a URL no backend takes, a server that refuses, a file that
-        # cannot be written, a newer schema) stops the start, in the store's own words.
-        try:
-            store = store or open_store(url, sync_writes=sync_writes)
-            await store.open()
-        except AgentTxError as exc:
-            raise StartupError(exc.message) from exc
-        base = Path(url.removeprefix("sqlite:///")).parent if url.startswith("sqlite") else Path()
-        registry = ToolRegistry((*BUILTIN_TOOLS, *outbound_tools(guard)))
-        registry.register_undo(RESTORE_HANDLER, restore_file)
-        for t in tools:
-            registry.register(t)
-        for spec in tool_modules:
-            for t in load_tools(spec):
-                registry.register(t)
-        for name, handler in (undo_handlers or {}).items():
-            registry.register_undo(name, handler)
-        config = EngineConfig(
-            fs_root=Path(fs_root) if fs_root is not None else base / "files",
-            step_timeout_s=step_timeout_s,
-            tx_idle_timeout_s=tx_idle_timeout_s,
-            compensation_retries=compensation_retries,
-            compensation_keep_s=compensation_keep_s,
-            max_constraints=max_constraints,
-            max_resolved_arguments_bytes=max_resolved_arguments_bytes,
-            max_references=max_references,
-            default_policy=policy or RollbackPolicy(),
-            tenant=tenant,
-            owner=new_owner(),
-            audit_chain=audit_chain,
-            audit_keys=audit_keys,
-            receipt_ttl_s=receipt_ttl_s,
-            max_steps=max_steps,
-            retention_days=retention_days,
-            audit_retention_days=audit_retention_days,
-            dead_letter_retention_days=dead_letter_retention_days,
-            redact_fields=tuple(redact_fields),
-        )
-        outbox = Path(outbox_path) if outbox_path is not None else base / "outbox.jsonl"
-        dispatcher = OutboxDispatcher(
-            store,
-            {
-                **standard_channels(guard, smtp=smtp, webhook_secret=webhook_secret, clock=clock),
-                **(channels or {}),
-            },
-            default=JsonlChannel(outbox),
-            clock=clock,
-            lease_secs=dispatch_lease_s,
-            max_attempts=dispatch_max_attempts,
-            backoff_base_s=dispatch_backoff_s,
-            audit_key=config.audit_key,
-        )
-        engine = cls(
-            store,
-            registry,
-            config,
-            dispatcher,
-            cleaner=HintCleaner(hint_rule_files),
-            controller=RollbackController(),
-            clock=clock,
-            safety=safety_policy,
-            tool_policy=tool_policy,
-        )
-        LIVE_OWNERS.add(config.owner)
-        if not store.shared and store.opened_alone:
-            # This process alone serves the store: effects a dead predecessor had claimed
-            # (mid-delivery, or committed and not yet sent) go out now, not after the lease.
-            await store.release_claims(now=clock())
-        elif not store.shared:
-            # Another live process has the file open (a second server, several MCP
-            # processes): its claims are its own; calls coordinate per transaction.
-            log.info("another process has %s open; sharing it", store.url)
-        await engine.recover()
-        if background:
-            engine.start_background()
-        return engine
+    # ``await Engine.open(url, **settings)``: the composition root, ``agenttx.app.open_engine``,
+    # bound to the class by ``agenttx.app`` (which ``agenttx.Engine`` loads on first use), so
+    # the core builds no store, channel, tool registry or dispatcher (docs/architecture.md).
+    if TYPE_CHECKING:
+        open: ClassVar[Callable[..., Awaitable[Engine]]]
+    else:
+        open = _NotBoundYet()
 
     def start_background(self) -> None:
         self.background.start()
@@ -1230,4 +1078,4 @@ def _tenant(caller: Caller | None) -> str | None:
     return caller.tenant if caller is not None else None
 
 
-__all__ = ["DEFAULT_URL", "Engine", "EngineConfig"]
+__all__ = ["Dispatcher", "Engine", "EngineConfig"]

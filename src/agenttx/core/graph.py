@@ -42,8 +42,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from agenttx.core.hints.redaction import MASK
 from agenttx.core.refs import Reference, find_references, lookup_path
+from agenttx.redaction import MASK
 
 __all__ = ["DependencyGraph", "Edge"]
 

@@ -20,7 +20,7 @@ against the whole name. A secret field's value, whatever its type, becomes ``"**
 and "" stay: there is nothing to hide). In a list of name/value pairs (``[{"name":
 "Authorization", "value": …}]``, ``{"Key": …, "Value": …}``: HTTP headers, environment
 variables, tags) the ``value`` of a pair whose name is secret is masked the same way. Every
-other string goes through the hint redactor (``hints.redaction``), which masks bearer
+other string goes through the hint redactor (``agenttx.redaction``), which masks bearer
 tokens, ``password=…`` text, passwords in URLs, JWTs and well-known API key shapes inside
 free text.
 
@@ -40,9 +40,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agenttx.core.hints.redaction import MASK, redact
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
+from agenttx.redaction import MASK, redact
 
 SECRET_WORDS = frozenset(
     {

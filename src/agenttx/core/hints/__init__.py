@@ -13,7 +13,8 @@ last line.
 
 Invariants:
 - ``HintCleaner.clean`` never raises, and its result always satisfies the ``text`` contract
-  above, with secrets redacted (``redact``) and no stack frame in it.
+  above, with secrets redacted (``redact``, from the bottom layer's ``agenttx.redaction``) and
+  no stack frame in it.
 - Pure and deterministic; a cleaner is immutable once built, so one instance serves all threads.
 - Everything is compiled once, when the cleaner is built; a bad rule file fails there, as
   ``InvalidArgument`` naming the file, the rule and the problem.
@@ -21,7 +22,6 @@ Invariants:
 The package, one module per idea:
 
     categories   Category, the sets the controller decides on, the reference's names
-    redaction    redact: secrets out of any text
     templates    the template language a rule's hint text is written in
     rules        the TOML rule loader and the Rule values it makes
     cleaner      Hint, HintCleaner, clean_hint: the pipeline above
@@ -44,8 +44,8 @@ from agenttx.core.hints.cleaner import (
     HintCleaner,
     clean_hint,
 )
-from agenttx.core.hints.redaction import redact
 from agenttx.core.hints.rules import Rule, RulePattern
+from agenttx.redaction import redact
 
 __all__ = [
     "ARGUMENT_CATEGORIES",

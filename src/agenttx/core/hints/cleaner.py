@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agenttx.core.hints.categories import TRANSIENT_CATEGORIES, Category
-from agenttx.core.hints.redaction import MASK, SECRET_NAME, redact
 from agenttx.core.hints.rules import HINT_PREFIX, Rule, RulePattern, builtin_rules, load_rule_file
 from agenttx.core.hints.templates import render
 from agenttx.errors import InvalidArgument
+from agenttx.redaction import MASK, SECRET_NAME, redact
 
 __all__ = [
     "DEFAULT_MAX_LEN",

@@ -1,4 +1,8 @@
-"""Redaction: secrets in an error text replaced by ``***`` before it becomes a hint.
+"""Redaction: secrets in free text replaced by ``***`` — in a hint, a log line, a stored string.
+
+A bottom-layer module (standard library only), so every layer that masks text uses this one
+rule: the hint cleaner (``core.hints``), field masking (``core.masking``) and the log
+formatter (``logs``).
 
 Invariants: ``redact`` is pure and linear in the text's length; its patterns run on a
 lowercased copy of the same length, so the spans they find index the original text.
