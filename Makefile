@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest demo bench clean proto
+.PHONY: run test lint typecheck pytest demo bench clean proto sync-client
 
 PROTO_OUT := src/agenttx/wire/agenttx_pb2.py
 
@@ -25,6 +25,12 @@ $(PROTO_OUT): proto/agenttx/v1/agenttx.proto scripts/gen_proto.py | $(STAMP)
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
+
+# The blocking client, src/agenttx/client/_sync.py, is generated from the asyncio one and
+# committed (docs/packaging.md). After editing _async.py, `make sync-client` regenerates it;
+# `make test` fails while the two disagree.
+sync-client: $(STAMP)
+	$(BIN)/python scripts/gen_sync_client.py
 
 # gRPC on 127.0.0.1:50051, SQLite in ./agenttx-data, metrics on 127.0.0.1:9464/metrics.
 run: $(STAMP)

@@ -1,13 +1,16 @@
-"""``AsyncAgentTxClient``: the asyncio twin of ``AgentTxClient``, and ``AsyncTransaction``.
+"""``AsyncAgentTxClient``: the asyncio client, and its transaction helper ``AsyncTransaction``.
 
-Same methods, same arguments, same results and errors; every call is awaited. A ``grpc.aio``
-channel belongs to the event loop it was made on: create the client inside that loop.
+This file is the source of both clients: scripts/gen_sync_client.py writes the
+blocking one, ``_sync.py``, from it (``make sync-client``), and a test fails while the
+two disagree. Edit this file, never ``_sync.py``; a behaviour that truly differs goes in
+a helper pair (``_channel``, ``_loop.ask``). Same methods, same arguments, same results
+and errors; every call is awaited, and the client belongs to the event loop it was made
+on: create it inside that loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -23,16 +26,10 @@ from agenttx.client import _receipts as receipts
 from agenttx.client import _reconcile as reconcile_wire
 from agenttx.client import _wire as wire
 from agenttx.client._auth import call_metadata, tls_credentials
+from agenttx.client._channel import open_aio_channel
 from agenttx.client._cursor import TransactionCursor
 from agenttx.client._errors import RollbackTriggered
-from agenttx.client._loop import (
-    DEFAULT_MAX_CALLS,
-    AgentTurn,
-    Answer,
-    AsyncAgent,
-    as_call,
-    calls_exhausted,
-)
+from agenttx.client._loop import DEFAULT_MAX_CALLS, AsyncAgent, as_call, ask_async, calls_exhausted
 from agenttx.client._wire import (
     DEFAULT_TARGET,
     SERVICE_NAME,
@@ -67,7 +64,18 @@ from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
 
 class AsyncAgentTxClient:
-    """An asyncio client of ``agenttx.v1.AgentTxService`` (see ``AgentTxClient``)."""
+    """An asyncio client of ``agenttx.v1.AgentTxService``; one channel, on one event loop.
+
+    ``AsyncAgentTxClient("host:port")`` opens an insecure channel; give ``credentials``
+    (``grpc.ssl_channel_credentials(...)``) for TLS, or a ready ``channel``. ``timeout`` is the
+    deadline of each call in seconds (None: none); ``metadata`` is sent with every call.
+    ``api_key`` is sent as ``authorization: Bearer <key>`` on every call (a server started
+    with ``--api-keys`` needs one); ``root_certificates`` (PEM bytes: the CA, or the server's
+    self-signed certificate) opens a TLS channel, and ``client_certificate`` with
+    ``client_key`` adds a client certificate for mutual TLS.
+    UNAVAILABLE is retried per ``retry`` with the same request_id; when every attempt fails
+    the call raises ``ServerUnavailable``. Other failures raise the matching ``AgentTxError``.
+    """
 
     def __init__(
         self,
@@ -96,17 +104,8 @@ class AsyncAgentTxClient:
         # The key goes first and is kept nowhere else (never printed, not in ``metadata``).
         self._call_metadata = (*call_metadata(api_key, self.metadata), *wire.CLIENT_METADATA)
         self._owns_channel = channel is None
-        if channel is None:
-            opts = [*self.retry.channel_options(), *options]
-            channel = (
-                grpc.aio.secure_channel(
-                    target, credentials, options=opts, interceptors=list(interceptors) or None
-                )
-                if credentials is not None
-                else grpc.aio.insecure_channel(
-                    target, options=opts, interceptors=list(interceptors) or None
-                )
-            )
+        opts = [*self.retry.channel_options(), *options]
+        channel = open_aio_channel(channel, target, credentials, opts, interceptors)
         self._channel = channel
         self._stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
         self._health = health_pb2_grpc.HealthStub(channel)
@@ -137,6 +136,8 @@ class AsyncAgentTxClient:
         principal: str = "",
         mode: str = "",
     ) -> BeginResult:
+        """Begin a transaction. ``policy`` overrides the server's rollback policy: a
+        ``RollbackPolicy`` or a dict of some of its fields."""
         req = wire.begin_request(
             agent_id, metadata, policy, isolation, labels, request_id, principal, mode
         )
@@ -153,6 +154,8 @@ class AsyncAgentTxClient:
         request_id: str | None = None,
         dry_run: bool = False,
     ) -> StepResult:
+        """Run one step. A tool failure is data in the result (ROLLBACK_TRIGGERED, FAILED,
+        OUTCOME_UNKNOWN), never an exception; ``arguments`` is a JSON-able value or JSON text."""
         req = wire.step_request(
             transaction_id, step_id, tool_name, arguments, raw_context, request_id, dry_run
         )
@@ -218,6 +221,7 @@ class AsyncAgentTxClient:
         *,
         request_id: str | None = None,
     ) -> RollbackResult:
+        """Rewind to ``to_step`` and stay open, or (``to_step`` None or 0) abort."""
         req = wire.rollback_request(transaction_id, to_step, reason, request_id)
         return wire.rollback_result(await self._call("RollbackTransaction", req), transaction_id)
 
@@ -273,7 +277,8 @@ class AsyncAgentTxClient:
         principal: str = "",
         tenant: str = "",
     ) -> TransactionListPage:
-        """A page of the transactions the caller sees; ``principal``: only those it began."""
+        """One page, oldest first; pass ``next_page_token`` back for the next one.
+        ``principal``: only the transactions it began (of those the caller sees)."""
         req = wire.list_request(statuses, agent_id, label, page_size, page_token, principal, tenant)
         return wire.list_page(await self._call("ListTransactions", req))
 
@@ -285,6 +290,7 @@ class AsyncAgentTxClient:
         label: str = "",
         page_size: int = 0,
     ) -> AsyncIterator[TransactionSummary]:
+        """Every matching transaction, fetching pages as it goes."""
         token = ""
         while True:
             page = await self.list_transactions(
@@ -431,6 +437,9 @@ class AsyncAgentTxClient:
     async def watch(
         self, transaction_id: str, after_revision: int = 0
     ) -> AsyncIterator[TransactionEvent]:
+        """The transaction's changes, one event per revision, until it ends. If the server
+        becomes unreachable the stream resumes after the last event seen (bounded by
+        ``retry``). Closing the iterator early cancels the stream."""
         last = after_revision
         failures = 0
         while True:
@@ -453,6 +462,7 @@ class AsyncAgentTxClient:
                 stream.cancel()
 
     async def health(self, service: str = SERVICE_NAME) -> str:
+        """The server's health for ``service``: SERVING, NOT_SERVING, SERVICE_UNKNOWN …"""
         req = health_pb2.HealthCheckRequest(service=service)
         reply = await self._call_on(self._health.Check, req)
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
@@ -470,7 +480,9 @@ class AsyncAgentTxClient:
         principal: str = "",
         mode: str = "",
     ) -> AsyncTransaction:
-        """``async with client.transaction(...) as tx:`` — see ``AgentTxClient.transaction``."""
+        """``async with client.transaction(...) as tx:`` begins a transaction, commits it when
+        the block ends cleanly and rolls it back when the block raises — or when it ends cleanly
+        while steps the server rolled back were not redone (then ``StepsNotRedone``)."""
         return AsyncTransaction(
             self, agent_id, metadata, policy, isolation, labels, principal, mode
         )
@@ -495,7 +507,13 @@ class AsyncAgentTxClient:
 
 
 class AsyncTransaction(TransactionCursor):
-    """The asyncio twin of ``Transaction``."""
+    """One transaction driven step by step; made by ``AsyncAgentTxClient.transaction``.
+
+    ``step`` sends the step id the server expects and returns the tool's output, or raises
+    ``RollbackTriggered`` (the helper already points at ``next_step_id``: re-plan and call
+    ``step`` again), ``TransactionAborted`` or ``OutcomeUnknown``. ``run(agent)`` is that loop,
+    driven: the agent callback returns each next call.
+    """
 
     def __init__(
         self,
@@ -604,6 +622,7 @@ class AsyncTransaction(TransactionCursor):
             await asyncio.sleep(answer)
 
     async def rollback(self, to_step: int | None = None, reason: str = "") -> RollbackResult:
+        """Rewind to ``to_step`` (the transaction stays open), or abort when it is None."""
         rid = self._open_request_id(("rollback", to_step, reason), "roll back")
         try:
             r = await self.client.rollback(self.transaction_id, to_step, reason, request_id=rid)
@@ -613,10 +632,15 @@ class AsyncTransaction(TransactionCursor):
         return self._rolled_back(r)
 
     async def run(self, agent: AsyncAgent, *, max_calls: int = DEFAULT_MAX_CALLS) -> dict[int, Any]:
-        """The asyncio twin of ``Transaction.run``; ``agent`` may be sync or async."""
+        """Drive the resume loop: ask ``agent(turn)`` for each next call and send it; after a
+        rollback the next turn carries the hint, the constraints and where to resume. Ends
+        when the agent returns None, with the outputs of the steps that stand; the block's end
+        then commits (or refuses, if rewound steps were not redone). ``TransactionAborted``
+        and ``OutcomeUnknown`` end it early; more than ``max_calls`` calls is an error. The
+        agent may be a coroutine function."""
         turn = self._turn(None, 0)
         while True:
-            answer = await _answer(agent, turn)
+            answer = await ask_async(agent, turn)
             if answer is None:
                 return self.outputs
             if turn.calls >= max_calls:
@@ -657,11 +681,5 @@ class AsyncTransaction(TransactionCursor):
         try:
             await self.rollback(reason=self._exit_reason(exc))
         except AgentTxError as abort_error:
+            # The block's exception is what the caller needs to see; say the abort failed.
             exc.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")
-
-
-async def _answer(agent: AsyncAgent, turn: AgentTurn) -> Answer:
-    answer = agent(turn)
-    if inspect.isawaitable(answer):
-        return await answer
-    return answer

@@ -11,6 +11,7 @@ or leaves an outcome unknown (``OutcomeUnknown``) ends the loop with that error.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -26,6 +27,8 @@ __all__ = [
     "AsyncAgent",
     "StepCall",
     "as_call",
+    "ask",
+    "ask_async",
     "calls_exhausted",
 ]
 
@@ -87,3 +90,16 @@ def calls_exhausted(transaction_id: str, max_calls: int) -> FailedPrecondition:
         f"transaction {transaction_id}: the agent made {max_calls} calls without finishing "
         "(returning None); raise max_calls if the task is that long"
     )
+
+
+def ask(agent: Agent, turn: AgentTurn) -> Answer:
+    """The blocking client's question to the agent: its answer for ``turn``."""
+    return agent(turn)
+
+
+async def ask_async(agent: AsyncAgent, turn: AgentTurn) -> Answer:
+    """The asyncio client's question: the agent may be a plain or a coroutine function."""
+    answer = agent(turn)
+    if inspect.isawaitable(answer):
+        return await answer
+    return answer
