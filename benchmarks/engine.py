@@ -1012,7 +1012,7 @@ def report(out: Out, res: dict[str, Any]) -> None:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    """The results as Markdown tables (for docs/benchmarks.md)."""
+    """The results as Markdown tables (for benchmarks/results/engine.md)."""
     parts: list[str] = []
     if "step" in res:
         rows = []

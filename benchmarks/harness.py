@@ -6,7 +6,8 @@
 - **Sections**: ``run_sections`` runs the selected named sections in order, notes each, and
   records its wall time under ``seconds``.
 - **Tables**: ``Out`` prints terminal tables (through rich when installed); ``md_table`` makes
-  the Markdown tables of ``docs/benchmarks.md``; both format numbers with ``fmt``.
+  the Markdown tables of each result's detail page (``benchmarks/results/<name>.md``, which
+  ``docs/benchmarks.md`` summarises); both format numbers with ``fmt``.
 - **Results**: one JSON file per benchmark in ``benchmarks/results/`` (history lives in git).
   ``write_result`` writes it with the machine, date and commit (``machine_info``) and with
   every machine-local path made portable (``portable_path``), so a result never names
@@ -380,7 +381,7 @@ def bench_parser(description: str, default_output: Path) -> argparse.ArgumentPar
     ap.add_argument(
         "--markdown",
         action="store_true",
-        help="run nothing: print the results file as the Markdown tables of docs/benchmarks.md",
+        help="run nothing: print the results file as Markdown tables (see benchmarks/results/)",
     )
     ap.set_defaults(default_output=default_output)
     return ap

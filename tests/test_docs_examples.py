@@ -1,4 +1,5 @@
-"""Every fenced example in README.md and docs/ is run here, or says visibly why it is not.
+"""Every fenced example in README.md, docs/ and the benchmarks' detail pages
+(``benchmarks/results/*.md``) is run here, or says visibly why it is not.
 
 A block is either *claimed* by an entry of ``RUNS`` (its page and first line → how it runs:
 Python against an embedded engine or a real ``agenttx serve``, shell commands against a real
@@ -37,7 +38,12 @@ from http_harness import http_base
 from server_process import AGENTTX, ServerProcess, server_env, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    # the detail pages docs/benchmarks.md summarises, held to the same rules
+    *sorted((ROOT / "benchmarks" / "results").glob("*.md")),
+]
 FENCE = re.compile(r"^([ \t]*)```([^\n]*)\n(.*?)^[ \t]*```[^\n]*$", re.MULTILINE | re.DOTALL)
 NOT_RUN = re.compile(r"^\*Not run: .+\*$")
 DOC_TARGET = "127.0.0.1:50051"

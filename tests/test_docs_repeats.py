@@ -1,4 +1,5 @@
-"""No page of README.md or docs/ says the same thing twice.
+"""No page of README.md, docs/ or the benchmarks' detail pages (``benchmarks/results/*.md``) says
+the same thing twice.
 
 Parallel branches each add a paragraph, a table row or a sentence, and a merge keeps both:
 the reader then gets two versions, often disagreeing (two rows for one engine part, one
@@ -22,7 +23,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    # the detail pages docs/benchmarks.md summarises, held to the same rules
+    *sorted((ROOT / "benchmarks" / "results").glob("*.md")),
+]
 RUN_WORDS = 12
 FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```[^\n]*$", re.MULTILINE | re.DOTALL)
 LISTING = re.compile(r"^```\n(.*?)^[ \t]*```[^\n]*$", re.MULTILINE | re.DOTALL)

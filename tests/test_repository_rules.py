@@ -1,8 +1,9 @@
 """Rules of the repository that keep tests and benchmarks easy to carry on, checked on the
 files themselves: tests never import ``benchmarks``; ``benchmarks/results/`` holds one file
 per benchmark (and one ``ab_<module>.json`` per benchmark compared across two revisions by
-``benchmarks/ab.py``) with no machine-local path; ``docs/`` cites code by name, never by line
-number.
+``benchmarks/ab.py``), beside it at most one ``<result>.md`` page of its detail (what
+docs/benchmarks.md summarises), with no machine-local path; ``docs/`` and those pages cite code
+by name, never by line number.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
-# The benchmarks that write results, each to its one file (docs/benchmarks.md).
+# The benchmarks that write results, each to its one file (docs/benchmarks.md summarises them;
+# the detail of each is a Markdown page named after one of these files).
 RESULT_FILES = {
     "audit.json",
     "auth_tls.json",
@@ -81,8 +83,27 @@ def ab_result_files() -> set[str]:
     return {p.name for p in RESULTS.iterdir() if AB_RESULT.fullmatch(p.name)}
 
 
+def detail_pages() -> set[str]:
+    return {p.name for p in RESULTS.iterdir() if p.suffix == ".md"}
+
+
 def test_results_hold_one_file_per_benchmark() -> None:
-    assert {p.name for p in RESULTS.iterdir()} - ab_result_files() == RESULT_FILES
+    assert {p.name for p in RESULTS.iterdir()} - ab_result_files() - detail_pages() == RESULT_FILES
+
+
+def test_a_detail_page_is_named_after_a_result() -> None:
+    # benchmarks/results/<name>.md holds the detail of <name>.json: no page without its result.
+    results = RESULT_FILES | ab_result_files()
+    orphans = sorted(name for name in detail_pages() if f"{name[:-3]}.json" not in results)
+    assert not orphans
+
+
+def test_the_summary_links_to_every_detail_page() -> None:
+    summary = (REPO / "docs" / "benchmarks.md").read_text()
+    unlinked = sorted(
+        name for name in detail_pages() if f"](../benchmarks/results/{name}" not in summary
+    )
+    assert not unlinked
 
 
 def test_an_ab_result_names_a_benchmark_module() -> None:
@@ -96,15 +117,20 @@ def test_an_ab_result_names_a_benchmark_module() -> None:
     assert not orphans
 
 
-@pytest.mark.parametrize("name", sorted(RESULT_FILES | ab_result_files()))
+@pytest.mark.parametrize("name", sorted(RESULT_FILES | ab_result_files() | detail_pages()))
 def test_a_result_names_no_machine_local_path(name: str) -> None:
-    data = json.loads((RESULTS / name).read_text())
-    local = sorted({s for s in strings(data) if MACHINE_LOCAL.search(s)})
+    text = (RESULTS / name).read_text()
+    found = strings(json.loads(text)) if name.endswith(".json") else iter(text.splitlines())
+    local = sorted({s for s in found if MACHINE_LOCAL.search(s)})
     assert not local, f"{name}: {local[:5]}"
 
 
 def test_docs_cite_code_by_name_not_by_line() -> None:
-    pages = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+    pages = [
+        *sorted((REPO / "docs").glob("*.md")),
+        REPO / "README.md",
+        *sorted(RESULTS.glob("*.md")),
+    ]
     cited = [
         f"{page.name}: {hit}"
         for page in pages

@@ -1,10 +1,10 @@
 """Recovery scenarios: the reference's 12 scripted-agent runs, naive baseline vs AgentTx.
 
-Run ``python -m benchmarks.recovery [--quick]``; see ``docs/benchmarks.md`` (Recovery
-scenarios) for the method and the results. The scenarios themselves (plan, tools, runner,
-reference figures) are test data in ``tests/recovery_scenarios``, which the tests check and
-this benchmark only runs and records; ``tests/`` goes on the path so it imports as
-``recovery_scenarios``, the name the tests use.
+Run ``python -m benchmarks.recovery [--quick]``; ``docs/benchmarks.md`` (Recovery scenarios)
+has the summary, ``benchmarks/results/recovery.md`` the method and every result. The scenarios
+themselves (plan, tools, runner, reference figures) are test data in
+``tests/recovery_scenarios``, which the tests check and this benchmark only runs and records;
+``tests/`` goes on the path so it imports as ``recovery_scenarios``, the name the tests use.
 """
 
 import sys
