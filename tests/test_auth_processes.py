@@ -178,4 +178,15 @@ def test_the_cli_calls_a_keyed_tls_server_with_its_environment(tmp_path: Path) -
         refused = tools(AGENTTX_TLS_CA=str(cert))
         assert refused.returncode == 1
         assert "UNAUTHENTICATED" in refused.stderr
+        # The demo takes the same environment: the key and the CA.
+        demo = subprocess.run(
+            agenttx_command("demo", "--server", server.address),
+            cwd=TESTS_DIR,
+            env=server_env({"AGENTTX_API_KEY": secret, "AGENTTX_TLS_CA": str(cert)}),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert "commit" in demo.stdout
     assert server.terminate() == 0

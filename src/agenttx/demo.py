@@ -69,11 +69,17 @@ async def run_plan(
     *,
     shared: bool = False,
     metadata: Sequence[tuple[str, str]] = (),
+    tls_roots: bytes | None = None,
 ) -> bool:
-    """Run the scripted agent against the AgentTx server at ``address``, each call carrying
-    ``metadata``; True iff the transaction committed. ``shared``: the store may hold earlier
-    runs, so ids get a suffix of this transaction's id."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    """Run the scripted agent against the AgentTx server at ``address`` (over TLS checked
+    against ``tls_roots`` when given), each call carrying ``metadata``; True iff the
+    transaction committed. ``shared``: the store may hold earlier runs, so ids get a suffix of
+    this transaction's id."""
+    if tls_roots is not None:
+        opened = grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(tls_roots))
+    else:
+        opened = grpc.aio.insecure_channel(address)
+    async with opened as channel:
         stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
         begun = await stub.BeginTransaction(
             pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"]), metadata=metadata
@@ -125,14 +131,16 @@ async def run_demo(
     metadata: Sequence[tuple[str, str]] = (),
     *,
     keep: bool = False,
+    tls_roots: bytes | None = None,
 ) -> bool:
-    """The demo against ``server``, or against an in-process server over ``directory``, whose
+    """The demo against ``server`` (over TLS checked against ``tls_roots``, the PEM of its CA
+    or certificate, when given), or against an in-process server over ``directory``, whose
     sandbox and outbox it shows afterwards; each call carries ``metadata`` (the CLI's: its API
     key, and that it names RETRY). Without ``directory`` the data goes to a new temporary
     directory, removed at the end unless ``keep``; the last line says which happened."""
     console = console or Console()
     if server is not None:
-        return await run_plan(server, console, shared=True, metadata=metadata)
+        return await run_plan(server, console, shared=True, metadata=metadata, tls_roots=tls_roots)
 
     from agenttx.server import ServeConfig, start
 

@@ -58,13 +58,8 @@ def grpc_stub(server: str) -> Iterator[Any]:
 
     from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
-    ca_path = os.environ.get("AGENTTX_TLS_CA")
-    if ca_path:
-        try:
-            with open(ca_path, "rb") as f:
-                roots = f.read()
-        except OSError as exc:
-            fail(f"AGENTTX_TLS_CA {ca_path}: cannot read: {exc.strerror or exc}")
+    roots = tls_roots()
+    if roots is not None:
         channel = grpc.secure_channel(server, grpc.ssl_channel_credentials(roots))
     else:
         channel = grpc.insecure_channel(server)
@@ -72,6 +67,19 @@ def grpc_stub(server: str) -> Iterator[Any]:
         metadata = cli_metadata()
         target = grpc.intercept_channel(channel, _adding(metadata))
         yield pb_grpc.AgentTxServiceStub(target)  # type: ignore[no-untyped-call]
+
+
+def tls_roots() -> bytes | None:
+    """The PEM file ``AGENTTX_TLS_CA`` names (the CA or the server's certificate), read; None
+    when it is not set (a plaintext channel). Unreadable: one line and exit status 1."""
+    ca_path = os.environ.get("AGENTTX_TLS_CA")
+    if not ca_path:
+        return None
+    try:
+        with open(ca_path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        fail(f"AGENTTX_TLS_CA {ca_path}: cannot read: {exc.strerror or exc}")
 
 
 def cli_metadata() -> tuple[tuple[str, str], ...]:

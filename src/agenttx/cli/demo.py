@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agenttx.cli.common import cli_metadata, fail, rpc_error_text
+from agenttx.cli.common import cli_metadata, fail, rpc_error_text, tls_roots
 from agenttx.cli.output import command_console
 
 
@@ -45,7 +45,14 @@ def demo(directory: Path | None, keep: bool, server: str | None) -> None:
         )
     try:
         ok = asyncio.run(
-            run_demo(directory, command_console(), server, metadata=cli_metadata(), keep=keep)
+            run_demo(
+                directory,
+                command_console(),
+                server,
+                metadata=cli_metadata(),
+                keep=keep,
+                tls_roots=tls_roots() if server is not None else None,
+            )
         )
     except grpc.RpcError as exc:  # as every command prints a refusal
         fail(f"demo failed: {rpc_error_text(exc, server or 'the in-process server')}")
