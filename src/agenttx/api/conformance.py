@@ -1,0 +1,17 @@
+"""What mypy checks (never run): the engine and the async client both satisfy
+``TransactionService`` (``agenttx.service``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agenttx.client import AsyncAgentTxClient
+    from agenttx.core.engine import Engine
+    from agenttx.service import TransactionService
+
+
+def _conforms(engine: Engine, client: AsyncAgentTxClient) -> None:
+    service: TransactionService = engine
+    service = client
+    del service
