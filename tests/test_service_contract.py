@@ -11,6 +11,7 @@ import inspect
 import pytest
 
 import agenttx
+from agenttx.api.tracing import TracedEngine
 from agenttx.client import AsyncAgentTxClient
 
 OPERATIONS = [
@@ -30,7 +31,7 @@ def test_the_contract_is_public_and_names_the_shared_operations() -> None:
     assert {"list_effects", "retry_effect"} <= set(OPERATIONS)
 
 
-@pytest.mark.parametrize("impl", [agenttx.Engine, AsyncAgentTxClient])
+@pytest.mark.parametrize("impl", [agenttx.Engine, AsyncAgentTxClient, TracedEngine])
 @pytest.mark.parametrize("name", OPERATIONS)
 def test_each_side_offers_the_operation_as_the_contract_spells_it(impl: type, name: str) -> None:
     method = vars(impl).get(name)  # defined on the class itself, not forwarded by __getattr__
