@@ -15,8 +15,10 @@ Layers (imports only point down this list):
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
    ``renamed``, ``redaction``,           the old names of renamed settings, the secrets
-   ``logs``                              masked in free text, log set-up (whose lines go
-                                         through that redaction); import nothing else
+   ``logs``, ``service``                 masked in free text, log set-up (whose lines go
+                                         through that redaction), the ``TransactionService``
+                                         contract the engine and the client both satisfy;
+                                         import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -53,6 +55,8 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.audit_keys  imports only   agenttx.errors agenttx.audit agenttx.audit_keys
                                        agenttx.plural
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
+    agenttx.service   imports only   agenttx.errors agenttx.types agenttx.receipts agenttx.audit
+                                     agenttx.plural agenttx.service
     agenttx.outbound  imports only   agenttx.errors agenttx.outbound
     agenttx.renamed   imports only   agenttx.renamed
     agenttx.redaction  imports only   agenttx.redaction
@@ -177,6 +181,7 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
     from agenttx.effects.channels import Channel, Effect, JsonlChannel, PermanentDeliveryError
     from agenttx.effects.smtp import SmtpSettings
     from agenttx.receipts import Approval, ChangeSet, Mode, Preview, Refusal
+    from agenttx.service import TransactionService
     from agenttx.tools.context import SyncToolContext, ToolContext
     from agenttx.tools.contract import Tool, tool
     from agenttx.tools.reconcile import ReconcileContext, Reconciled
@@ -218,6 +223,7 @@ _LAZY: dict[str, str] = {
     "Mode": "agenttx.receipts",
     "Preview": "agenttx.receipts",
     "Refusal": "agenttx.receipts",
+    "TransactionService": "agenttx.service",
     "SyncToolContext": "agenttx.tools.context",
     "ToolContext": "agenttx.tools.context",
     "Tool": "agenttx.tools.contract",
@@ -318,6 +324,7 @@ __all__ = [
     "ToolContext",
     "TransactionAborted",
     "TransactionInfo",
+    "TransactionService",
     "TxStatus",
     "Unauthenticated",
     "UncertainOutcome",

@@ -1,0 +1,19 @@
+"""What mypy checks (never run): the engine and the async client both satisfy
+``TransactionService`` (``agenttx.service``), and so does the tracing wrapper of the engine."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agenttx.api.tracing import TracedEngine
+    from agenttx.client import AsyncAgentTxClient
+    from agenttx.core.engine import Engine
+    from agenttx.service import TransactionService
+
+
+def _conforms(engine: Engine, client: AsyncAgentTxClient, traced: TracedEngine) -> None:
+    service: TransactionService = engine
+    service = client
+    service = traced
+    del service
