@@ -91,7 +91,7 @@ bulk_allocation = _CollectorPause()
 # client (~20 such hand-backs) waited 100-140 ms; at 1 ms, 65-80 ms, most of it single C
 # calls. It costs the common case nothing measurable: ``ExecuteStep`` over gRPC through
 # ``agenttx serve``'s stack, p50 1,881 → 1,861 µs, within noise (``benchmarks.ab
-# grpc_loopback``, ``docs/benchmarks.md``).
+# grpc_loopback``, ``benchmarks/results/ab_grpc_loopback.md``).
 SWITCH_INTERVAL_S = 0.001
 
 

@@ -314,7 +314,7 @@ def _reply_json(result: Any) -> str:
     """The stored form of a successful call's result (enums by value)."""
     # Not dataclasses.asdict: it deep-copies every field value (a step's output too) only
     # for json to read it once, ~3x the cost of the encoding on every stored reply
-    # (measured, docs/benchmarks.md). The encoder asks _stored_value for what it cannot
+    # (measured, benchmarks/results/replicas.md). The encoder asks _stored_value for what it cannot
     # encode itself, nested dataclasses included, so the text is the same.
     return _reply_text({"ok": _field_values(result)})
 

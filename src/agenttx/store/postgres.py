@@ -302,7 +302,7 @@ class PostgresStore(SqlStore):
     ) -> list[T]:
         # Through the pool the driver received a long history's ~10 MB and made it into
         # Python objects on the loop: 24 ms of the loop's CPU a 3 MB read, 6 here (measured
-        # in process, docs/benchmarks.md). One autocommit statement there as here.
+        # in process, benchmarks/results/history.md). One autocommit statement there as here.
         if self._bulk is None:
             raise InternalError("store is closed")
         return await self._bulk.rows(_pg(query), params, convert, _failure)
