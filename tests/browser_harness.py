@@ -11,10 +11,10 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
-
-import pytest
+from typing import NoReturn
 
 from install_lock import installing
+from install_lock import unavailable as unavailable_here
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Debian 12's chromium when these tests were written; apt installs exactly this one.
@@ -43,10 +43,8 @@ INSTALL_LOCK = (
 )
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"headless Chromium is needed under CI: {reason}")
-    pytest.skip(reason)
+def _unavailable(reason: str) -> NoReturn:
+    unavailable_here("headless Chromium is", reason)
 
 
 def chromium() -> Path:

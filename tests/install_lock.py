@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+
+def unavailable(what: str, reason: str) -> NoReturn:
+    """What a test needs (``what``, e.g. "headless Chromium is") cannot be installed here:
+    the test fails under CI, where it must run, and elsewhere skips with ``reason`` shown."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} needed under CI: {reason}")
+    pytest.skip(reason)
 
 
 @contextlib.contextmanager

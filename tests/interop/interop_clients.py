@@ -15,11 +15,10 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import pytest
+from typing import Any, NoReturn
 
 from install_lock import npm_install
+from install_lock import unavailable as unavailable_here
 from mcp_harness import mcp_command
 from server_process import ServerProcess, start_server
 
@@ -32,10 +31,8 @@ EFFECT_TOOLS_STDIO = ("--effect-tools",)
 EFFECT_TOOLS_SERVE = ("--mcp-effect-tools",)
 
 
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"the interop clients are needed under CI: {reason}")
-    pytest.skip(reason)
+def unavailable(reason: str) -> NoReturn:
+    unavailable_here("the interop clients are", reason)
 
 
 def npm_package(name: str, version: str, installed: str, *flags: str) -> Path:
