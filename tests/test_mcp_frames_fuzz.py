@@ -28,26 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_harness import RawStdio, initialize
+from test_mcp_stdio import TOOLS as STDIO_TOOLS
 
 EXAMPLES = int(os.environ.get("AGENTTX_MCP_FUZZ_EXAMPLES", "40"))
-TOOLS = (
-    "begin_transaction",
-    "run_step",
-    "commit_transaction",
-    "rollback_transaction",
-    "get_transaction",
-    "list_tools",
-    "list_transactions",
-    "preview_commit",
-    "approve_commit",
-    "refuse_commit",
-    "undo_step",
-    "redo_step",
-    "reconcile_step",
-    "compensate_transaction",
-    "approve_compensation",
-    "refuse_compensation",
-)
+# Every tool the stdio server lists, in a fixed order (hypothesis samples it).
+TOOLS = tuple(sorted(STDIO_TOOLS))
 FIELDS = (
     "transaction_id",
     "step_id",
