@@ -53,7 +53,7 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
     agenttx.audit     imports only   agenttx.audit agenttx.plural
     agenttx.audit_keys  imports only   agenttx.errors agenttx.audit agenttx.audit_keys
-                                       agenttx.plural
+                                       agenttx.plural agenttx.files
     agenttx.receipts  imports only   agenttx.errors agenttx.types agenttx.receipts
     agenttx.service   imports only   agenttx.errors agenttx.types agenttx.receipts agenttx.audit
                                      agenttx.plural agenttx.service

@@ -33,6 +33,7 @@ from typing import Any
 
 from agenttx.audit import AuditKey, AuditKeys
 from agenttx.errors import InvalidArgument
+from agenttx.files import read_capped_with_mode
 from agenttx.plural import named
 
 MAX_FILE_BYTES = 64 << 10  # 64 KiB: room for 64 keys and their comments
@@ -101,9 +102,7 @@ def read_audit_keys(path: Path) -> AuditKeys:
     is too large, not UTF-8, readable by its group or others (POSIX), or does not parse."""
     source = f"--audit-key {path}"
     try:
-        with path.open("rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            data = f.read(MAX_FILE_BYTES + 1)
+        data, mode = read_capped_with_mode(path, MAX_FILE_BYTES)
     except OSError as exc:
         raise InvalidArgument(f"{source}: cannot read: {exc.strerror or exc}") from exc
     if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -111,7 +110,7 @@ def read_audit_keys(path: Path) -> AuditKeys:
             f"{source}: its group or others may read it (mode {stat.S_IMODE(mode):04o}); it "
             f"holds the secrets that key the audit chain: chmod 600 {path}"
         )
-    if len(data) > MAX_FILE_BYTES:
+    if data is None:
         raise InvalidArgument(f"{source}: over {MAX_FILE_BYTES} bytes; it holds [[key]] tables")
     try:
         text = data.decode("utf-8")

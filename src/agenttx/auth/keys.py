@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from agenttx.errors import InvalidArgument, Unauthenticated
+from agenttx.files import read_capped
 from agenttx.types import Caller, check_principal, check_tenant, parse_roles
 
 log = logging.getLogger("agenttx.auth")
@@ -159,11 +160,10 @@ def _entry(table: Any, where: str) -> KeyEntry:
 
 def read_key_file(path: Path) -> tuple[KeyEntry, ...]:
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_KEY_FILE_BYTES + 1)
+        data = read_capped(path, MAX_KEY_FILE_BYTES)
     except OSError as exc:
         raise InvalidArgument(f"--api-keys {path}: cannot read: {exc.strerror or exc}") from exc
-    if len(data) > MAX_KEY_FILE_BYTES:
+    if data is None:
         raise InvalidArgument(
             f"--api-keys {path}: over {MAX_KEY_FILE_BYTES} bytes; a key file holds [[key]] "
             "tables only (about 250 bytes each)"
