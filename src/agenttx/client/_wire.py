@@ -160,7 +160,7 @@ class TransactionEvent:
     revision: int
     status: TxStatus
     next_step_id: int
-    kind: str  # state, step, rewind, commit, abort
+    kind: str  # state, step, rewind, commit, abort, compensate
     at: float  # unix seconds
 
 
