@@ -1,5 +1,5 @@
 """The one public error policy: what any exception an operation raises becomes before it
-leaves the server, whichever surface it leaves by (docs/errors.md, "One error policy").
+leaves the server, whichever surface it leaves by (docs/api.md, "One error policy").
 
 ``public_error(exc, log, where)`` turns it into a ``PublicError`` — the reason, the gRPC
 status and HTTP status (the one table in ``agenttx.errors``), the public message and fields —
