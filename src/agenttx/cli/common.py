@@ -128,19 +128,24 @@ def call(server: str, fn: Callable[[Any], T]) -> T:
 
 
 def rpc_error_text(exc: Any, server: str) -> str:
-    """A gRPC error of a call to ``server`` as the CLI prints it: ``<CODE>: <message>``, then
-    a ``next:`` line of what to run when there is one (how to give a key, or the refusal's
-    continuation in CLI commands)."""
+    """A gRPC error of a call to ``server`` as the CLI prints it: the server's public error
+    (``api/public_errors.py``) on one line, ``<STATUS>: <message>`` (the reason beside the
+    status when it is not the status's own name), then a ``next:`` line of what to run when
+    there is one (how to give a key, or the refusal's continuation in CLI commands)."""
     import grpc
+
+    from agenttx.api.public_errors import from_wire, one_line
+    from agenttx.error_details import from_metadata
 
     code = exc.code()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return f"cannot reach AgentTx at {server} (is `agenttx serve` running?)"
-    message = f"{code.name}: {exc.details()}"
+    metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    reason, fields = from_metadata(metadata)
+    message = one_line(from_wire(code.name, exc.details() or "", reason, fields))
     if code == grpc.StatusCode.UNAUTHENTICATED:
         then = _key_advice()
     else:
-        metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
         then = next_command(code.name, exc.details() or "", metadata)
     return message + (f"\nnext: {then}" if then else "")
 
@@ -166,16 +171,14 @@ _REPEATING = frozenset({"ReviseRequest"})
 def next_command(status: str, message: str, metadata: Any) -> str:
     """What to run after a refusal with ``status``, ``message`` and trailing ``metadata``
     (its reason and fields), in CLI commands; "" when the refusal names no next call."""
-    from agenttx.api.continuations import refusal_of
     from agenttx.api.next_calls import CLI
+    from agenttx.api.public_errors import from_wire, guidance
     from agenttx.error_details import from_metadata
-    from agenttx.errors import error_from_wire
 
     reason, fields = from_metadata(metadata)
     if not reason:
         return ""
-    refusal = refusal_of(error_from_wire(status, message, reason, fields), "", fields, CLI)
-    cont = refusal.continuation
+    cont = guidance(from_wire(status, message, reason, fields), "", fields, CLI).continuation
     return "" if cont.get("kind") in _REPEATING else str(cont.get("instruction", ""))
 
 

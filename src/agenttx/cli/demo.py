@@ -10,6 +10,7 @@ import click
 
 from agenttx.cli.common import cli_metadata, fail, rpc_error_text, tls_roots
 from agenttx.cli.output import command_console
+from agenttx.redaction import redact
 
 
 @click.command()
@@ -56,6 +57,6 @@ def demo(directory: Path | None, keep: bool, server: str | None) -> None:
         )
     except grpc.RpcError as exc:  # as every command prints a refusal
         fail(f"demo failed: {rpc_error_text(exc, server or 'the in-process server')}")
-    except Exception as exc:  # one line, not a traceback
-        fail(f"demo failed: {exc}")
+    except Exception as exc:  # one line, not a traceback, its secrets masked
+        fail(f"demo failed: {redact(str(exc))}")
     sys.exit(0 if ok else 1)
