@@ -503,6 +503,17 @@ class TerminalResult:
     commit_receipt_id: str = ""
 
 
+def check_lookup_key(receipt_id: str, request_id: str) -> None:
+    """Refuse unless exactly one of ``find_transaction``'s two keys is given: the engine and
+    the client (whose request holds one of them only) say it in the same words."""
+    if bool(receipt_id) == bool(request_id):
+        given = "both were given" if receipt_id else "neither was given"
+        raise InvalidArgument(
+            "give exactly one of receipt_id (a preview's receipt) and request_id (the "
+            f"request_id a call was sent with); {given}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class FoundTransaction:
     """What ``find_transaction`` returns: the transaction a receipt id or a request id names,

@@ -29,21 +29,23 @@ from agenttx.core.callargs import check_text
 from agenttx.core.config import Clock
 from agenttx.core.reads import VIEW_RECEIPTS, commit_receipt, receipt_view
 from agenttx.core.requests import check_request_id
-from agenttx.errors import InvalidArgument, NotFound, clip
+from agenttx.errors import NotFound, clip
 from agenttx.store.contract import ReceiptRow, Store, StoredReply, TxRow
-from agenttx.types import Caller, Ending, FoundTransaction, TerminalResult, TxStatus
+from agenttx.types import (
+    Caller,
+    Ending,
+    FoundTransaction,
+    TerminalResult,
+    TxStatus,
+    check_lookup_key,
+)
 
 
 def check_key(receipt_id: object, request_id: object) -> tuple[str, str]:
     """The two keys as given, refused unless exactly one is set and within its byte limit."""
     receipt = check_text("receipt_id", receipt_id)
     request = check_text("request_id", request_id)
-    if bool(receipt) == bool(request):
-        given = "both were given" if receipt else "neither was given"
-        raise InvalidArgument(
-            "give exactly one of receipt_id (a preview's receipt) and request_id (the "
-            f"request_id a call was sent with); {given}"
-        )
+    check_lookup_key(receipt, request)
     if receipt:
         check_receipt_id(receipt)
     else:
