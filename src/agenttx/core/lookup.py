@@ -158,6 +158,6 @@ class TransactionFinder:
                 "made no transaction"
             )
         raise NotFound(
-            f"request_id `{clip(request_id)}` was sent with a {stored.method} refused before "
+            f"request_id `{clip(request_id)}` was sent with {stored.method} and refused before "
             "this AgentTx recorded each call's transaction (store schema 6): it names none"
         )
