@@ -543,6 +543,11 @@ class FoundTransaction:
     request_method: str = ""
 
     @property
+    def abort_reason(self) -> str:
+        """Why it was rolled back or aborted, as a listing names it (``result.reason``)."""
+        return self.result.reason
+
+    @property
     def snapshot(self) -> Snapshot:
         return Snapshot(self.transaction_id, self.revision)
 

@@ -3,34 +3,73 @@
 
 The reply is small whatever the transaction holds: its state as a ``TransactionSummary``,
 its end, and at most 21 receipts (the newest 20 and the one asked for); its steps are
-``GetTransaction``'s.
+``GetTransaction``'s. ``summary`` builds that message from anything shaped like a listed
+transaction (``TransactionInfo`` too, as ``ListTransactions`` lists it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from agenttx.api import receipts_wire
-from agenttx.types import FoundTransaction
+from agenttx.types import FoundTransaction, Snapshot, TxStatus
 from agenttx.wire import agenttx_pb2 as pb
+
+
+class Summarized(Protocol):
+    """What a ``TransactionSummary`` shows: ``TransactionInfo`` and ``FoundTransaction``."""
+
+    @property
+    def transaction_id(self) -> str: ...
+    @property
+    def status(self) -> TxStatus: ...
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def next_step_id(self) -> int: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def labels(self) -> Sequence[str]: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def updated_at(self) -> float: ...
+    @property
+    def abort_reason(self) -> str: ...
+    @property
+    def snapshot(self) -> Snapshot: ...
+    @property
+    def compensation_for(self) -> str: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+
+
+def summary(t: Summarized) -> pb.TransactionSummary:
+    return pb.TransactionSummary(
+        transaction_id=t.transaction_id,
+        status=t.status.value,
+        agent_id=t.agent_id,
+        next_step_id=t.next_step_id,
+        revision=t.revision,
+        labels=t.labels,
+        created_at=t.created_at,
+        updated_at=t.updated_at,
+        abort_reason=t.abort_reason,
+        snapshot=receipts_wire.snapshot(t.snapshot),
+        compensation_for=t.compensation_for,
+        principal=t.principal,
+        tenant=t.tenant,
+    )
 
 
 def find_reply(f: FoundTransaction) -> pb.FindTransactionResponse:
     r = f.result
     return pb.FindTransactionResponse(
-        transaction=pb.TransactionSummary(
-            transaction_id=f.transaction_id,
-            status=f.status.value,
-            agent_id=f.agent_id,
-            next_step_id=f.next_step_id,
-            revision=f.revision,
-            labels=f.labels,
-            created_at=f.created_at,
-            updated_at=f.updated_at,
-            abort_reason=r.reason,
-            snapshot=receipts_wire.snapshot(f.snapshot),
-            compensation_for=f.compensation_for,
-            principal=f.principal,
-            tenant=f.tenant,
-        ),
+        transaction=summary(f),
         result=pb.TerminalResult(
             ending=r.ending.value,
             ended_at=r.ended_at,
