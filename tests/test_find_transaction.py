@@ -201,3 +201,25 @@ async def test_a_request_whose_transaction_is_gone_says_so(
     run_sql(store_url, "DELETE FROM transactions WHERE id = ?", (tx,))
     with pytest.raises(agenttx.NotFound, match=f"names transaction `{tx}`, which no longer"):
         await engine.find_transaction(request_id="r-gone")
+
+
+async def test_the_reply_carries_all_of_it_and_the_client_reads_it_back_whole(
+    engine: agenttx.Engine,
+) -> None:
+    from agenttx.api import grpc_server, lookup_wire
+    from agenttx.client import _lookup
+    from agenttx.wire import agenttx_pb2 as pb
+
+    tx = (await engine.begin(agent_id="wire", labels=["x"], request_id="w-1")).transaction_id
+    await engine.execute_step(tx, 1, "kv.put", {"key": "a", "value": 1})
+    receipt = (await engine.preview_commit(tx)).receipt_id
+    await engine.rollback(tx, reason="no")
+    found = await engine.find_transaction(receipt_id=receipt)
+    reply = pb.FindTransactionResponse.FromString(lookup_wire.find_reply(found).SerializeToString())
+    assert _lookup.found(reply) == found
+    assert (reply.result.ending, reply.transaction.abort_reason) == ("rolled_back", "no")
+    # One TransactionSummary for a found transaction and a listed one: ListTransactions'.
+    page = await engine.list_transactions_page()
+    listed = lookup_wire.summary(page.transactions[0])
+    assert listed == grpc_server.transactions_reply(page).transactions[0]
+    assert reply.transaction == listed

@@ -3,52 +3,19 @@
 
 The reply is small whatever the transaction holds: its state as a ``TransactionSummary``,
 its end, and at most 21 receipts (the newest 20 and the one asked for); its steps are
-``GetTransaction``'s. ``summary`` builds that message from anything shaped like a listed
-transaction (``TransactionInfo`` too, as ``ListTransactions`` lists it).
+``GetTransaction``'s. ``summary`` builds that message for a found transaction and for a
+listed one (``TransactionInfo``, as ``ListTransactions`` lists it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
-
 from agenttx.api import receipts_wire
-from agenttx.types import FoundTransaction, Snapshot, TxStatus
+from agenttx.types import FoundTransaction, TransactionInfo
 from agenttx.wire import agenttx_pb2 as pb
 
 
-class Summarized(Protocol):
-    """What a ``TransactionSummary`` shows: ``TransactionInfo`` and ``FoundTransaction``."""
-
-    @property
-    def transaction_id(self) -> str: ...
-    @property
-    def status(self) -> TxStatus: ...
-    @property
-    def agent_id(self) -> str: ...
-    @property
-    def next_step_id(self) -> int: ...
-    @property
-    def revision(self) -> int: ...
-    @property
-    def labels(self) -> Sequence[str]: ...
-    @property
-    def created_at(self) -> float: ...
-    @property
-    def updated_at(self) -> float: ...
-    @property
-    def abort_reason(self) -> str: ...
-    @property
-    def snapshot(self) -> Snapshot: ...
-    @property
-    def compensation_for(self) -> str: ...
-    @property
-    def principal(self) -> str: ...
-    @property
-    def tenant(self) -> str: ...
-
-
-def summary(t: Summarized) -> pb.TransactionSummary:
+def summary(t: TransactionInfo | FoundTransaction) -> pb.TransactionSummary:
+    """The listed form of a transaction: ``ListTransactions``' rows, ``FindTransaction``'s."""
     return pb.TransactionSummary(
         transaction_id=t.transaction_id,
         status=t.status.value,
