@@ -9,8 +9,8 @@ must call what.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import mcp_types as types
 
@@ -25,26 +25,8 @@ from agenttx.errors import (
     InvalidArgument,
     NotActive,
 )
-from agenttx.types import CompensationPlan, CompensationResult, RollbackResult
-
-
-class CompensationService(Protocol):
-    """What the tools call: the engine, or the client of a server (the same four calls)."""
-
-    async def compensate(
-        self, transaction_id: str, reason: str = "", *, principal: str = ""
-    ) -> CompensationResult: ...
-
-    async def compensation_plan(self, transaction_id: str) -> CompensationPlan: ...
-
-    async def approve_compensation(
-        self, transaction_id: str, principal: str, roles: Sequence[str] = ()
-    ) -> RollbackResult: ...
-
-    async def refuse_compensation(
-        self, transaction_id: str, reason: str, principal: str = "", roles: Sequence[str] = ()
-    ) -> RollbackResult: ...
-
+from agenttx.service import TransactionService
+from agenttx.types import RollbackResult
 
 _STR = {"type": "string"}
 _ACTIONS = {
@@ -171,7 +153,7 @@ def _approver_needed(transaction_id: str) -> str:
 
 
 async def compensate(
-    service: CompensationService, args: dict[str, Any]
+    service: TransactionService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
     tx = _text(args, "transaction_id", required=True)
     if args.get("preview") is True:
@@ -228,7 +210,7 @@ async def compensate(
 
 
 async def approve(
-    service: CompensationService, args: dict[str, Any]
+    service: TransactionService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
     def call(tx: str, roles: list[str]) -> Coroutine[Any, Any, RollbackResult]:
         return service.approve_compensation(tx, _text(args, "principal", required=True), roles)
@@ -247,7 +229,7 @@ async def approve(
 
 
 async def refuse(
-    service: CompensationService, args: dict[str, Any]
+    service: TransactionService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
     def call(tx: str, roles: list[str]) -> Coroutine[Any, Any, RollbackResult]:
         reason = _text(args, "reason", required=True)

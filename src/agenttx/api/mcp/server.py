@@ -1,9 +1,9 @@
-"""The MCP server: the SDK's low-level ``Server`` with ``tools/list`` and ``tools/call`` over a
-``Backend`` (the embedded engine, or a running server over gRPC).
+"""The MCP server: the SDK's low-level ``Server`` with ``tools/list`` and ``tools/call`` over
+``TransactionService`` (``served.py``: the embedded engine, or a running server over gRPC).
 
 One call, top to bottom: the SDK parses the frame (malformed JSON → -32700, a non-request →
 -32600, an unknown method → -32601) → ``on_call_tool`` → an unknown MCP tool is -32602, a
-protocol error → the tool's handler reads its arguments leniently (``_Args``) → one backend
+protocol error → the tool's handler reads its arguments leniently (``_Args``) → one service
 call → ``results.py`` shapes the reply. A refused call becomes a result with ``isError``,
 ``ok: false`` and a continuation, and one warning log line carrying the same
 ``correlationId``.
@@ -36,15 +36,15 @@ from mcp.shared.exceptions import MCPError
 
 from agenttx.api import continuations as cont
 from agenttx.api.mcp import compensation, reconcile, results, undo
-from agenttx.api.mcp.backend import Backend
 from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
+from agenttx.api.mcp.served import Served
 from agenttx.api.tracing import incoming
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.errors import AgentTxError, CommitConflict, InvalidArgument
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE, WholeNumber
+from agenttx.service import TransactionService
 from agenttx.tools.context import ProgressSink
-from agenttx.types import Caller
 
 log = logging.getLogger("agenttx.mcp")
 
@@ -109,22 +109,18 @@ class _Args:
 class _Call:
     """One ``tools/call``: its arguments and what its handler may use of the request."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        args: _Args,
-        progress: ProgressSink | None,
-    ) -> None:
-        self.backend = backend
+    def __init__(self, served: Served, args: _Args, progress: ProgressSink | None) -> None:
+        self.served = served  # acting for the request's caller
+        self.service = served.service
         self.args = args
         self.progress = progress
 
 
 class AgentTxMCP:
-    """The MCP face of one backend: ``server`` is the SDK ``Server`` to run on a transport."""
+    """The MCP face of one service: ``server`` is the SDK ``Server`` to run on a transport."""
 
-    def __init__(self, backend: Backend, *, version: str = "") -> None:
-        self.backend = backend
+    def __init__(self, served: Served, *, version: str = "") -> None:
+        self.served = served
         # The AgentTx tools as last listed; listed again when a step names one not in it.
         self._tool_names: list[str] | None = None
         self._handlers: dict[str, Handler] = {
@@ -172,18 +168,18 @@ class AgentTxMCP:
         self._handlers[tool.name] = call
         self._tools.append(tool)
 
-    def add_caller_tool(
+    def add_served_tool(
         self,
         tool: types.Tool,
-        handler: Callable[[dict[str, Any], Caller | None], Awaitable[types.CallToolResult]],
+        handler: Callable[[Served, dict[str, Any]], Awaitable[types.CallToolResult]],
     ) -> None:
-        """``add_tool`` for a handler that acts as the request's caller (over HTTP with API
-        keys, the key's owner; None: the process's own user)."""
+        """``add_tool`` for a handler that calls the service as the request's caller (over
+        HTTP with API keys, the key's owner)."""
         if tool.name in self._handlers:
             raise ValueError(f"MCP tool {tool.name!r} exists already")
 
         async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
-            return await handler(c.args.values, getattr(c.backend, "caller", None))
+            return await handler(c.served, c.args.values)
 
         self._handlers[tool.name] = call
         self._tools.append(tool)
@@ -205,7 +201,7 @@ class AgentTxMCP:
                 types.INVALID_PARAMS,
                 f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(self._handlers))}",
             )
-        call = _Call(self._backend(ctx), _Args(params.arguments or {}), _progress_sink(ctx, params))
+        call = _Call(self._served(ctx), _Args(params.arguments or {}), _progress_sink(ctx, params))
         started = time.perf_counter()
         try:
             # W3C trace context in the request's _meta (traceparent, tracestate): the
@@ -259,21 +255,24 @@ class AgentTxMCP:
 
     # ------------------------------------------------------------------ the tools
 
-    def _backend(self, ctx: ServerRequestContext[Any]) -> Backend:
-        """The backend acting for this request's caller: over HTTP with keys, the one the
+    def _served(self, ctx: ServerRequestContext[Any]) -> Served:
+        """The service acting for this request's caller: over HTTP with keys, the one the
         request's bearer key named (``agenttx.auth.http_auth``), per request, so a session id
         used with another key acts for that key's owner; otherwise the process's own."""
         scope = getattr(ctx.request, "scope", None)
         caller = caller_of(scope) if isinstance(scope, dict) else None
-        return self.backend if caller is None else self.backend.as_caller(caller)
+        return self.served if caller is None else self.served.as_caller(caller)
 
     async def _begin(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         goal = call.args.text("goal")
         agent_id = call.args.text("agent_id")
         mode = call.args.text("mode")
         b = await run_detached(
-            call.backend.begin(
-                agent_id, {"goal": goal} if goal else {}, call.args.text("principal"), mode
+            call.service.begin(
+                agent_id,
+                {"goal": goal} if goal else {},
+                principal=call.args.text("principal"),
+                mode=mode,
             )
         )
         return results.begin_result(b)
@@ -296,11 +295,16 @@ class AgentTxMCP:
         if tool not in known:
             return cont.unknown_tool(tool, known)
         if args.flag("dry_run"):
-            dry = call.backend.dry_run_step(tx, step_id, tool, arguments, args.text("reasoning"))
+            dry = call.service.execute_step(
+                tx, step_id, tool, arguments, args.text("reasoning"), dry_run=True
+            )
             return undo.dry_run_result(await dry, tool)
+        live = call.served.live
         step = run_detached(
-            call.backend.execute_step(
-                tx, step_id, tool, arguments, args.text("reasoning"), call.progress
+            call.service.execute_step(tx, step_id, tool, arguments, args.text("reasoning"))
+            if live is None
+            else live.execute_step(
+                tx, step_id, tool, arguments, args.text("reasoning"), progress=call.progress
             )
         )
         try:
@@ -309,7 +313,7 @@ class AgentTxMCP:
             # The caller cancelled this run_step (MCP notifications/cancelled): stop its tool;
             # the step fails and is undone in the engine, and no reply is sent (the caller
             # said it wants none).
-            if call.backend.cancel_step(tx, step_id):
+            if live is not None and live.cancel_step(tx, step_id):
                 log.info(
                     "mcp run_step cancelled by the caller",
                     extra={"transaction_id": tx, "step_id": step_id, "tool": tool},
@@ -322,10 +326,12 @@ class AgentTxMCP:
         expected = call.args.integer(EXPECTED_REVISION)
         receipt_id = call.args.text("receipt_id")
         try:
-            c = await run_detached(call.backend.commit(tx, expected, receipt_id))
+            c = await run_detached(
+                call.service.commit(tx, expected_revision=expected, receipt_id=receipt_id)
+            )
         except CommitConflict as exc:
             try:
-                info = await call.backend.get_transaction(tx)
+                info = await call.service.get_transaction(tx)
             except AgentTxError:
                 info = None
             return cont.commit_conflict(exc, info)
@@ -334,23 +340,23 @@ class AgentTxMCP:
     async def _rollback(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
         to_step = call.args.integer(TO_STEP)
-        b = await run_detached(call.backend.rollback(tx, to_step or None, call.args.text("reason")))
+        b = await run_detached(call.service.rollback(tx, to_step or None, call.args.text("reason")))
         return results.rollback_result(b, to_step)
 
     async def _preview(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        return results.preview_result(await run_detached(call.backend.preview_commit(tx)))
+        return results.preview_result(await run_detached(call.service.preview_commit(tx)))
 
     async def _approve(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         # An explicit call by an approver (never an elicitation: the 2026-07-28 protocol
         # cannot carry one, and the agent must not approve its own work).
         args = call.args
         a = await run_detached(
-            call.backend.approve_commit(
+            call.service.approve_commit(
                 args.text("transaction_id", required=True),
                 args.text("receipt_id", required=True),
-                args.text("principal", required=True),
-                args.strings("roles"),
+                principal=args.text("principal", required=True),
+                roles=args.strings("roles"),
             )
         )
         return results.approval_result(a)
@@ -359,39 +365,40 @@ class AgentTxMCP:
         # Like approve_commit: an explicit call by an approver, never asked of the agent.
         args = call.args
         r = await run_detached(
-            call.backend.refuse_commit(
+            call.service.refuse_commit(
                 args.text("transaction_id", required=True),
                 args.text("receipt_id", required=True),
                 args.text("reason", required=True),
-                args.text("principal", required=True),
-                args.strings("roles"),
+                principal=args.text("principal", required=True),
+                roles=args.strings("roles"),
             )
         )
         return results.refusal_result(r)
 
     async def _undo_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        return undo.undo_result(await run_detached(call.backend.undo_step(tx)))
+        return undo.undo_result(await run_detached(call.service.undo_step(tx)))
 
     async def _redo_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
-        return undo.redo_result(await run_detached(call.backend.redo_step(tx)))
+        return undo.redo_result(await run_detached(call.service.redo_step(tx)))
 
     async def _get(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         tx = call.args.text("transaction_id", required=True)
         # By default the newest attempts only: a whole history (every attempt's arguments and
         # output, the dependency graph) costs a read, a reply and a validation in proportion
         # to its length on every call, and an agent finding its place needs the newest.
-        recent = None if call.args.flag("history") else results.RECENT_STEPS
-        info = await call.backend.get_transaction(tx, recent)
-        return results.transaction_result(info, bounded=recent is not None)
+        if call.args.flag("history"):
+            return results.transaction_result(await call.service.get_transaction(tx))
+        info = await call.served.listings.transaction(tx, results.RECENT_STEPS)
+        return results.transaction_result(info, bounded=True)
 
     async def _list_tools(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        return results.tools_result(await call.backend.list_tools())
+        return results.tools_result(await call.served.listings.tools())
 
     async def _list_transactions(self, call: _Call) -> types.CallToolResult | cont.Refusal:
         page_size = call.args.integer(TRANSACTIONS_PAGE) or 50
-        rows, token = await call.backend.list_transactions(
+        rows, token = await call.served.listings.transactions(
             [s.upper() for s in call.args.strings("status")],
             call.args.text("agent_id"),
             page_size,
@@ -404,24 +411,23 @@ class AgentTxMCP:
         step_id = call.args.integer(STEP_ID, required=True)
         assert step_id is not None
         # A refusal (too early, another reconcile running) is ``cont.refusal_of``'s.
-        r = await run_detached(call.backend.reconcile_step(tx, step_id))
+        r = await run_detached(call.service.reconcile_step(tx, step_id))
         return reconcile.result(r)
 
     async def _agenttx_tools(self) -> list[str]:
         # One listing serves every call until a step names a tool it lacks (``_run_step``).
         if self._tool_names is None:
-            self._tool_names = [d["name"] for d in await self.backend.list_tools()]
+            self._tool_names = [d["name"] for d in await self.served.listings.tools()]
         return self._tool_names
 
 
 def _compensation_handler(
     run: Callable[
-        [compensation.CompensationService, dict[str, Any]],
-        Awaitable[types.CallToolResult | cont.Refusal],
+        [TransactionService, dict[str, Any]], Awaitable[types.CallToolResult | cont.Refusal]
     ],
 ) -> Handler:
     async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
-        return await run(c.backend.compensation, c.args.values)
+        return await run(c.service, c.args.values)
 
     return call
 
