@@ -16,7 +16,6 @@ from agenttx.api import effects_wire
 from agenttx.api.fields import message_fields
 from agenttx.api.mcp.results import ok
 from agenttx.errors import InvalidArgument
-from agenttx.numbers import AFTER_ID, EFFECT_ID, EFFECTS_PAGE, WholeNumber
 from agenttx.plural import plural
 
 if TYPE_CHECKING:
@@ -92,19 +91,12 @@ RETRY_EFFECT = types.Tool(
 
 
 def add_effect_tools(mcp: AgentTxMCP) -> None:
-    """Offer ``list_effects`` and ``retry_effect`` on ``mcp``."""
+    """Offer ``list_effects`` and ``retry_effect`` on ``mcp`` (their arguments read by
+    ``arguments.py``)."""
 
     async def list_effects(served: Served, args: dict[str, Any]) -> types.CallToolResult:
-        statuses = args.get("status") or []
-        if isinstance(statuses, str):
-            statuses = [statuses]
-        if not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses):
-            raise InvalidArgument("status must be a list of statuses")
         page = await served.listings.effects(
-            statuses,
-            _text(args, "transaction_id"),
-            _integer(args, AFTER_ID, 0),
-            _integer(args, EFFECTS_PAGE, 0),
+            args["status"], args["transaction_id"], args["after_id"] or 0, args["page_size"] or 0
         )
         wire = effects_wire.effects_page(page.effects, page.next_after_id)
         fields = message_fields(wire)
@@ -115,8 +107,8 @@ def add_effect_tools(mcp: AgentTxMCP) -> None:
         return ok({"effects": fields.get("effects", []), "next_after_id": wire.next_after_id}, text)
 
     async def retry_effect(served: Served, args: dict[str, Any]) -> types.CallToolResult:
-        effect_id = _integer(args, EFFECT_ID, 0)
-        if not effect_id:
+        effect_id = args["effect_id"]
+        if effect_id is None:
             raise InvalidArgument("effect_id is required: the id list_effects shows")
         e = await served.service.retry_effect(effect_id)
         text = f"effect {e.effect_id} ({e.channel}) is {e.status}" + (
@@ -127,17 +119,3 @@ def add_effect_tools(mcp: AgentTxMCP) -> None:
     # Over HTTP with keys each call is the request's caller's: its tenant, its transactions.
     mcp.add_served_tool(LIST_EFFECTS, list_effects)
     mcp.add_served_tool(RETRY_EFFECT, retry_effect)
-
-
-def _text(args: dict[str, Any], name: str) -> str:
-    value = args.get(name) or ""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{name} must be a string")
-    return value
-
-
-def _integer(args: dict[str, Any], field: WholeNumber, default: int) -> int:
-    value = args.get(field.name)
-    if value is None:
-        return default
-    return field.parse(value)  # models send numbers as text too; bounded before int()
