@@ -393,7 +393,7 @@ async def listen_http(
     """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``; ``slots``: the
     server's count of open event streams, shared with gRPC."""
     from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-    from agenttx.api.mcp import AgentTxMCP, EngineBackend
+    from agenttx.api.mcp import AgentTxMCP, embedded
 
     assert config.http_addr is not None
     host, port = parse_addr(config.http_addr, "--http-addr")
@@ -418,11 +418,11 @@ async def listen_http(
         routes=web_routes(engine, version, api, api_keys=keys is not None),
         exception_handlers=web_exception_handlers(),
     )
-    adapter = AgentTxMCP(EngineBackend(engine), version=version)
+    adapter = AgentTxMCP(embedded(engine), version=version)
     if config.mcp_effect_tools:
-        from agenttx.api.mcp.effect_tools import EngineEffects, add_effect_tools
+        from agenttx.api.mcp.effect_tools import add_effect_tools
 
-        add_effect_tools(adapter, EngineEffects(engine))
+        add_effect_tools(adapter)
     app = build_http_app(adapter, settings)
     listener = HttpListener(
         app,
