@@ -175,7 +175,10 @@ async def test_zero_keeps_dead_letters_forever(
 
 
 async def test_out_of_range_is_refused(open_engine: Any) -> None:
-    with pytest.raises(agenttx.InvalidArgument, match=r"retention days must be 0\.\.36500"):
+    with pytest.raises(
+        agenttx.InvalidArgument,
+        match=r"dead_letter_retention_days must be a number of days from 0 to 36,500, got -1",
+    ):
         await open_engine(dead_letter_retention_days=-1)
 
 
