@@ -185,6 +185,7 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
     from agenttx.effects.smtp import SmtpSettings
     from agenttx.receipts import Approval, ChangeSet, Mode, Preview, Refusal
     from agenttx.service import TransactionService
+    from agenttx.settings import Settings
     from agenttx.tools.context import SyncToolContext, ToolContext
     from agenttx.tools.contract import Tool, tool
     from agenttx.tools.reconcile import ReconcileContext, Reconciled
@@ -227,6 +228,7 @@ _LAZY: dict[str, str] = {
     "Preview": "agenttx.receipts",
     "Refusal": "agenttx.receipts",
     "TransactionService": "agenttx.service",
+    "Settings": "agenttx.settings",
     "SyncToolContext": "agenttx.tools.context",
     "ToolContext": "agenttx.tools.context",
     "Tool": "agenttx.tools.contract",
@@ -308,6 +310,7 @@ __all__ = [
     "RollbackTriggered",
     "SafetyPolicy",
     "ServerUnavailable",
+    "Settings",
     "SmtpSettings",
     "Snapshot",
     "SnapshotMismatch",

@@ -194,7 +194,9 @@ def _number(x: float) -> str:
 
 
 def _shown(value: object) -> str:
-    text = repr(value)
+    """The value as given; text as it was typed (``5000`` from a flag as from a keyword)."""
+    plain = isinstance(value, str) and value.strip() == value and value.isprintable() and value
+    text = value if plain and isinstance(value, str) else repr(value)
     return text if len(text) <= 40 else text[:37] + "…"
 
 
@@ -203,6 +205,7 @@ def setting(default: Any, help: str, kind: Kind, scope: Scope, **spec: Any) -> A
     return field(default=default, metadata={"setting": Setting(help, kind, scope, **spec)})
 
 
+_POLICY = RollbackPolicy()
 # The ranges several settings share.
 _DAYS: dict[str, Any] = {"unit": "days", "high": 36_500}
 _COUNT: dict[str, Any] = {"low": 1, "high": 1_000_000}
@@ -290,23 +293,23 @@ class Settings:
         "engine",
         many=True,
     )
-    # The default RollbackPolicy (``policy``), in the wire's ranges (``agenttx.types``).
+    # The default RollbackPolicy (``policy``): its defaults and the wire's ranges.
     max_local_depth: int = setting(
-        2,
+        _POLICY.max_local_depth,
         "Default policy: how many steps back a local backtrack may go.",
         "whole",
         "engine",
         high=MAX_POLICY_DEPTH,
     )
     max_global_resets: int = setting(
-        1,
+        _POLICY.max_global_resets,
         "Default policy: rewinds to the initial state before aborting.",
         "whole",
         "engine",
         high=MAX_POLICY_DEPTH,
     )
     replay_budget_factor: float = setting(
-        2.0,
+        _POLICY.replay_budget_factor,
         "Default policy: c in the replay budget max(1, ⌈c·N·⌈log₂(N+1)⌉⌉).",
         "real",
         "engine",
@@ -314,7 +317,7 @@ class Settings:
         high=REPLAY_FACTOR_RANGE[1],
     )
     max_step_retries: int | None = setting(
-        None,
+        _POLICY.max_step_retries,
         "Default policy: same-step retries in a row before a failure counts as persistent "
         "(0 = none).",
         "whole",
@@ -345,6 +348,8 @@ class Settings:
     max_constraints: int = setting(
         32, "Constraints (hints) kept per transaction.", "whole", "engine", low=1, high=4096
     )
+    # By default the size of the arguments a client may send (``core.limits``), so no
+    # reference lets a tool receive, or the store keep, more than a request could carry.
     max_resolved_arguments_bytes: int = setting(
         1 << 20,
         "UTF-8 bytes a step's arguments may reach once its references are resolved.",
