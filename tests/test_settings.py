@@ -208,3 +208,11 @@ def test_keywords_override_the_settings_given() -> None:
     assert (changed.max_steps, changed.max_constraints) == (10, 8)
     assert changed.webhook_allow == ("hooks:8080",)  # a list is held as a tuple
     assert math.isclose(Settings.of({"step_timeout_s": "1.5"}).step_timeout_s, 1.5)
+
+
+def test_an_old_keyword_is_read_as_its_new_setting_with_a_warning() -> None:
+    with pytest.warns(
+        FutureWarning, match=r"hint_rule_files=\.\.\.\) is deprecated; use hint_rules"
+    ):
+        settings = Settings.of({"hint_rule_files": ["billing_rules.toml"]})
+    assert settings.hint_rules == (Path("billing_rules.toml"),)

@@ -59,7 +59,7 @@ class Setting:
     low: float = 0  # whole and real: the range, both ends included
     high: float = math.inf
     choices: tuple[str, ...] = ()  # choice: the values, lower case (read in any case)
-    optional: bool = False  # None is a value: unset, or "off" where ``off`` is true
+    optional: bool = False  # None is a value: unset (its meaning is in ``shown_default``)
     off: bool = False  # None is a value, and the text "off" reads as it (shown as "off")
     many: bool = False  # a tuple: a repeatable flag, or ``separator``-separated text
     separator: str = ""  # "": repeatable flag (the variable space-separated); ",": one text
@@ -195,8 +195,10 @@ def _number(x: float) -> str:
 
 def _shown(value: object) -> str:
     """The value as given; text as it was typed (``5000`` from a flag as from a keyword)."""
-    plain = isinstance(value, str) and value.strip() == value and value.isprintable() and value
-    text = value if plain and isinstance(value, str) else repr(value)
+    if isinstance(value, str) and value and value == value.strip() and value.isprintable():
+        text = value
+    else:
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "…"
 
 

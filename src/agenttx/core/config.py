@@ -2,7 +2,8 @@
 
 ``EngineConfig`` is ``agenttx.settings.Settings`` — every tunable with its default, range and
 unit, checked when it is built — plus what the composition root (``agenttx.app``) resolved:
-the fs root, the default policy, this process's owner id, the audit keys. Every part reads the
+the fs root, the default policy, this process's owner id, the audit keys (the settings only the
+server reads ride along unread). Every part reads the
 same frozen one; nothing changes it after construction, so a value a part read once holds for
 the engine's life.
 """
