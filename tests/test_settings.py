@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,12 @@ import pytest
 from click.testing import CliRunner
 
 import agenttx
-import agenttx.server as server_module
 from agenttx.cli import main
 from agenttx.core.config import EngineConfig
 from agenttx.server import ServeConfig
 from agenttx.settings import SETTINGS, Setting, Settings
+
+pytest_plugins = ["serve_capture"]
 
 DOCS = Path(__file__).parent.parent / "docs"
 FLAGGED = [s for s in SETTINGS.values() if s.option is not None]
@@ -150,16 +150,6 @@ def test_the_configs_are_the_settings_plus_what_they_resolve() -> None:
 
 
 # -- one message on every entry --------------------------------------------------------------
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[ServeConfig]:
-    configs: list[ServeConfig] = []
-    monkeypatch.setattr(server_module, "run", configs.append)
-    for name in list(os.environ):
-        if name.startswith("AGENTTX_"):
-            monkeypatch.delenv(name)
-    return configs
 
 
 OUT_OF_RANGE: list[tuple[str, Any, str]] = [
