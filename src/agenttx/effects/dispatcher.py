@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agenttx.audit import AuditEvent, AuditKey, AuditKind
 from agenttx.effects.channels import Channel, Effect, PermanentDeliveryError
-from agenttx.settings import SETTINGS
 from agenttx.store.contract import OutboxRow, Store
 
 log = logging.getLogger("agenttx.effects")
@@ -37,10 +36,10 @@ class OutboxDispatcher:
         *,
         default: Channel | None = None,
         clock: Callable[[], float] = time.time,
-        max_attempts: int = SETTINGS["dispatch_max_attempts"].default,
-        backoff_base_s: float = SETTINGS["dispatch_backoff_s"].default,
+        max_attempts: int,  # these three: the Settings dispatch_* (agenttx.settings)
+        backoff_base_s: float,
         backoff_max_s: float = 300.0,
-        lease_secs: float = SETTINGS["dispatch_lease_s"].default,
+        lease_secs: float,
         poll_s: float = 1.0,
         delivery_timeout_s: float = 30.0,
         rng: Callable[[], float] = random.random,
