@@ -15,10 +15,11 @@ Layers (imports only point down this list):
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
    ``renamed``, ``redaction``,           the old names of renamed settings, the secrets
-   ``logs``, ``service``                 masked in free text, log set-up (whose lines go
-                                         through that redaction), the ``TransactionService``
-                                         contract the engine and the client both satisfy;
-                                         import nothing else
+   ``logs``, ``service``,                masked in free text, log set-up (whose lines go
+   ``settings``                          through that redaction), the ``TransactionService``
+                                         contract the engine and the client both satisfy,
+                                         every setting with its default, range and unit
+                                         (``Settings``); import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -61,6 +62,8 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.renamed   imports only   agenttx.renamed
     agenttx.redaction  imports only   agenttx.redaction
     agenttx.logs      imports only   agenttx.logs agenttx.redaction
+    agenttx.settings  imports only   agenttx.errors agenttx.types agenttx.numbers agenttx.logs
+                                     agenttx.redaction agenttx.renamed agenttx.settings
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects agenttx.app
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
@@ -185,6 +188,7 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
     from agenttx.effects.smtp import SmtpSettings
     from agenttx.receipts import Approval, ChangeSet, Mode, Preview, Refusal
     from agenttx.service import TransactionService
+    from agenttx.settings import Settings
     from agenttx.tools.context import SyncToolContext, ToolContext
     from agenttx.tools.contract import Tool, tool
     from agenttx.tools.reconcile import ReconcileContext, Reconciled
@@ -227,6 +231,7 @@ _LAZY: dict[str, str] = {
     "Preview": "agenttx.receipts",
     "Refusal": "agenttx.receipts",
     "TransactionService": "agenttx.service",
+    "Settings": "agenttx.settings",
     "SyncToolContext": "agenttx.tools.context",
     "ToolContext": "agenttx.tools.context",
     "Tool": "agenttx.tools.contract",
@@ -310,6 +315,7 @@ __all__ = [
     "RollbackTriggered",
     "SafetyPolicy",
     "ServerUnavailable",
+    "Settings",
     "SmtpSettings",
     "Snapshot",
     "SnapshotMismatch",
