@@ -18,14 +18,14 @@ import mcp_types as types
 from agenttx.api import history, receipts_wire
 from agenttx.api.continuations import Refusal, aborted, outcome_unknown
 from agenttx.api.fields import message_fields
-from agenttx.api.grpc_server import (
+from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
+from agenttx.api.operations.replies import (
     begin_reply,
     commit_reply,
     rollback_reply,
     step_reply,
     transaction_reply,
 )
-from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
 from agenttx.jsontext import compact
 from agenttx.plural import plural
 from agenttx.receipts import Approval, Preview, ReceiptStatus, voided_because

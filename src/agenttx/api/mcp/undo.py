@@ -12,7 +12,6 @@ from __future__ import annotations
 import mcp_types as types
 
 from agenttx.api.fields import message_fields
-from agenttx.api.grpc_server import step_reply
 from agenttx.api.mcp import results
 from agenttx.api.mcp.catalog import (
     _BOOL,
@@ -25,6 +24,7 @@ from agenttx.api.mcp.catalog import (
     _tool,
 )
 from agenttx.api.mcp.compensation import waiting_undo_text
+from agenttx.api.operations.replies import step_reply
 from agenttx.api.undo_wire import redo_reply, undo_reply
 from agenttx.jsontext import compact
 from agenttx.types import REFERENCE_FALLBACK, StepResult, TxStatus, UndoResult
