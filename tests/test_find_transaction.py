@@ -206,7 +206,8 @@ async def test_a_request_whose_transaction_is_gone_says_so(
 async def test_the_reply_carries_all_of_it_and_the_client_reads_it_back_whole(
     engine: agenttx.Engine,
 ) -> None:
-    from agenttx.api import grpc_server, lookup_wire
+    from agenttx.api import lookup_wire
+    from agenttx.api.operations import replies
     from agenttx.client import _lookup
     from agenttx.wire import agenttx_pb2 as pb
 
@@ -221,5 +222,5 @@ async def test_the_reply_carries_all_of_it_and_the_client_reads_it_back_whole(
     # One TransactionSummary for a found transaction and a listed one: ListTransactions'.
     page = await engine.list_transactions_page()
     listed = lookup_wire.summary(page.transactions[0])
-    assert listed == grpc_server.transactions_reply(page).transactions[0]
+    assert listed == replies.transactions_reply(page).transactions[0]
     assert reply.transaction == listed

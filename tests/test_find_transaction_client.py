@@ -1,11 +1,6 @@
 """``AsyncAgentTxClient.find_transaction`` against a real server (issue 23.8): the client
 rebuilds exactly the ``FoundTransaction`` the engine returns, by a receipt id and by each
 call's request id.
-
-COORDINATOR: the server answers ``FindTransaction`` only once its row is in the operation
-table. Until then the server test below is a strict xfail (the call fails UNIMPLEMENTED);
-the moment the row serves it, the test passes, strict turns that into a failure, and the
-``SERVED_BY_THE_TABLE`` marker is to be deleted — nothing else changes.
 """
 
 from __future__ import annotations
@@ -23,14 +18,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["served_engine"]
 
-SERVED_BY_THE_TABLE = pytest.mark.xfail(
-    strict=True,
-    raises=agenttx.AgentTxError,
-    reason="FindTransaction is answered UNIMPLEMENTED until its operation-table row exists",
-)
 
-
-@SERVED_BY_THE_TABLE
 async def test_the_client_finds_what_the_engine_finds(
     serve: Callable[..., Awaitable[Served]],
 ) -> None:

@@ -98,7 +98,7 @@ def _schemathesis(keyed: Keyed, cwd: Path, *args: str, request_timeout: float = 
 def test_schemathesis_finds_nothing(keyed: Keyed, tmp_path: Path) -> None:
     summary = _schemathesis(keyed, tmp_path, "--exclude-path-regex", "/events$")
     # Every operation but the two streams ran, in every phase (the document has no examples).
-    assert "Tested: 21" in summary, summary
+    assert "Tested: 23" in summary, summary
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in summary, summary
 
@@ -109,7 +109,7 @@ def test_schemathesis_finds_nothing_without_keys(tmp_path: Path) -> None:
     with proc.killed_on_error():
         open_server = Keyed(proc, http_base(proc), "")
         summary = _schemathesis(open_server, tmp_path, "--exclude-path-regex", "/events$")
-        assert "Tested: 21" in summary, summary
+        assert "Tested: 23" in summary, summary
     assert proc.terminate() == 0
 
 

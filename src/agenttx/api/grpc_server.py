@@ -167,13 +167,10 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                             kind=e.kind,
                             at=e.at,
                         )
-        except AgentTxError as exc:
-            await _refuse(context, exc)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
-        except Exception:
-            log.exception("internal error in WatchTransaction")
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
+        except Exception as exc:  # its public form, as every unary call's (``_refuse``)
+            await _refuse(context, exc)
 
 
 def _unary(row: Row) -> Callable[..., Coroutine[Any, Any, Any]]:

@@ -35,6 +35,16 @@ from agenttx.types import (
 TRANSACTION_ID_PATTERN = f"[!-~]{{1,{MAX_TRANSACTION_ID_BYTES}}}"
 
 
+# A reason that must be given holds a character Python's ``str.strip`` keeps (the engine's
+# blank check, ``core.limits.check_reason``): JSON Schema's ``\\s`` is another set (it has no
+# U+001C..U+001F or U+0085, and it has U+FEFF), so the characters are listed.
+_PY_WHITESPACE = (
+    "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680"
+    "\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+)
+NOT_BLANK = f"[^{_PY_WHITESPACE}]"
+
+
 class _Body(BaseModel):
     # Strict: "1" is not a step id and an unknown field is a typo, not something to ignore.
     model_config = ConfigDict(strict=True, extra="forbid")
@@ -208,6 +218,7 @@ class RefuseBody(_Body):
         min_length=1,
         max_length=4096,
         description="why, and what would make the change acceptable (at most 4096 bytes)",
+        pattern=NOT_BLANK,
     )
     principal: str = Field(
         default="", max_length=256, description="who refuses (ignored with API keys)"
@@ -245,6 +256,7 @@ class RefuseCompensationBody(_Body):
         min_length=1,
         max_length=4096,
         description="why the undo must not run (at most 4096 bytes)",
+        pattern=NOT_BLANK,
     )
     principal: str = Field(default="", max_length=256, description="ignored with API keys")
     roles: list[Role] = Field(default_factory=lambda: ["approver"], max_length=32)
@@ -269,3 +281,19 @@ class EffectsQuery(_Body):
         description="the next_after_id of the last page",
     )
     page_size: int = Field(default=100, ge=1, le=EFFECTS_PAGE.high)
+
+
+# One route per key (``FindTransaction``'s request holds one of them, a oneof): neither and both
+# cannot be sent, and each route's document says its one parameter is required.
+class FindByReceiptQuery(_Body):
+    model_config = _Body.model_config | {"strict": False}  # query strings are text
+
+    receipt_id: str = Field(min_length=1, max_length=64, description="a preview's receipt_id")
+
+
+class FindByRequestQuery(_Body):
+    model_config = _Body.model_config | {"strict": False}
+
+    request_id: str = Field(
+        min_length=1, max_length=256, description="the request_id a call was sent with"
+    )

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from agenttx.api import history, receipts_wire, reconcile_wire, undo_wire
+from agenttx.api import history, lookup_wire, receipts_wire, reconcile_wire, undo_wire
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.core.hints import reference_category
 from agenttx.core.offload import bulk_allocation
@@ -187,24 +187,7 @@ def transaction_reply(t: TransactionInfo) -> pb.GetTransactionResponse:
 
 def transactions_reply(page: TransactionPage) -> pb.ListTransactionsResponse:
     return pb.ListTransactionsResponse(
-        transactions=[
-            pb.TransactionSummary(
-                transaction_id=t.transaction_id,
-                status=t.status.value,
-                agent_id=t.agent_id,
-                next_step_id=t.next_step_id,
-                revision=t.revision,
-                labels=t.labels,
-                created_at=t.created_at,
-                updated_at=t.updated_at,
-                abort_reason=t.abort_reason,
-                snapshot=receipts_wire.snapshot(t.snapshot),
-                compensation_for=t.compensation_for,
-                principal=t.principal,
-                tenant=t.tenant,
-            )
-            for t in page.transactions
-        ],
+        transactions=[lookup_wire.summary(t) for t in page.transactions],
         next_page_token=page.next_page_token,
     )
 

@@ -16,6 +16,7 @@ from agenttx.api import (
     compensation_wire,
     effects_wire,
     history,
+    lookup_wire,
     receipts_wire,
     reconcile_wire,
     undo_wire,
@@ -279,6 +280,17 @@ async def _retry_effect(
 ) -> pb.RetryEffectResponse:
     effect = await engine.retry_effect(r.effect_id, caller=c.caller)
     return pb.RetryEffectResponse(effect=effects_wire.record(effect))
+
+
+async def _find(
+    engine: Any, r: pb.FindTransactionRequest, c: CallContext
+) -> pb.FindTransactionResponse:
+    found = await engine.find_transaction(
+        receipt_id=r.receipt_id,  # the oneof's other member reads ""
+        request_id=r.request_id,
+        caller=c.caller,
+    )
+    return lookup_wire.find_reply(found)
 
 
 _TX = "/v1/transactions/{transaction_id}"
@@ -690,6 +702,32 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 "Requeue a dead effect and try it once now",
                 body=b.EmptyBody,
                 body_optional=True,
+            ),
+        ),
+    ),
+    Row(
+        "find_transaction",
+        "FindTransaction",
+        pb.FindTransactionRequest,
+        pb.FindTransactionResponse,
+        _find,
+        Access.READ,  # the found transaction's, as get_transaction's
+        Retry.NATURAL,
+        _ON_TX,
+        (
+            HttpRoute(
+                "GET",
+                "/v1/lookup/by-receipt",
+                "The transaction a preview's receipt id names: its state, how it ended, its "
+                "receipts",
+                query=b.FindByReceiptQuery,
+            ),
+            HttpRoute(
+                "GET",
+                "/v1/lookup/by-request",
+                "The transaction a call's request_id names: its state, how it ended, its receipts",
+                query=b.FindByRequestQuery,
+                operation_id="FindTransactionByRequest",
             ),
         ),
     ),

@@ -175,8 +175,14 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
     route = op.route
     if route.query is not None:
         q = route.query.model_json_schema()
+        required = set(q.get("required", ()))  # a field without a default
         for name, prop in q.get("properties", {}).items():
-            param: dict[str, Any] = {"name": name, "in": "query", "required": False, "schema": prop}
+            param: dict[str, Any] = {
+                "name": name,
+                "in": "query",
+                "required": name in required,
+                "schema": prop,
+            }
             if prop.get("type") == "array":
                 param["explode"] = True
             out["parameters"].append(param)
