@@ -177,6 +177,23 @@ def to_dict(message: Any) -> dict[str, Any]:
     return message_fields(message, skip_unset_optional=True)
 
 
+def wire_message(message_type: Any, value: Any, **given: Any) -> Any:
+    """``value`` (a client result of the same shape) as the wire message ``message_type``, for
+    the few results no adapter's reply builder takes: each field from the attribute of the
+    same name (a ``*_json`` field: the attribute without the suffix, as JSON text), those in
+    ``given`` as given. ``to_dict`` then reads back the reply the server sent."""
+    fields: dict[str, Any] = {}
+    for fd in message_type.DESCRIPTOR.fields:
+        name = fd.name
+        if name in given:
+            fields[name] = given[name]
+        elif hasattr(value, name):
+            fields[name] = getattr(value, name)
+        elif name.endswith("_json") and hasattr(value, name.removesuffix("_json")):
+            fields[name] = json.dumps(getattr(value, name.removesuffix("_json")))
+    return message_type(**fields)
+
+
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,6 +15,7 @@ from agenttx.cli.common import (
     server_option,
     timeout_option,
     to_dict,
+    wire_message,
 )
 from agenttx.cli.output import command_console
 
@@ -45,21 +45,4 @@ def _wire(t: ToolInfo) -> Any:
     """A tool as the wire's ``ToolInfo`` describes it (what ``--json`` prints)."""
     from agenttx.wire import agenttx_pb2 as pb
 
-    return pb.ToolInfo(
-        name=t.name,
-        description=t.description,
-        effect=t.effect,
-        input_schema_json=json.dumps(t.input_schema),
-        output_schema_json=json.dumps(t.output_schema),
-        examples_json=json.dumps(t.examples),
-        timeout_ms=round(t.timeout_s * 1000),
-        idempotent=t.idempotent,
-        compensation=t.compensation,
-        dry_run=t.dry_run,
-        dry_run_reached=t.dry_run_reached,
-        undoable=t.undoable,
-        reconcilable=t.reconcilable,
-        compensation_window_s=t.compensation_window_s,
-        compensation_approval=t.compensation_approval,
-        server=t.server,
-    )
+    return wire_message(pb.ToolInfo, t, timeout_ms=round(t.timeout_s * 1000))

@@ -21,6 +21,7 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
     when,
+    wire_message,
 )
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
@@ -115,21 +116,8 @@ def _summary(t: TransactionSummary) -> Any:
     """A ``tx list`` row as the wire's ``TransactionSummary`` (what ``--json`` prints)."""
     from agenttx.wire import agenttx_pb2 as pb
 
-    return pb.TransactionSummary(
-        transaction_id=t.transaction_id,
-        status=t.status.value,
-        agent_id=t.agent_id,
-        next_step_id=t.next_step_id,
-        revision=t.revision,
-        labels=t.labels,
-        created_at=t.created_at,
-        updated_at=t.updated_at,
-        abort_reason=t.abort_reason,
-        snapshot=pb.Snapshot(transaction_id=t.transaction_id, revision=t.revision),
-        compensation_for=t.compensation_for,
-        principal=t.principal,
-        tenant=t.tenant,
-    )
+    snapshot = pb.Snapshot(transaction_id=t.transaction_id, revision=t.revision)
+    return wire_message(pb.TransactionSummary, t, snapshot=snapshot)
 
 
 @tx.command("show")

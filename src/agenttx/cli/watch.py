@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
-from agenttx.cli.common import connected, json_option, server_option, status_markup, to_dict, when
+from agenttx.cli.common import (
+    connected,
+    json_option,
+    server_option,
+    status_markup,
+    to_dict,
+    when,
+    wire_message,
+)
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
 from agenttx.numbers import AFTER_REVISION
@@ -68,14 +76,7 @@ def _event_json(e: TransactionEvent, changed: list[tuple[StepView, bool]]) -> di
     from agenttx.api.grpc_server import step_record
     from agenttx.wire import agenttx_pb2 as pb
 
-    event = pb.TransactionEvent(
-        transaction_id=e.transaction_id,
-        revision=e.revision,
-        status=e.status.value,
-        next_step_id=e.next_step_id,
-        kind=e.kind,
-        at=e.at,
-    )
+    event = wire_message(pb.TransactionEvent, e)
     return {"event": to_dict(event), "steps": [to_dict(step_record(s)) for s, _ in changed]}
 
 
