@@ -21,6 +21,7 @@ import pytest
 from agenttx.errors import AlreadyExists, RevisionConflict
 from agenttx.store.contract import (
     CommitPlan,
+    ReceiptRow,
     StagedEffect,
     StepRow,
     Store,
@@ -943,6 +944,45 @@ class StoreContract:
         )
         assert not (await store.commit(conflicted)).committed
         assert await store.get_request(TENANT, "req-k3") is None
+
+    async def test_every_write_of_a_reply_keeps_the_transaction_it_names(
+        self, store: Store
+    ) -> None:
+        """What finds a transaction by a request id (``Engine.find_transaction``): each of
+        the five writes that store a reply or a claim keeps its ``tx_id``, read back by the
+        primary key; a receipt is found by its own key with its transaction and tenant."""
+        begin = StoredReply("t-begin", "begin", "h1", '{"ok": {}}', T0, "tx_t1")
+        await store.create_transaction(tx_row("tx_t1"), begin)
+        step = StoredReply("t-step", "execute_step", "h2", '{"ok": {}}', T0, "tx_t1")
+        await store.finish_step(cas("tx_t1", 1, next_step_id=2), step_row("tx_t1", 1, 1), step)
+        claim = StoredReply("t-claim", "execute_step", "h3", "", T0, "tx_t1")
+        running = step_row("tx_t1", 2, 2, status="RUNNING", live=False)
+        await store.start_step(cas("tx_t1", 2, status="EXECUTING", next_step_id=2), running, claim)
+        filled = replace(claim, reply_json='{"ok": {"filled": true}}')
+        assert await store.put_request(TENANT, filled) is filled
+        refusal = StoredReply("t-refused", "rollback", "h4", '{"error": {}}', T0, "tx_t2")
+        await store.put_request(TENANT, refusal)
+        row = await new_tx(store, "tx_t3")
+        commit = StoredReply("t-commit", "commit", "h5", '{"ok": {}}', T0, "tx_t3")
+        assert (await store.commit(replace(plan(row), reply=commit))).committed
+        found = {
+            rid: stored.tx_id if (stored := await store.get_request(TENANT, rid)) else None
+            for rid in ("t-begin", "t-step", "t-claim", "t-refused", "t-commit", "t-none")
+        }
+        assert found == {
+            "t-begin": "tx_t1",
+            "t-step": "tx_t1",
+            "t-claim": "tx_t1",
+            "t-refused": "tx_t2",
+            "t-commit": "tx_t3",
+            "t-none": None,
+        }
+        assert await store.get_request("other-tenant", "t-begin") is None
+        preview = ReceiptRow("rcpt_t", "tx_t1", "acme", 1, "hash", "issued", T0, T0 + 900)
+        await store.put_receipt(preview)
+        got = await store.get_receipt("rcpt_t")
+        assert got is not None
+        assert (got.tx_id, got.tenant) == ("tx_t1", "acme")
 
     async def test_the_lock_reads_the_stored_reply_with_the_row(self, store: Store) -> None:
         await new_tx(store, "tx_l")

@@ -232,3 +232,17 @@ async def test_a_live_engines_maintenance_pass_finishes_an_interrupted_compensat
     await eventually(compensated, "a maintenance pass finished the compensation", interval=0.1)
     assert (await eng.get_transaction(cid)).status is agenttx.TxStatus.COMPENSATED
     assert undone(log) == [("comp.charge", 1)]
+
+
+async def test_a_compensation_is_published_to_listeners_as_it_runs_and_ends(
+    eng: agenttx.Engine, log: str
+) -> None:
+    # A served engine always has listeners (metrics, the event streams): a status the event
+    # table lacked made the compensation's own status change raise, and the caller got
+    # INTERNAL after the undo actions had run.
+    seen: list[tuple[agenttx.TxStatus, str]] = []
+    eng.events.add_listener(lambda e: seen.append((e.status, e.kind)))
+    tx = await _committed(eng, "comp.charge", log=log)
+    k = await eng.compensate(tx, reason="refund")
+    assert k.status == "compensated"
+    assert (agenttx.TxStatus.COMPENSATED, "compensate") in seen

@@ -448,6 +448,19 @@ def backup_shell(block: Block, tmp_path: Path) -> None:
         assert db.execute("select count(*) from transactions").fetchone()[0] == 1
 
 
+# docs/api.md's lookup: a transaction committed with a previewed receipt, its step sent with
+# a request id; the check asks the engine for what the example's variables claim.
+FIND_SETUP = """
+tx = (await engine.begin()).transaction_id
+await engine.execute_step(tx, 1, "kv.put", {"key": "k", "value": 1}, request_id="step-1")
+preview = await engine.preview_commit(tx)
+await engine.commit(tx, receipt_id=preview.receipt_id)
+"""
+FIND_CHECK = """
+assert found.receipts[0].receipt_id == preview.receipt_id
+assert (await engine.get_transaction(tx)).status is agenttx.TxStatus.COMMITTED
+"""
+
 # (page, the block's first line or its start) → how it runs
 RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("README.md", "make run"): covered_elsewhere("test_readme.py"),
@@ -456,6 +469,7 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("README.md", "from agenttx import AgentTurn"): covered_elsewhere("test_readme.py"),
     ("docs/api.md", "from agenttx.client import AgentTxClient"): client_script(),
     ("docs/api.md", "from agenttx.client import AsyncAgentTxClient"): client_script("COMMITTED"),
+    ("docs/api.md", "found = await engine.find_transaction"): with_engine(FIND_SETUP, FIND_CHECK),
     ("docs/audit.md", '{"at":'): json_value(_audit_record_keys),
     ("docs/audit.md", "v = await engine.verify_audit"): with_engine(AUDIT_SETUP, AUDIT_CHECK),
     ("docs/audit.md", "agenttx audit verify tx_42d3"): cli(_committed_tx),

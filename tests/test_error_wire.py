@@ -203,12 +203,15 @@ async def test_a_step_failure_that_escapes_is_internal_and_says_nothing_more(
         raise errors.ArgumentError("invalid arguments for tool secret.tool: token=abc")
 
     monkeypatch.setattr(s.engine, "get_transaction", escaped)
-    code, message, reason, _ = await refusal(
+    code, message, reason, fields = await refusal(
         s.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="t"))
     )
-    assert (code, reason) == (Code.INTERNAL, "")
+    # INTERNAL as every surface says it (api/public_errors.py): the reason, and the correlation
+    # id of the one log line that holds the error; nothing of its text.
+    assert (code, reason, list(fields)) == (Code.INTERNAL, "INTERNAL", ["correlation_id"])
     assert "secret" not in message
     assert "server log" in message
+    assert fields["correlation_id"] in message
 
 
 async def test_a_pending_outcome_and_an_internal_error_carry_theirs(
@@ -241,7 +244,8 @@ async def test_a_pending_outcome_and_an_internal_error_carry_theirs(
     code, message, reason, fields = await refusal(
         s.stub.GetTransaction(pb.GetTransactionRequest(transaction_id=tx))
     )
-    assert (code, reason) == (Code.INTERNAL, "")  # not an AgentTx error: nothing but the status
+    # Not an AgentTx error: the status, the reason INTERNAL and a correlation id, nothing more.
+    assert (code, reason, list(fields)) == (Code.INTERNAL, "INTERNAL", ["correlation_id"])
     assert "secret" not in message
 
 

@@ -32,11 +32,16 @@ MAX_FIELDS_BYTES = 4096
 
 
 def to_metadata(exc: AgentTxError) -> tuple[tuple[str, str], ...]:
-    """The trailing metadata that carries ``exc``'s reason and fields (the gRPC adapter)."""
-    fields = exc.details()
+    """The trailing metadata that carries ``exc``'s reason and fields."""
+    return reason_metadata(exc.reason, exc.details())
+
+
+def reason_metadata(reason: str, fields: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The trailing metadata that carries a refusal's ``reason`` and ``fields`` (the gRPC
+    adapter sends its public error's: ``api/public_errors.py``)."""
     if not fields:
-        return ((REASON_KEY, exc.reason),)
-    return ((REASON_KEY, exc.reason), (FIELDS_KEY, _fitted(fields)))
+        return ((REASON_KEY, reason),)
+    return ((REASON_KEY, reason), (FIELDS_KEY, _fitted(dict(fields))))
 
 
 def next_metadata(continuation: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

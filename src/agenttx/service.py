@@ -28,6 +28,7 @@ from agenttx.types import (
     CompensationResult,
     EffectInfo,
     EffectPage,
+    FoundTransaction,
     ReconcileResult,
     RollbackPolicy,
     RollbackResult,
@@ -87,6 +88,10 @@ class TransactionService(Protocol):
     ) -> RollbackResult: ...
 
     async def get_transaction(self, transaction_id: str) -> TransactionInfo: ...
+
+    async def find_transaction(
+        self, *, receipt_id: str = ..., request_id: str = ...
+    ) -> FoundTransaction: ...
 
     # -- approval of a commit -----------------------------------------------------------------
 

@@ -467,6 +467,91 @@ class TransactionInfo:
         return Snapshot(self.transaction_id, self.revision)
 
 
+class Ending(enum.StrEnum):
+    """How a transaction ended, as a lookup reports it (``Engine.find_transaction``)."""
+
+    OPEN = "open"  # not ended: ACTIVE, EXECUTING, ROLLING_BACK, COMMITTING or COMPENSATING
+    COMMITTED = "committed"  # COMMITTED: its writes published, its effects released
+    ROLLED_BACK = "rolled_back"  # ROLLED_BACK: aborted on request or by the idle reaper
+    # FAILED: aborted by the rollback controller or a commit conflict, or a compensation that
+    # left undo actions not run (``abort_reason``, ``compensation_errors`` say which)
+    ABORTED = "aborted"
+    COMPENSATED = "compensated"  # COMPENSATED: every undo action of the compensation ran
+
+    @classmethod
+    def of(cls, status: TxStatus) -> Ending:
+        return _ENDINGS.get(status, cls.OPEN)
+
+
+_ENDINGS = {
+    TxStatus.COMMITTED: Ending.COMMITTED,
+    TxStatus.ROLLED_BACK: Ending.ROLLED_BACK,
+    TxStatus.FAILED: Ending.ABORTED,
+    TxStatus.COMPENSATED: Ending.COMPENSATED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalResult:
+    """How a transaction ended, and when: ``ending`` ``open`` (and the rest empty) until it
+    has. A terminal status never changes again."""
+
+    ending: Ending
+    ended_at: float = 0.0  # unix s; 0 while open
+    reason: str = ""  # why it was rolled back or aborted ("" if committed or compensated)
+    # The preview receipt its commit named ("" if it named none, or it was not committed).
+    commit_receipt_id: str = ""
+
+
+def check_lookup_key(receipt_id: str, request_id: str) -> None:
+    """Refuse unless exactly one of ``find_transaction``'s two keys is given: the engine and
+    the client (whose request holds one of them only) say it in the same words."""
+    if bool(receipt_id) == bool(request_id):
+        given = "both were given" if receipt_id else "neither was given"
+        raise InvalidArgument(
+            "give exactly one of receipt_id (a preview's receipt) and request_id (the "
+            f"request_id a call was sent with); {given}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FoundTransaction:
+    """What ``find_transaction`` returns: the transaction a receipt id or a request id names,
+    its state (for its steps, ``get_transaction(transaction_id)``), how it ended, and its
+    receipts. Exactly one of ``receipt_id`` and ``request_id`` is set: the key it was found
+    by."""
+
+    transaction_id: str
+    status: TxStatus
+    revision: int
+    next_step_id: int
+    agent_id: str
+    principal: str  # who began it ("" if unsaid)
+    tenant: str
+    labels: list[str]
+    created_at: float
+    updated_at: float
+    compensation_for: str  # the committed transaction a compensating one undoes ("" if none)
+    result: TerminalResult
+    # Its newest receipts (at most 20) newest first, and after them the one ``receipt_id``
+    # names if it is older; each with the status a view shows (``ReceiptView``).
+    receipts: list[ReceiptView] = field(default_factory=list)
+    receipt_id: str = ""  # the receipt it was found by
+    request_id: str = ""  # the request it was found by
+    # With ``request_id``: the call that id was sent with (begin, execute_step, commit,
+    # rollback, undo_step, redo_step); the transaction is the one that call made or named.
+    request_method: str = ""
+
+    @property
+    def abort_reason(self) -> str:
+        """Why it was rolled back or aborted, as a listing names it (``result.reason``)."""
+        return self.result.reason
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.transaction_id, self.revision)
+
+
 @dataclass(frozen=True, slots=True)
 class ReconcileResult:
     """What ``reconcile_step`` and ``resolve_step`` return: how the unknown outcome settled.

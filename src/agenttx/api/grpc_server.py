@@ -31,10 +31,10 @@ from agenttx.api import (
     reconcile_wire,
     undo_wire,
 )
-from agenttx.api.continuations import refusal_of
 from agenttx.api.grpc_requests import add_service
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.api.next_calls import GRPC
+from agenttx.api.public_errors import guidance, public_error, public_row
 from agenttx.api.revocable import watch_as
 from agenttx.api.stream_slots import StreamSlots
 from agenttx.api.tracing import incoming
@@ -44,8 +44,8 @@ from agenttx.core.eager import run_detached
 from agenttx.core.engine import Engine
 from agenttx.core.hints import reference_category
 from agenttx.core.offload import INLINE_JSON_CHARS, bulk_allocation, by_size
-from agenttx.error_details import next_metadata, to_metadata
-from agenttx.errors import AgentTxError, StepFailure, error_code
+from agenttx.error_details import next_metadata, reason_metadata
+from agenttx.errors import AgentTxError
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,
@@ -71,42 +71,41 @@ T = TypeVar("T")
 
 
 def status_code(exc: AgentTxError) -> grpc.StatusCode:
-    """The status a call refused with ``exc`` fails with (the table in ``agenttx.errors``)."""
-    return grpc.StatusCode[error_code(exc).grpc_status]
+    """The status a call refused with ``exc`` fails with (the public error policy's row of the
+    table in ``agenttx.errors``: INTERNAL for an internal error)."""
+    return grpc.StatusCode[public_row(exc).grpc_status]
 
 
-async def _refuse(context: grpc.aio.ServicerContext, exc: AgentTxError) -> None:
-    """Fail the call with ``exc``: its status and human message, as a reference client expects,
-    and its reason, fields and continuation as trailing metadata, which such a client
-    ignores."""
-    if isinstance(exc, StepFailure):
-        # Raised inside a step, where the engine turns it into a failed step; one that gets
-        # here is a bug, and its text (a tool's error) is for the log, not the caller.
-        log.error("a step failure escaped the step pipeline", exc_info=exc)
-        await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
+async def _refuse(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    """Fail the call with ``exc`` in its public form (``api/public_errors.py``): its status and
+    message, as a reference client expects, and its reason, fields and continuation as
+    trailing metadata, which such a client ignores. An internal error (a step failure that
+    escaped, any exception no call is refused with) says only INTERNAL and a correlation id;
+    its text and traceback are logged once."""
+    e = public_error(exc, log, "gRPC")
     # What to call next, named by RPC: the continuation MCP and HTTP give, for gRPC callers.
-    then = next_metadata(refusal_of(exc, "", {}, GRPC).continuation)
-    await context.abort(status_code(exc), exc.message, trailing_metadata=to_metadata(exc) + then)
+    cont = guidance(e, calls=GRPC).continuation
+    await context.abort(
+        grpc.StatusCode[e.grpc_status],
+        e.message,
+        trailing_metadata=reason_metadata(e.reason, e.fields) + next_metadata(cont),
+    )
 
 
 async def _guard(
     context: grpc.aio.ServicerContext, call: Callable[[], Coroutine[Any, Any, T]]
 ) -> T:
-    """Run ``call``; turn AgentTx errors into their status codes and anything else into
-    INTERNAL (logged with its traceback, never sent to the client)."""
+    """Run ``call``; fail it with any error it raises in its public form (``_refuse``)."""
     # A client that gives up (deadline, disconnect) must not cancel a step half-way: it
     # finishes, and its reply is stored for a retry with the same request_id.
     try:
         # The caller's W3C trace context (traceparent metadata) is the parent of the spans.
         with incoming(_trace_carrier(context)):
             return await run_detached(call())
-    except AgentTxError as exc:
-        await _refuse(context, exc)
     except grpc.aio.AbortError:
         raise
-    except Exception:
-        log.exception("internal error")
-        await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
+    except Exception as exc:
+        await _refuse(context, exc)
     raise AssertionError("unreachable: context.abort raises")
 
 

@@ -16,7 +16,7 @@ from agenttx.errors import FailedPrecondition
 from agenttx.jsontext import compact
 from agenttx.plural import plural
 from agenttx.receipts import Approval, Preview, Refusal
-from agenttx.types import Snapshot, TransactionInfo
+from agenttx.types import ReceiptView, Snapshot, TransactionInfo
 from agenttx.wire import agenttx_pb2 as pb
 
 
@@ -124,19 +124,21 @@ def refusal_reply(r: Refusal) -> pb.RefuseCommitResponse:
     )
 
 
+def receipt(r: ReceiptView) -> pb.Receipt:
+    """One receipt and its decision, as GetTransaction and FindTransaction list it."""
+    return pb.Receipt(
+        receipt_id=r.receipt_id,
+        status=r.status,
+        revision=r.revision,
+        change_hash=r.change_hash,
+        created_at=r.created_at,
+        expires_at=r.expires_at,
+        decided_by=r.decided_by,
+        decided_at=r.decided_at,
+        reason=r.reason,
+    )
+
+
 def add_receipts(reply: pb.GetTransactionResponse, t: TransactionInfo) -> None:
     """GetTransaction's ``receipts`` (field 57): the newest receipts and their decisions."""
-    reply.receipts.extend(
-        pb.Receipt(
-            receipt_id=r.receipt_id,
-            status=r.status,
-            revision=r.revision,
-            change_hash=r.change_hash,
-            created_at=r.created_at,
-            expires_at=r.expires_at,
-            decided_by=r.decided_by,
-            decided_at=r.decided_at,
-            reason=r.reason,
-        )
-        for r in t.receipts
-    )
+    reply.receipts.extend(receipt(r) for r in t.receipts)

@@ -42,6 +42,7 @@ from agenttx.types import (
     CompensationResult,
     EffectInfo,
     EffectPage,
+    FoundTransaction,
     Isolation,
     ReconcileResult,
     RollbackPolicy,
@@ -276,6 +277,13 @@ class TracedEngine:
     ) -> TransactionInfo:
         return await self._engine.get_transaction(
             transaction_id, history=history, recent=recent, caller=caller
+        )
+
+    async def find_transaction(
+        self, *, receipt_id: str = "", request_id: str = "", caller: Caller | None = None
+    ) -> FoundTransaction:
+        return await self._engine.find_transaction(
+            receipt_id=receipt_id, request_id=request_id, caller=caller
         )
 
     async def preview_commit(self, transaction_id: str, *, caller: Caller | None = None) -> Preview:

@@ -109,14 +109,18 @@ def api_key() -> str | None:
 
 
 def refusal_text(exc: AgentTxError, server: str) -> str:
-    """A refused call to ``server`` as the CLI prints it: ``<CODE>: <message>``, then a
-    ``next:`` line of what to run when there is one (how to give a key, or the refusal's
-    continuation in CLI commands). Read from the status, message and details the server sent,
-    as the client received them (the ``grpc.RpcError`` it raised ``exc`` from); an error the
-    client raised before anything was sent says its own code and message."""
+    """A refused call to ``server`` as the CLI prints it: the server's public error
+    (``api/public_errors.py``) on one line, ``<STATUS>: <message>`` (the reason beside the
+    status when it is not the status's own name), then a ``next:`` line of what to run when
+    there is one (how to give a key, or the refusal's continuation in CLI commands). Read from
+    the status, message and details the server sent, as the client received them (the
+    ``grpc.RpcError`` it raised ``exc`` from); an error the client raised before anything was
+    sent says its own code and message."""
     import grpc
 
+    from agenttx.api.public_errors import from_wire, one_line
     from agenttx.client._wire import status_of
+    from agenttx.error_details import from_metadata
 
     cause = exc.__cause__
     if not isinstance(cause, grpc.RpcError):
@@ -124,7 +128,8 @@ def refusal_text(exc: AgentTxError, server: str) -> str:
     code, details, metadata = status_of(cause)
     if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
         return f"cannot reach AgentTx at {server} (is `agenttx serve` running?)"
-    message = f"{code}: {details}"
+    reason, fields = from_metadata(metadata)
+    message = one_line(from_wire(code, details, reason, fields))
     then = _key_advice() if code == "UNAUTHENTICATED" else next_command(code, details, metadata)
     return message + (f"\nnext: {then}" if then else "")
 
@@ -150,16 +155,14 @@ _REPEATING = frozenset({"ReviseRequest"})
 def next_command(status: str, message: str, metadata: Any) -> str:
     """What to run after a refusal with ``status``, ``message`` and trailing ``metadata``
     (its reason and fields), in CLI commands; "" when the refusal names no next call."""
-    from agenttx.api.continuations import refusal_of
     from agenttx.api.next_calls import CLI
+    from agenttx.api.public_errors import from_wire, guidance
     from agenttx.error_details import from_metadata
-    from agenttx.errors import error_from_wire
 
     reason, fields = from_metadata(metadata)
     if not reason:
         return ""
-    refusal = refusal_of(error_from_wire(status, message, reason, fields), "", fields, CLI)
-    cont = refusal.continuation
+    cont = guidance(from_wire(status, message, reason, fields), "", fields, CLI).continuation
     return "" if cont.get("kind") in _REPEATING else str(cont.get("instruction", ""))
 
 

@@ -10,6 +10,7 @@ import click
 
 from agenttx.cli.common import api_key, fail, refusal_text, tls_roots
 from agenttx.cli.output import command_console
+from agenttx.redaction import redact
 
 
 @click.command()
@@ -55,6 +56,6 @@ def demo(directory: Path | None, keep: bool, server: str | None) -> None:
         )
     except AgentTxError as exc:  # as every command prints a refusal
         fail(f"demo failed: {refusal_text(exc, server or 'the in-process server')}")
-    except Exception as exc:  # one line, not a traceback
-        fail(f"demo failed: {exc}")
+    except Exception as exc:  # one line, not a traceback, its secrets masked
+        fail(f"demo failed: {redact(str(exc))}")
     sys.exit(0 if ok else 1)

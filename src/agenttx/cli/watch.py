@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 # The status column is as wide as the longest transaction status, so every row lines up.
 _STATUS_WIDTH = max(len(s.value) for s in TxStatus)
-_KIND_WIDTH = len("rewind")  # the longest event kind (begin, state, step, rewind, commit, abort)
+# The longest event kind (core.events: begin, state, step, rewind, commit, abort, compensate).
+_KIND_WIDTH = len("compensate")
 
 
 @click.command("watch")

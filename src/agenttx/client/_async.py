@@ -22,6 +22,7 @@ from agenttx.audit import AuditRecord, AuditVerification
 from agenttx.client import _audit as audit_wire
 from agenttx.client import _compensation as compensation_wire
 from agenttx.client import _effects as effects_wire
+from agenttx.client import _lookup as lookup_wire
 from agenttx.client import _receipts as receipts
 from agenttx.client import _reconcile as reconcile_wire
 from agenttx.client import _wire as wire
@@ -50,6 +51,7 @@ from agenttx.types import (
     CompensationResult,
     EffectInfo,
     EffectPage,
+    FoundTransaction,
     ReceiptView,
     ReconcileResult,
     RollbackResult,
@@ -241,6 +243,15 @@ class AsyncAgentTxClient:
             token = pages[-1].next_page_token
             if not token:
                 return wire.with_history(info, pages, reply.decisions)
+
+    async def find_transaction(
+        self, *, receipt_id: str = "", request_id: str = ""
+    ) -> FoundTransaction:
+        """The transaction a preview receipt (``receipt_id``) or a call's ``request_id`` names
+        — give exactly one — with how it ended and its receipts; ``NotFound`` if nothing
+        matches. ``get_transaction(found.transaction_id)`` gives its steps."""
+        req = lookup_wire.find_request(receipt_id, request_id)
+        return lookup_wire.found(await self._call("FindTransaction", req))
 
     async def list_steps(
         self, transaction_id: str, *, page_size: int = 0, page_token: str = ""

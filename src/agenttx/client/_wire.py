@@ -160,7 +160,7 @@ class TransactionEvent:
     revision: int
     status: TxStatus
     next_step_id: int
-    kind: str  # state, step, rewind, commit, abort
+    kind: str  # state, step, rewind, commit, abort, compensate
     at: float  # unix seconds
 
 
@@ -496,21 +496,23 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
         compensation_approval_pending=r.compensation_approval_pending,
         tenant=r.tenant,
         edge_kinds=list(r.edge_kinds),
-        receipts=[
-            ReceiptView(
-                receipt_id=x.receipt_id,
-                status=x.status,
-                revision=x.revision,
-                change_hash=x.change_hash,
-                created_at=x.created_at,
-                expires_at=x.expires_at,
-                decided_by=x.decided_by,
-                decided_at=x.decided_at,
-                reason=x.reason,
-            )
-            for x in r.receipts
-        ],
+        receipts=[receipt_view(x) for x in r.receipts],
         approval_reasons=list(r.approval_reasons),
+    )
+
+
+def receipt_view(x: pb.Receipt) -> ReceiptView:
+    """One receipt as GetTransaction and FindTransaction list it."""
+    return ReceiptView(
+        receipt_id=x.receipt_id,
+        status=x.status,
+        revision=x.revision,
+        change_hash=x.change_hash,
+        created_at=x.created_at,
+        expires_at=x.expires_at,
+        decided_by=x.decided_by,
+        decided_at=x.decided_at,
+        reason=x.reason,
     )
 
 

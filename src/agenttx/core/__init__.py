@@ -35,6 +35,8 @@ compensating a commit          ``compensate``: ``Compensator`` — the compensat
 compensation approval          ``compensation_approval``: the waiting state, the approver check
 step leases                    ``leases``: who owns a RUNNING step, whether it is gone
 request idempotency            ``requests``: ``RequestLog`` — stored replies by request id
+a transaction by another key   ``lookup``: ``TransactionFinder`` — by a receipt id or a call's
+                               request id, with its end and its receipts
 reads                          ``reads``: ``TransactionReader`` — views, listings, watch;
                                ``graph_cache``: the graphs of a few long transactions, kept
                                to be extended by their new steps on the next read

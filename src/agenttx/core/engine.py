@@ -67,6 +67,7 @@ from agenttx.core.limits import (
     check_refusal_reason,
     check_transaction_id,
 )
+from agenttx.core.lookup import TransactionFinder
 from agenttx.core.outbox import EffectDesk
 from agenttx.core.reads import TransactionReader
 from agenttx.core.reconcile import Reconciler
@@ -101,6 +102,7 @@ from agenttx.types import (
     CompensationResult,
     EffectInfo,
     EffectPage,
+    FoundTransaction,
     Isolation,
     ReconcileResult,
     RollbackPolicy,
@@ -247,6 +249,8 @@ class Engine:
         self.effects = EffectDesk(store, dispatcher, config.tenant, clock)
         # Who may do what to a transaction, for calls that carry a ``Caller`` (server mode).
         self.access = Access(store, self.images)
+        # A transaction found by a receipt id or a request id, under the same read rule.
+        self.finder = TransactionFinder(store, self.access, clock, config.tenant)
         # What else closes with the engine, after its loops and before its store (the MCP
         # gateway's sessions, whose calls the loops may be making), in order.
         self.on_close: list[Callable[[], Awaitable[None]]] = []
@@ -405,7 +409,13 @@ class Engine:
 
         payload = [transaction_id, step_id, tool_name, arguments_json, raw_context]
         return await self.requests.run(
-            request_id, "execute_step", payload, StepResult, call, tenant=_tenant(caller)
+            request_id,
+            "execute_step",
+            payload,
+            StepResult,
+            call,
+            tenant=_tenant(caller),
+            transaction_id=transaction_id,
         )
 
     def cancel_step(
@@ -463,7 +473,13 @@ class Engine:
         if expected_revision is not None or receipt_id:  # older stored payloads stay equal
             payload += [expected_revision or 0, receipt_id]
         return await self.requests.run(
-            request_id, "commit", payload, CommitResult, call, tenant=_tenant(caller)
+            request_id,
+            "commit",
+            payload,
+            CommitResult,
+            call,
+            tenant=_tenant(caller),
+            transaction_id=transaction_id,
         )
 
     async def preview_commit(self, transaction_id: str, *, caller: Caller | None = None) -> Preview:
@@ -542,6 +558,7 @@ class Engine:
             RollbackResult,
             lambda req: self._rollback(transaction_id, to_step, reason, req),
             tenant=_tenant(caller),
+            transaction_id=transaction_id,
         )
 
     async def undo_step(
@@ -560,6 +577,7 @@ class Engine:
             UndoResult,
             lambda req: self.history.undo(transaction_id, req),
             tenant=_tenant(caller),
+            transaction_id=transaction_id,
         )
 
     async def redo_step(
@@ -578,6 +596,7 @@ class Engine:
             UndoResult,
             lambda req: self.history.redo(transaction_id, req),
             tenant=_tenant(caller),
+            transaction_id=transaction_id,
         )
 
     async def reconcile_step(
@@ -846,6 +865,16 @@ class Engine:
         check_transaction_id(transaction_id)
         await self.access.check(caller, transaction_id, Action.READ)
         return await self.reader.get_transaction(transaction_id, history=history, recent=recent)
+
+    async def find_transaction(
+        self, *, receipt_id: str = "", request_id: str = "", caller: Caller | None = None
+    ) -> FoundTransaction:
+        """The transaction a preview receipt (``receipt_id``) or a call's ``request_id`` names
+        — give exactly one — with how it ended and its receipts (``core.lookup``). A request
+        id names a call: the begin that made the transaction, or a step, commit, rollback,
+        undo or redo sent to it (``request_method`` says which). ``NotFound`` if nothing
+        matches; ``caller``: the read rule of ``get_transaction``."""
+        return await self.finder.find(receipt_id=receipt_id, request_id=request_id, caller=caller)
 
     async def watch(
         self,

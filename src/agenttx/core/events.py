@@ -22,6 +22,9 @@ _KIND = {
     TxStatus.COMMITTED: "commit",
     TxStatus.ROLLED_BACK: "abort",
     TxStatus.FAILED: "abort",
+    # A committed transaction's compensation: its undo actions running, then all run.
+    TxStatus.COMPENSATING: "compensate",
+    TxStatus.COMPENSATED: "compensate",
 }
 
 
@@ -31,7 +34,7 @@ class TxEvent:
     revision: int
     status: TxStatus
     next_step_id: int
-    kind: str  # begin, state, step, rewind, commit, abort
+    kind: str  # begin, state, step, rewind, commit, abort, compensate
     at: float
 
 

@@ -155,7 +155,7 @@ def voided(r: ReceiptRow, row: TxRow, used: str) -> bool:
     return status.terminal or r.revision < row.revision
 
 
-def _receipt_view(r: ReceiptRow, now: float, row: TxRow) -> ReceiptView:
+def receipt_view(r: ReceiptRow, now: float, row: TxRow) -> ReceiptView:
     return ReceiptView(
         receipt_id=r.id,
         status=receipt_status(r, now, row),
@@ -247,9 +247,7 @@ class TransactionReader:
                 del self._edges[next(iter(self._edges))]
         if receipts:
             now = self.clock()
-            info = dataclasses.replace(
-                info, receipts=[_receipt_view(r, now, row) for r in receipts]
-            )
+            info = dataclasses.replace(info, receipts=[receipt_view(r, now, row) for r in receipts])
         if not TxStatus(row.status).terminal:  # an ended one commits no more
             reasons = self.safety.commit_approval_reasons(
                 Mode(str(row.body.get("mode", Mode.TRANSACTIONAL.value))),

@@ -55,6 +55,7 @@ from agenttx.errors import (
 )
 from agenttx.jsonpolicy import JsonRefused
 from agenttx.jsontext import compact
+from agenttx.redaction import redact
 from agenttx.store.contract import StepRow, Store, TxUpdate
 from agenttx.tools.contract import Tool
 from agenttx.tools.reconcile import ReconcileContext, Reconciled, as_reconciled
@@ -484,7 +485,8 @@ async def ask_handler(
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        return None, f"the reconcile handler failed: {type(exc).__name__}: {exc}"
+        # Quoted in the step's hint, on every surface: the handler's secrets are masked.
+        return None, redact(f"the reconcile handler failed: {type(exc).__name__}: {exc}")
 
 
 def operation_of(detail: Mapping[str, Any]) -> tuple[str, str]:

@@ -99,6 +99,9 @@ class Request:
     # False iff the call's reply is not the request's outcome (its caller cancelled the step
     # mid-tool: the step was undone), so nothing is stored and a retry runs the call again.
     final: bool = True
+    # The transaction the call names, stored with its reply (``StoredReply.tx_id``); "" for a
+    # begin, whose reply names the transaction it made.
+    tx_id: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -106,12 +109,16 @@ class Request:
         return self.tenant, self.request_id
 
     def reply(self, result: Any) -> StoredReply:
-        """The stored form of ``result`` as this request's reply."""
-        return StoredReply(self.request_id, self.method, self.digest, _reply_json(result), self.now)
+        """The stored form of ``result`` as this request's reply (every result type names its
+        transaction: a begin's is the one it made)."""
+        tx_id = self.tx_id or str(result.transaction_id)
+        return StoredReply(
+            self.request_id, self.method, self.digest, _reply_json(result), self.now, tx_id
+        )
 
     def claim(self) -> StoredReply:
         """A claim on the id for this request (no reply yet)."""
-        return StoredReply(self.request_id, self.method, self.digest, "", self.now)
+        return StoredReply(self.request_id, self.method, self.digest, "", self.now, self.tx_id)
 
     def check(self, stored: StoredReply | None) -> None:
         """Go on iff nothing is stored for the id, or only this same request's claim (its
@@ -145,18 +152,23 @@ class RequestLog:
         *,
         lookup_first: bool = False,
         tenant: str | None = None,
+        transaction_id: str = "",
     ) -> T:
         """Run ``call`` once per ``request_id``; replay its stored reply on a retry.
 
         ``call`` gets the ``Request`` (None without an id) and hands it to the lock it takes
         (the lookup) and to its durable write (the store); ``lookup_first`` looks the reply
         up before the call instead, for a call that locks no transaction (begin). ``tenant``:
-        the caller's (request ids are unique per tenant), else the engine's."""
+        the caller's (request ids are unique per tenant), else the engine's.
+        ``transaction_id``: the transaction the call names, recorded with its reply (a
+        begin names none: its reply's is recorded)."""
         if not request_id:
             return await call(None)
         check_request_id(request_id)
         digest = payload_hash(method, payload)
-        req = Request(tenant or self.tenant, request_id, method, digest, self.clock())
+        req = Request(
+            tenant or self.tenant, request_id, method, digest, self.clock(), tx_id=transaction_id
+        )
         try:
             if lookup_first:
                 req.check(await self.store.get_request(req.tenant, request_id))
@@ -198,7 +210,9 @@ class RequestLog:
                     "fields": exc.details(),  # a replay refuses with the same data
                 }
             }
-            row = StoredReply(req.request_id, req.method, req.digest, json.dumps(error), req.now)
+            row = StoredReply(
+                req.request_id, req.method, req.digest, json.dumps(error), req.now, req.tx_id
+            )
             raise ReplyFound(await self.store.put_request(req.tenant, row)) from exc
 
     async def step_replay(

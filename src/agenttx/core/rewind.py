@@ -49,6 +49,7 @@ from agenttx.core.runtime import TxRuntime
 from agenttx.core.states import UNFINISHED
 from agenttx.core.undo_outcomes import UNKNOWN, records_for, unknown_line, unknown_record
 from agenttx.errors import UncertainOutcome
+from agenttx.redaction import redact
 from agenttx.store.contract import StepRow, Store, UndoRow
 from agenttx.tools.contract import DEFAULT_TIMEOUT_S
 from agenttx.tools.registry import ToolRegistry
@@ -280,16 +281,18 @@ class Rewinder:
                     last = (
                         f"the undo handler timed out after {int(timeout * 1000)} ms"
                         if limit.expired()
-                        else f"TimeoutError: {exc}"
+                        else redact(f"TimeoutError: {exc}")
                     )
                     break
                 except UncertainOutcome as exc:
                     status, uncertain = UNKNOWN, exc
                     op = f" (operation {exc.operation_id})" if exc.operation_id else ""
-                    last = f"UncertainOutcome: {exc}{op}"
+                    last = redact(f"UncertainOutcome: {exc}{op}")
                     break
                 except Exception as exc:
-                    last = f"{type(exc).__name__}: {exc}"
+                    # The handler's own words reach every reply's compensation_errors:
+                    # its secrets are masked before they are kept.
+                    last = redact(f"{type(exc).__name__}: {exc}")
                     if n + 1 < tries:
                         # Backoff between tries: the outside system may need a moment.
                         await asyncio.sleep(self.config.compensation_backoff_s * (2**n))

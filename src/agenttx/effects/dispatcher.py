@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agenttx.audit import AuditEvent, AuditKey, AuditKind
 from agenttx.effects.channels import Channel, Effect, PermanentDeliveryError
+from agenttx.redaction import redact
 from agenttx.store.contract import OutboxRow, Store
 
 log = logging.getLogger("agenttx.effects")
@@ -161,9 +162,9 @@ class OutboxDispatcher:
                 async with asyncio.timeout(self.delivery_timeout_s):
                     await channel.deliver(effect)
             except PermanentDeliveryError as exc:
-                error, permanent = str(exc) or type(exc).__name__, True
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
+                error, permanent = redact(str(exc)) or type(exc).__name__, True
+            except Exception as exc:  # listed with the effect (ListEffects): secrets masked
+                error = redact(f"{type(exc).__name__}: {exc}")
                 no_room = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
         now = self.clock()
         if not error:

@@ -166,6 +166,10 @@ class StoredReply:
     payload_hash: str  # sha256 of the canonical request: same id + other payload is refused
     reply_json: str  # "" iff this is a claim, not a reply yet
     created_at: float
+    # The transaction the call acted on: the one a begin made, the one a step, commit,
+    # rollback, undo or redo named (even when it refused the call). "" iff a begin made none
+    # (it was refused), or the reply was stored before schema 6 recorded it.
+    tx_id: str = ""
 
     @property
     def claimed_only(self) -> bool:
@@ -587,7 +591,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_receipt(self, receipt_id: str) -> ReceiptRow | None:
-        """The receipt, or None. A read."""
+        """The receipt, or None: by its primary key, with its transaction and tenant — also
+        how a transaction is found by a receipt id. A read."""
 
     @abc.abstractmethod
     async def approve_receipt(
@@ -641,7 +646,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_request(self, tenant: str, request_id: str) -> StoredReply | None:
-        """The reply (or claim) stored for ``request_id``, if any. A read."""
+        """The reply (or claim) stored for ``request_id``, if any, with the transaction its
+        call acted on (``tx_id``, as written): a read by the primary key, which is also how a
+        transaction is found by a request id. A read."""
 
     @abc.abstractmethod
     async def put_request(self, tenant: str, reply: StoredReply) -> StoredReply:

@@ -118,7 +118,7 @@ def _step_write(cas: str, with_reply: bool, n_audit: int = 0) -> str:
     the same statement is for the statement to fail — which the primary key does."""
     reply = (
         f", req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) "
-        "SELECT tenant, ?,?,?,?,? FROM cas)"
+        "SELECT tenant, ?,?,?,?,?,? FROM cas)"
         if with_reply
         else ""
     )
@@ -136,7 +136,7 @@ def _insert_tx(with_reply: bool, n_audit: int) -> str:
     ctes = []
     if with_reply:
         ctes.append(
-            f"req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?))"
+            f"req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?,?))"
         )
     audit = _audit_ctes(n_audit, "").removeprefix(", ")
     if audit:
@@ -255,6 +255,10 @@ class PostgresStore(SqlStore):
                         sql.ADD_AUDIT_SEQ.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")
                     )
                     await c.execute(sql.FILL_AUDIT_SEQ)
+                if version < sql.REQUEST_TX_SINCE_VERSION:
+                    await c.execute(
+                        sql.ADD_REQUEST_TX.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")
+                    )
                 if version < sql.AUDIT_SINCE_VERSION:
                     # Transactions the store held before the chains existed get one each.
                     await start_chains_on(_Connection(c), time.time())

@@ -43,7 +43,8 @@ OUTBOX_COLS = (
 UNDO_COLS = (
     "id, tx_id, step_id, handler, args, idempotency_key, status, attempts, last_error, created_at"
 )
-REQUEST_COLS = "request_id, method, payload_hash, reply, created_at"
+# ``tx_id`` last: a row reads back as ``StoredReply(*row)``.
+REQUEST_COLS = "request_id, method, payload_hash, reply, created_at, tx_id"
 AUDIT_COLS = "tx_id, seq, kind, at, body, hash"
 OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 
@@ -57,9 +58,12 @@ OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 # the store holds, whose records were all written with their steps (``FILL_AUDIT_SEQ``).
 # 5: the ``audit_tombstones`` table (a pruned transaction's chain end); an older store gains
 # it empty (its transactions pruned before have none: their chains verify as before).
-SCHEMA_VERSION = 5
+# 6: ``requests.tx_id``, the transaction each stored reply's call acted on (a lookup by request
+# id, ``Engine.find_transaction``); an older store gains it as "" for the replies it holds.
+SCHEMA_VERSION = 6
 AUDIT_SINCE_VERSION = 3  # stores older than this get their chains started on open
 AUDIT_SEQ_SINCE_VERSION = 4  # stores older than this get ``transactions.audit_seq`` on open
+REQUEST_TX_SINCE_VERSION = 6  # stores older than this get ``requests.tx_id`` on open
 
 
 def newer_schema(version: int) -> InternalError:
@@ -124,7 +128,7 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
         f"""CREATE TABLE IF NOT EXISTS requests (
           tenant TEXT NOT NULL, request_id TEXT NOT NULL, method TEXT NOT NULL,
           payload_hash TEXT NOT NULL, reply TEXT NOT NULL,
-          created_at DOUBLE PRECISION NOT NULL,
+          created_at DOUBLE PRECISION NOT NULL, tx_id TEXT NOT NULL DEFAULT '',
           PRIMARY KEY (tenant, request_id)){clustered}""",
         "CREATE INDEX IF NOT EXISTS requests_by_age ON requests (created_at)",
         f"""CREATE TABLE IF NOT EXISTS kv (
@@ -335,16 +339,19 @@ _FILLS_CLAIM = (
     "AND requests.method = excluded.method AND requests.payload_hash = excluded.payload_hash "
     "RETURNING request_id"
 )
-INSERT_REQUEST = f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?) {_FIRST_WINS}"
-PUT_REQUEST = f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?) {_FILLS_CLAIM}"
+INSERT_REQUEST = (
+    f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?,?) {_FIRST_WINS}"
+)
+PUT_REQUEST = f"INSERT INTO requests (tenant, {REQUEST_COLS}) VALUES (?,?,?,?,?,?,?) {_FILLS_CLAIM}"
 # The same for a step's reply, under the tenant of the step's transaction (parameters:
 # ``tx_request_values``). SQLite needs the WHERE to read ON CONFLICT as an upsert.
 _FOR_TX = (
     f"INSERT INTO requests (tenant, {REQUEST_COLS}) "
-    "SELECT tenant, ?,?,?,?,? FROM transactions WHERE id = ?"
+    "SELECT tenant, ?,?,?,?,?,? FROM transactions WHERE id = ?"
 )
 INSERT_TX_REQUEST = f"{_FOR_TX} {_FIRST_WINS}"
 CLAIM_TX_REQUEST = f"{_FOR_TX} {_FILLS_CLAIM}"
+# By the primary key: also the lookup of the transaction a request id names (its ``tx_id``).
 GET_REQUEST = f"SELECT {REQUEST_COLS} FROM requests WHERE tenant = ? AND request_id = ?"
 PRUNE_REQUESTS = "DELETE FROM requests WHERE created_at < ?"
 
@@ -456,6 +463,10 @@ FILL_AUDIT_SEQ = (
     "(SELECT coalesce(max(s.seq), 0) FROM steps s WHERE s.tx_id = transactions.id)"
 )
 OUTBOX_ATTEMPTS = "SELECT id, attempts FROM outbox WHERE tx_id = ?"
+# Migrating to schema 6: the column (PostgreSQL adds ``IF NOT EXISTS``; SQLite checks first).
+# The replies an older store holds get "": their transaction is not recorded, and a lookup
+# reads it from the reply where it says (``core/lookup.py``).
+ADD_REQUEST_TX = "ALTER TABLE requests ADD COLUMN tx_id TEXT NOT NULL DEFAULT ''"
 
 
 def chain_taken(r: AuditRecord) -> RevisionConflict:
@@ -519,12 +530,13 @@ def undo_values(u: UndoRow) -> tuple[Any, ...]:
 
 
 def request_values(tenant: str, r: StoredReply) -> tuple[Any, ...]:
-    return (tenant, r.request_id, r.method, r.payload_hash, r.reply_json, r.created_at)
+    return (tenant, r.request_id, r.method, r.payload_hash, r.reply_json, r.created_at, r.tx_id)
 
 
 def tx_request_values(tx_id: str, r: StoredReply) -> tuple[Any, ...]:
-    """The parameters of ``INSERT_TX_REQUEST`` and ``CLAIM_TX_REQUEST``."""
-    return (r.request_id, r.method, r.payload_hash, r.reply_json, r.created_at, tx_id)
+    """The parameters of ``INSERT_TX_REQUEST`` and ``CLAIM_TX_REQUEST``: the reply's, then
+    the transaction whose tenant it is stored under."""
+    return (*request_values("", r)[1:], tx_id)
 
 
 def request_taken(r: StoredReply) -> AlreadyExists:

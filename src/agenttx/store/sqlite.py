@@ -214,6 +214,10 @@ class SqliteStore(SqlStore):
             if "audit_seq" not in columns:
                 c.execute(sql.ADD_AUDIT_SEQ)
             c.execute(sql.FILL_AUDIT_SEQ)
+        # A file made by CREATE TABLE above has the column already (as for audit_seq).
+        requests = {r[1] for r in c.execute("PRAGMA table_info(requests)")}
+        if version < sql.REQUEST_TX_SINCE_VERSION and "tx_id" not in requests:
+            c.execute(sql.ADD_REQUEST_TX)
         if version < sql.AUDIT_SINCE_VERSION:
             # Transactions this file held before the chains existed get one each.
             _run_unit_on(c, lambda conn: start_chains_on(conn, time.time()))

@@ -1109,3 +1109,39 @@ class RetryEffectResponse(_message.Message):
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     effect: EffectRecord
     def __init__(self, effect: _Optional[_Union[EffectRecord, _Mapping]] = ...) -> None: ...
+
+class FindTransactionRequest(_message.Message):
+    __slots__ = ("receipt_id", "request_id")
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    receipt_id: str
+    request_id: str
+    def __init__(self, receipt_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TerminalResult(_message.Message):
+    __slots__ = ("ending", "ended_at", "reason", "commit_receipt_id")
+    ENDING_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    ending: str
+    ended_at: float
+    reason: str
+    commit_receipt_id: str
+    def __init__(self, ending: _Optional[str] = ..., ended_at: _Optional[float] = ..., reason: _Optional[str] = ..., commit_receipt_id: _Optional[str] = ...) -> None: ...
+
+class FindTransactionResponse(_message.Message):
+    __slots__ = ("transaction", "result", "receipts", "receipt_id", "request_id", "request_method")
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_METHOD_FIELD_NUMBER: _ClassVar[int]
+    transaction: TransactionSummary
+    result: TerminalResult
+    receipts: _containers.RepeatedCompositeFieldContainer[Receipt]
+    receipt_id: str
+    request_id: str
+    request_method: str
+    def __init__(self, transaction: _Optional[_Union[TransactionSummary, _Mapping]] = ..., result: _Optional[_Union[TerminalResult, _Mapping]] = ..., receipts: _Optional[_Iterable[_Union[Receipt, _Mapping]]] = ..., receipt_id: _Optional[str] = ..., request_id: _Optional[str] = ..., request_method: _Optional[str] = ...) -> None: ...

@@ -153,6 +153,11 @@ class AgentTxServiceStub:
                 request_serializer=agenttx__pb2.RefuseCompensationRequest.SerializeToString,
                 response_deserializer=agenttx__pb2.ApproveCompensationResponse.FromString,
                 _registered_method=True)
+        self.FindTransaction = channel.unary_unary(
+                '/agenttx.v1.AgentTxService/FindTransaction',
+                request_serializer=agenttx__pb2.FindTransactionRequest.SerializeToString,
+                response_deserializer=agenttx__pb2.FindTransactionResponse.FromString,
+                _registered_method=True)
 
 
 class AgentTxServiceServicer:
@@ -325,6 +330,14 @@ class AgentTxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindTransaction(self, request, context):
+        """The transaction a preview receipt or a call's request_id names, with how it ended and
+        its receipts (issue 23.8; docs/api.md, "Finding a transaction by a receipt or request id").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentTxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -442,6 +455,11 @@ def add_AgentTxServiceServicer_to_server(servicer, server):
                     servicer.RefuseCompensation,
                     request_deserializer=agenttx__pb2.RefuseCompensationRequest.FromString,
                     response_serializer=agenttx__pb2.ApproveCompensationResponse.SerializeToString,
+            ),
+            'FindTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindTransaction,
+                    request_deserializer=agenttx__pb2.FindTransactionRequest.FromString,
+                    response_serializer=agenttx__pb2.FindTransactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1066,6 +1084,33 @@ class AgentTxService:
             '/agenttx.v1.AgentTxService/RefuseCompensation',
             agenttx__pb2.RefuseCompensationRequest.SerializeToString,
             agenttx__pb2.ApproveCompensationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenttx.v1.AgentTxService/FindTransaction',
+            agenttx__pb2.FindTransactionRequest.SerializeToString,
+            agenttx__pb2.FindTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

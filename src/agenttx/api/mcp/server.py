@@ -38,11 +38,13 @@ from agenttx.api import continuations as cont
 from agenttx.api.mcp import compensation, reconcile, results, undo
 from agenttx.api.mcp.backend import Backend
 from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
+from agenttx.api.public_errors import guidance, public_error
 from agenttx.api.tracing import incoming
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.errors import AgentTxError, CommitConflict, InvalidArgument
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE, WholeNumber
+from agenttx.redaction import redact
 from agenttx.tools.context import ProgressSink
 from agenttx.types import Caller
 
@@ -213,25 +215,12 @@ class AgentTxMCP:
             with incoming(_trace_carrier(params.meta)):
                 outcome = await handler(call)
         except _BadArgument as exc:
-            outcome = cont.bad_request(str(exc))
-        except AgentTxError as exc:
-            outcome = cont.refusal_of(exc, params.name, call.args.values)
-        except Exception:
-            correlation = uuid.uuid4().hex
-            log.exception(
-                "mcp %s failed",
-                params.name,
-                extra={"tool": params.name, "correlation_id": correlation},
-            )
-            outcome = cont.Refusal(
-                "INTERNAL",
-                "internal error; see the server log",
-                cont.resolve_externally(
-                    "AgentTx failed to handle the call. Tell the user, quoting the "
-                    "correlationId, and do not retry blindly."
-                ),
-            )
-            return _refusal_result(outcome, correlation)
+            outcome = cont.bad_request(redact(str(exc)))  # it may quote the caller's value
+        except Exception as exc:  # its public form: a refusal, or an internal error
+            e = public_error(exc, log, f"mcp {params.name}")
+            outcome = guidance(e, params.name, call.args.values)
+            if e.internal:  # logged once already, on the line its correlation id finds
+                return _refusal_result(outcome, e.correlation_id)
         if isinstance(outcome, cont.Refusal):
             correlation = uuid.uuid4().hex
             # The one line the correlationId finds: what was refused and why.

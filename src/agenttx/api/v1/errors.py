@@ -7,8 +7,10 @@
                "continuation": {"kind": "CallTool", "instruction": "...",
                                 "operation": "POST /v1/transactions/tx_1/steps"}}}
 
-The HTTP status comes from the one table in ``agenttx.errors`` (wrong step, conflicts → 409,
-not found → 404, invalid → 400 …); the continuation is the one every surface gives
+Every field comes from the call's public error (``api/public_errors.py``, the same form every
+surface renders): the HTTP status from the one table in ``agenttx.errors`` (wrong step,
+conflicts → 409, not found → 404, invalid → 400, internal → 500 with only
+``details.correlation_id``); the continuation is the one every surface gives
 (``continuations``), its next calls named by HTTP route (``operation``, or ``operations`` to
 choose from, and in the instruction): the operations table's routes (``next_calls``).
 """
@@ -16,15 +18,18 @@ choose from, and in the instruction): the operations table's routes (``next_call
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import JSONResponse
 
-from agenttx.api.continuations import refusal_of, resolve_externally, revise
+from agenttx.api.continuations import revise
 from agenttx.api.next_calls import http_calls
+from agenttx.api.public_errors import PublicError, guidance, internal_error, public_error
 from agenttx.api.v1.operations import OPERATIONS
 from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
-from agenttx.errors import AgentTxError, StepFailure, TooManySubscribers, error_code
+from agenttx.errors import TooManySubscribers
+from agenttx.redaction import redact
 
 log = logging.getLogger("agenttx.http")
 
@@ -55,29 +60,34 @@ def error_body(
     }
 
 
-def refusal_response(exc: AgentTxError, arguments: dict[str, Any]) -> JSONResponse:
-    """The response of a call the service refused with ``exc``; ``arguments`` are the call's
-    (its path's transaction id among them), which the continuation quotes."""
-    if isinstance(exc, StepFailure):
-        # Raised inside a step, where the engine turns it into a failed step: one here is a
-        # bug, and its text (a tool's error) is for the log.
-        log.error("a step failure escaped the step pipeline", exc_info=exc)
-        return internal_response()
-    response = JSONResponse(refusal_body(exc, arguments), status_code=error_code(exc).http_status)
+def refusal_response(
+    exc: Exception, arguments: dict[str, Any], where: str = "HTTP"
+) -> JSONResponse:
+    """The response of a call that raised ``exc``, in its public form
+    (``api/public_errors.py``): a refusal's status and body, or an internal error's 500 (its
+    text logged once, never sent). ``arguments`` are the call's (its path's transaction id
+    among them), which the continuation quotes; ``where`` names the operation in the log."""
+    e = public_error(exc, log, where)
+    response = JSONResponse(_body(e, arguments), status_code=e.http_status)
     if isinstance(exc, TooManySubscribers):  # busy, not wrong: say when to try again
         response.headers["retry-after"] = str(-(-exc.retry_after_ms // 1000))
     return response
 
 
-def refusal_body(exc: AgentTxError, arguments: dict[str, Any]) -> dict[str, Any]:
+def refusal_body(exc: Exception, arguments: dict[str, Any]) -> dict[str, Any]:
     """The error body of ``exc`` (a refused call's, or an event stream's last event)."""
-    r = refusal_of(exc, "", arguments, HTTP_CALLS)
-    details = _jsonable(exc.details())
-    return error_body(error_code(exc).grpc_status, r.code, r.message, r.continuation, details)
+    return _body(public_error(exc, log, "an event stream"), arguments)
+
+
+def _body(e: PublicError, arguments: dict[str, Any]) -> dict[str, Any]:
+    r = guidance(e, "", arguments, HTTP_CALLS)
+    return error_body(e.grpc_status, e.reason, e.message, r.continuation, _jsonable(e.fields))
 
 
 def invalid_response(message: str, status: int = 400) -> JSONResponse:
-    """A request the adapter cannot use (bad JSON, wrong field type, too large …)."""
+    """A request the adapter cannot use (bad JSON, wrong field type, too large …); the message
+    may quote the request, so its secrets are masked."""
+    message = redact(message)
     return JSONResponse(
         error_body(
             "INVALID_ARGUMENT",
@@ -89,18 +99,10 @@ def invalid_response(message: str, status: int = 400) -> JSONResponse:
     )
 
 
-def internal_response() -> JSONResponse:
-    return JSONResponse(
-        error_body(
-            "INTERNAL",
-            "INTERNAL",
-            "internal error; see the server log",
-            resolve_externally(
-                "AgentTx failed to handle the call. Tell the operator; do not retry blindly."
-            ),
-        ),
-        status_code=500,
-    )
+def internal_response(exc: BaseException, where: str) -> JSONResponse:
+    """The 500 of an exception ``where`` raised that is no refusal (logged once, here)."""
+    e = internal_error(exc, log, where)
+    return JSONResponse(_body(e, {}), status_code=e.http_status)
 
 
 def plain_error(status: int, code: str, reason: str, message: str) -> JSONResponse:
@@ -111,7 +113,7 @@ def plain_error(status: int, code: str, reason: str, message: str) -> JSONRespon
     )
 
 
-def _jsonable(details: dict[str, Any]) -> dict[str, Any]:
+def _jsonable(details: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: v if isinstance(v, str | int | float | bool | list) else str(v)
         for k, v in details.items()

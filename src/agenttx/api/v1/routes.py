@@ -41,8 +41,8 @@ from agenttx.api.v1.operations import OPERATIONS, Call, Operation, path_refusal
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
-from agenttx.errors import AgentTxError
 from agenttx.numbers import WholeNumber
+from agenttx.redaction import redact
 
 log = logging.getLogger("agenttx.http")
 
@@ -127,12 +127,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
             "NO_SUCH_ROUTE",
             f"no route {request.url.path[:200]!r} (see /openapi.json)",
         )
-    return plain_error(exc.status_code, "UNKNOWN", "HTTP_ERROR", str(exc.detail))
+    return plain_error(exc.status_code, "UNKNOWN", "HTTP_ERROR", redact(str(exc.detail)))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("internal error in %s %s", request.method, request.url.path, exc_info=exc)
-    return internal_response()
+    return internal_response(exc, f"{request.method} {request.url.path[:200]}")
 
 
 def _endpoint(engine: Any, op: Operation, limit: int) -> _Endpoint:
@@ -154,11 +153,8 @@ def _endpoint(engine: Any, op: Operation, limit: int) -> _Endpoint:
             with incoming(request.headers):
                 # Detached: a client that goes away does not cancel a step half-way.
                 reply: Any = await run_detached(op.call(call))
-        except AgentTxError as exc:
-            return refusal_response(exc, arguments)
-        except Exception:
-            log.exception("internal error in %s", op.operation_id)
-            return internal_response()
+        except Exception as exc:  # its public form: a refusal, or an internal 500
+            return refusal_response(exc, arguments, op.operation_id)
         return await _json_reply(reply)
 
     return endpoint

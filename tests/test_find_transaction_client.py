@@ -1,0 +1,62 @@
+"""``AsyncAgentTxClient.find_transaction`` against a real server (issue 23.8): the client
+rebuilds exactly the ``FoundTransaction`` the engine returns, by a receipt id and by each
+call's request id.
+
+COORDINATOR: the server answers ``FindTransaction`` only once its row is in the operation
+table. Until then the server test below is a strict xfail (the call fails UNIMPLEMENTED);
+the moment the row serves it, the test passes, strict turns that into a failure, and the
+``SERVED_BY_THE_TABLE`` marker is to be deleted — nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import pytest
+
+import agenttx
+from agenttx.client import AsyncAgentTxClient
+
+if TYPE_CHECKING:
+    from served_engine import Served
+
+pytest_plugins = ["served_engine"]
+
+SERVED_BY_THE_TABLE = pytest.mark.xfail(
+    strict=True,
+    raises=agenttx.AgentTxError,
+    reason="FindTransaction is answered UNIMPLEMENTED until its operation-table row exists",
+)
+
+
+@SERVED_BY_THE_TABLE
+async def test_the_client_finds_what_the_engine_finds(
+    serve: Callable[..., Awaitable[Served]],
+) -> None:
+    s = await serve()
+    client = s.client
+    tx = (await client.begin(agent_id="remote", request_id="c-begin")).transaction_id
+    await client.execute_step(tx, 1, "kv.put", {"key": "a", "value": 1}, request_id="c-step")
+    receipt = (await client.preview_commit(tx)).receipt_id
+    await client.commit(tx, receipt_id=receipt, request_id="c-commit")
+    for key in ({"receipt_id": receipt}, *({"request_id": r} for r in ("c-begin", "c-step"))):
+        found = await client.find_transaction(**key)
+        assert found == await s.engine.find_transaction(**key)
+        assert found.transaction_id == tx
+        assert found.result.ending is agenttx.Ending.COMMITTED
+        assert found.result.commit_receipt_id == receipt
+    with pytest.raises(agenttx.NotFound, match="request_id `c-none` not found"):
+        await client.find_transaction(request_id="c-none")
+
+
+async def test_the_client_refuses_both_keys_or_neither_before_sending() -> None:
+    # The request holds one key only (a oneof), so the client says what the engine says.
+    client = AsyncAgentTxClient("127.0.0.1:9", timeout=1)  # nothing listens: nothing is sent
+    try:
+        with pytest.raises(agenttx.InvalidArgument, match=r"exactly one .* both were given"):
+            await client.find_transaction(receipt_id="rcpt_x", request_id="r-x")
+        with pytest.raises(agenttx.InvalidArgument, match=r"exactly one .* neither was given"):
+            await client.find_transaction()
+    finally:
+        await client.close()
