@@ -59,25 +59,24 @@ async def _serve(kind: str, data_dir: Path, port: int) -> None:
 
     from agenttx import Engine
     from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-    from agenttx.api.mcp import AgentTxMCP, EngineBackend, serve_stdio
+    from agenttx.api.mcp import AgentTxMCP, embedded, serve_stdio
 
     data_dir.mkdir(parents=True, exist_ok=True)
     engine = await Engine.open(f"sqlite:///{data_dir / 'agenttx.db'}", fs_root=data_dir / "files")
     engine_ns: list[int] = []
     handler_ns: dict[str, list[int]] = {"run_step": [], "bench.noop": []}
 
-    backend = EngineBackend(engine)
-    inner_step = backend.execute_step
+    inner_step = engine.execute_step
 
-    async def timed_step(*args: Any) -> Any:
+    async def timed_step(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter_ns()
         try:
-            return await inner_step(*args)
+            return await inner_step(*args, **kwargs)
         finally:
             engine_ns.append(time.perf_counter_ns() - t0)
 
-    backend.execute_step = timed_step  # type: ignore[method-assign]
-    mcp = AgentTxMCP(backend)
+    engine.execute_step = timed_step  # type: ignore[method-assign]
+    mcp = AgentTxMCP(embedded(engine))
 
     async def noop(arguments: dict[str, Any]) -> types.CallToolResult:
         return types.CallToolResult(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +13,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from agenttx import server as server_module
 from agenttx.cli import main
 from agenttx.server import ServeConfig
 from agenttx.types import RollbackPolicy
 from agenttx.wire import agenttx_pb2 as pb
 from server_process import ServerProcess, agenttx_command, server_env, start_server
+
+pytest_plugins = ["serve_capture"]
 
 WIDE = {"COLUMNS": "240"}  # rich tables at a width that never truncates an id
 
@@ -38,17 +38,6 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
 
 
 # -- serve: flags, environment, refusals ------------------------------------------------------
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[ServeConfig]:
-    """``agenttx serve`` builds its config and stops short of serving."""
-    configs: list[ServeConfig] = []
-    monkeypatch.setattr(server_module, "run", configs.append)
-    for name in list(os.environ):
-        if name.startswith("AGENTTX_"):
-            monkeypatch.delenv(name)
-    return configs
 
 
 def test_serve_defaults_need_no_configuration(captured: list[ServeConfig]) -> None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 
 import agenttx
 from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-from agenttx.api.mcp import AgentTxMCP, EngineBackend
+from agenttx.api.mcp import AgentTxMCP, embedded
 from agenttx.api.v1 import ApiSettings
 from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.api.web import web_exception_handlers, web_routes
@@ -264,7 +264,7 @@ async def http_engine(open_engine: Any) -> AsyncIterator[tuple[agenttx.Engine, s
     """An engine with the compensation tools behind the real HTTP listener (``/v1``)."""
     engine = await open_engine(tools=TOOLS, background=False)
     app = build_http_app(
-        AgentTxMCP(EngineBackend(engine), version="test"),
+        AgentTxMCP(embedded(engine), version="test"),
         HttpSettings(
             routes=web_routes(engine, "test", ApiSettings(extra_operations=SAFETY_OPERATIONS)),
             exception_handlers=web_exception_handlers(),

@@ -23,6 +23,7 @@ ALLOWED = (
     "agenttx.jsontext",
     "agenttx.jsonpolicy",
     "agenttx.renamed",  # layer 1: the old names of renamed settings (Engine.open's)
+    "agenttx.settings",  # layer 1: every setting, its default, range and unit (EngineConfig's)
     "agenttx.numbers",  # layer 1: the ranges of whole numbers every surface shares
     "agenttx.files",  # layer 1 (agenttx.__doc__): size-bounded reads of files the user names
     "agenttx.plural",  # layer 1: a count and its noun ("1 step", "2 steps")

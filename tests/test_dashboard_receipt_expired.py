@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-from agenttx.api.mcp import AgentTxMCP, EngineBackend
+from agenttx.api.mcp import AgentTxMCP, embedded
 from agenttx.api.v1 import ApiSettings
 from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.api.web import web_exception_handlers, web_routes
@@ -36,7 +36,7 @@ class DashboardThread(ServerThread):
     async def _start(self) -> None:
         await super()._start()
         app = build_http_app(
-            AgentTxMCP(EngineBackend(self.engine), version="test"),
+            AgentTxMCP(embedded(self.engine), version="test"),
             HttpSettings(
                 routes=web_routes(
                     self.engine, "test", ApiSettings(extra_operations=SAFETY_OPERATIONS)

@@ -6,9 +6,6 @@ Never while their transaction is open; a retried one counts from its new death; 
 
 from __future__ import annotations
 
-import logging
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,11 +13,12 @@ from click.testing import CliRunner
 
 import agenttx
 from agenttx import NotFound, PermanentDeliveryError
-from agenttx import server as server_module
 from agenttx.cli import main
 from agenttx.server import ServeConfig
 from agenttx.store.contract import TxUpdate
 from conftest import FakeClock
+
+pytest_plugins = ["serve_capture"]
 
 DAY = 86_400.0
 
@@ -175,26 +173,14 @@ async def test_zero_keeps_dead_letters_forever(
 
 
 async def test_out_of_range_is_refused(open_engine: Any) -> None:
-    with pytest.raises(agenttx.InvalidArgument, match=r"retention days must be 0\.\.36500"):
+    with pytest.raises(
+        agenttx.InvalidArgument,
+        match=r"dead_letter_retention_days must be a number of days from 0 to 36,500, got -1",
+    ):
         await open_engine(dead_letter_retention_days=-1)
 
 
 # -- agenttx serve --dead-letter-retention-days -------------------------------------------------
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ServeConfig]]:
-    """``agenttx serve`` builds its config and stops short of serving."""
-    configs: list[ServeConfig] = []
-    monkeypatch.setattr(server_module, "run", configs.append)
-    for name in list(os.environ):
-        if name.startswith("AGENTTX_"):
-            monkeypatch.delenv(name)
-    # ``serve`` configures the ``agenttx`` logger; it is put back for the other tests.
-    logger = logging.getLogger("agenttx")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield configs
-    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 @pytest.mark.stores("sqlite")

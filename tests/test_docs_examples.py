@@ -484,7 +484,7 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/gateway.md", "[servers.store]"): toml_file(_gateway),
     ("docs/hints.md", "[[rule]]"): toml_file(_hint_rules),
     ("docs/http.md", "curl -s -X POST"): cli(http=True),
-    ("docs/http.md", "Operation("): excerpt_of("src/agenttx/api/v1/safety_operations.py"),
+    ("docs/http.md", "HttpRoute("): excerpt_of("src/agenttx/api/operations/table.py"),
     ("docs/http.md", '{"error":'): json_value(lambda v: v["error"]["reason"] == "WRONG_STEP"),
     ("docs/isolation.md", "tx = await engine.begin(isolation="): with_engine(),
     ("docs/isolation.md", "async def add_one("): with_engine(check=ISOLATION_CHECK),

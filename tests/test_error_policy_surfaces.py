@@ -29,7 +29,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import agenttx
-from agenttx.api.mcp import AgentTxMCP, EngineBackend
+from agenttx.api.mcp import AgentTxMCP, served
 from agenttx.api.public_errors import INTERNAL_MESSAGE, public_error
 from agenttx.auth.keys import hash_secret, new_secret
 from agenttx.cli import main
@@ -235,7 +235,7 @@ async def over_mcp(client: Client, c: Call) -> Reply:
 async def mcp_in_memory(s: Surfaces, c: Call) -> Reply | None:
     if c.who not in ("alice", "bob"):
         return None  # in memory there are no keys to leave out or get wrong
-    backend = EngineBackend(s.engine).as_caller(ALICE if c.who == "alice" else BOB)
+    backend = served.embedded(s.engine, ALICE if c.who == "alice" else BOB)
     async with Client(AgentTxMCP(backend).server) as client:
         return await over_mcp(client, c)
 

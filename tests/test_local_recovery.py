@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import agenttx
 from agenttx import StepStatus, Strategy
-from agenttx.api.grpc_server import _policy
+from agenttx.api.operations.table import begin_policy
 from agenttx.client._wire import begin_request
 from agenttx.core.controller import ControllerState, Failure, RollbackController
 from agenttx.core.graph import DependencyGraph
@@ -160,7 +160,7 @@ def test_max_step_retries_crosses_the_wire() -> None:
     req = begin_request("a", None, {"max_step_retries": 5}, "snapshot", (), None)
     assert req.policy.HasField("max_step_retries")
     assert not req.policy.HasField("max_local_depth")  # the server's default fills it
-    assert _policy(req) == {
+    assert begin_policy(req) == {
         "max_local_depth": None,
         "max_global_resets": None,
         "replay_budget_factor": None,

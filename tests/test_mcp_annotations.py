@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from agenttx.api.mcp.backend import EngineBackend
-from agenttx.api.mcp.effect_tools import EngineEffects, add_effect_tools
+from agenttx.api.mcp.effect_tools import add_effect_tools
+from agenttx.api.mcp.served import embedded
 from agenttx.api.mcp.server import AgentTxMCP
 from mcp_harness import structured
 
@@ -43,8 +43,8 @@ def documented_hints() -> dict[str, tuple[bool, ...]]:
 
 @asynccontextmanager
 async def mcp_client(engine: Any) -> AsyncIterator[Client]:
-    mcp = AgentTxMCP(EngineBackend(engine))
-    add_effect_tools(mcp, EngineEffects(engine))  # every MCP tool AgentTx has
+    mcp = AgentTxMCP(embedded(engine))
+    add_effect_tools(mcp)  # every MCP tool AgentTx has
     async with Client(mcp.server) as c:
         yield c
 

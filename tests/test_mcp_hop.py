@@ -14,7 +14,7 @@ from mcp import Client
 
 import agenttx
 from agenttx.api.mcp import results
-from agenttx.api.mcp.backend import ClientBackend, EngineBackend
+from agenttx.api.mcp.served import embedded, remote
 from agenttx.api.mcp.server import AgentTxMCP
 from agenttx.client import AsyncAgentTxClient
 from agenttx.errors import InvalidArgument
@@ -51,7 +51,7 @@ async def _put(c: Client, tx: str, step: int, arguments: dict[str, Any]) -> dict
 async def test_get_transaction_shows_the_newest_attempts_unless_asked_for_all(
     engine: agenttx.Engine,
 ) -> None:
-    async with Client(AgentTxMCP(EngineBackend(engine)).server) as c:
+    async with Client(AgentTxMCP(embedded(engine)).server) as c:
         tx = await _long_history(c)
         full_view = await engine.get_transaction(tx)
         assert len(full_view.steps) == STEPS + 1
@@ -93,7 +93,7 @@ async def test_get_transaction_shows_the_newest_attempts_unless_asked_for_all(
 
 
 async def test_a_short_history_is_shown_whole_by_default(engine: agenttx.Engine) -> None:
-    async with Client(AgentTxMCP(EngineBackend(engine)).server) as c:
+    async with Client(AgentTxMCP(embedded(engine)).server) as c:
         tx = (await call(c, "begin_transaction"))["transaction_id"]
         await call(c, "run_step", transaction_id=tx, step_id=1, tool="kv.put",
                    arguments={"key": "a", "value": 1})  # fmt: skip
@@ -128,7 +128,7 @@ async def test_over_a_running_server_the_reply_is_bounded_alike(tmp_path: Path) 
     with server.killed_on_error():
         client = AsyncAgentTxClient(server.address, timeout=30)
         try:
-            async with Client(AgentTxMCP(ClientBackend(client)).server) as c:
+            async with Client(AgentTxMCP(remote(client)).server) as c:
                 tx = await _long_history(c)
                 got = await call(c, "get_transaction", transaction_id=tx)
                 whole = await call(c, "get_transaction", transaction_id=tx, history=True)
@@ -144,7 +144,7 @@ async def test_over_a_running_server_the_reply_is_bounded_alike(tmp_path: Path) 
 async def test_every_result_conforms_to_its_tools_output_schema(engine: agenttx.Engine) -> None:
     """The SDK client checks successful results only; a refusal (isError) must conform too,
     or the schema would not describe the tool's results truthfully."""
-    mcp = AgentTxMCP(EngineBackend(engine))
+    mcp = AgentTxMCP(embedded(engine))
     async with Client(mcp.server) as c:
         schemas = {t.name: t.output_schema for t in (await c.list_tools()).tools}
         tx = await _long_history(c)

@@ -22,8 +22,8 @@ import pytest
 from jsonschema.validators import validator_for
 from mcp import Client
 
-from agenttx.api.mcp.backend import EngineBackend
-from agenttx.api.mcp.effect_tools import EngineEffects, add_effect_tools
+from agenttx.api.mcp.effect_tools import add_effect_tools
+from agenttx.api.mcp.served import embedded
 from agenttx.api.mcp.server import AgentTxMCP
 from gateway_servers import gateway_engine, write_gateway
 from mcp_harness import structured
@@ -135,8 +135,8 @@ async def engine(store_url: str, tmp_path: Path) -> AsyncIterator[Any]:
 async def mcp_client(engine: Any) -> AsyncIterator[Client]:
     """The SDK's client on the engine's MCP server, in memory, with every MCP tool AgentTx
     has (the outbox's too). Entered in the test's own task: the SDK's task group must be."""
-    mcp = AgentTxMCP(EngineBackend(engine))
-    add_effect_tools(mcp, EngineEffects(engine))
+    mcp = AgentTxMCP(embedded(engine))
+    add_effect_tools(mcp)
     async with Client(mcp.server) as c:
         yield c
 

@@ -18,7 +18,7 @@ from mcp import Client
 
 import agenttx
 from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-from agenttx.api.mcp import AgentTxMCP, EngineBackend
+from agenttx.api.mcp import AgentTxMCP, embedded
 from agenttx.api.v1 import ApiSettings
 from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.api.web import web_exception_handlers, web_routes
@@ -133,7 +133,7 @@ async def test_mcp_get_transaction_says_the_newest_receipt_was_voided(
 ) -> None:
     engine = await open_engine(clock=clock, receipt_ttl_s=TTL)
     tx, rid, made, now = await voided_receipt(engine, "void/mcp")
-    async with Client(AgentTxMCP(EngineBackend(engine)).server) as c:
+    async with Client(AgentTxMCP(embedded(engine)).server) as c:
         shown = await c.call_tool("get_transaction", {"transaction_id": tx})
         assert not shown.is_error, text(shown)
         [receipt] = structured(shown)["receipts"]
@@ -153,7 +153,7 @@ async def http_engine(open_engine: Any, clock: FakeClock) -> AsyncIterator[tuple
     """The test's engine (fake clock) behind the real HTTP listener: /v1 and the dashboard."""
     engine = await open_engine(clock=clock, receipt_ttl_s=TTL)
     app = build_http_app(
-        AgentTxMCP(EngineBackend(engine), version="test"),
+        AgentTxMCP(embedded(engine), version="test"),
         HttpSettings(
             routes=web_routes(engine, "test", ApiSettings(extra_operations=SAFETY_OPERATIONS)),
             exception_handlers=web_exception_handlers(),

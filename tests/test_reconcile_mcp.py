@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from agenttx.api.mcp.backend import EngineBackend
+from agenttx.api.mcp.served import embedded
 from agenttx.api.mcp.server import AgentTxMCP
 from mcp_harness import stdio_client, structured, text
 from psp import TOOLS, PaymentProvider
@@ -34,7 +34,7 @@ async def test_reconcile_step_follows_the_continuations(
     open_engine: Any, psp: PaymentProvider, clock: Any
 ) -> None:
     engine = await open_engine(tools=TOOLS, clock=clock)
-    async with Client(AgentTxMCP(EngineBackend(engine)).server) as c:
+    async with Client(AgentTxMCP(embedded(engine)).server) as c:
         listed = {t.name for t in (await c.list_tools()).tools}
         assert "reconcile_step" in listed
         tools = {t["name"]: t for t in (await call(c, "list_tools"))["tools"]}
@@ -85,7 +85,7 @@ async def test_a_tool_without_a_handler_is_resolved_externally(
     open_engine: Any, psp: PaymentProvider, clock: Any
 ) -> None:
     engine = await open_engine(tools=TOOLS, clock=clock)
-    async with Client(AgentTxMCP(EngineBackend(engine)).server) as c:
+    async with Client(AgentTxMCP(embedded(engine)).server) as c:
         tx = (await call(c, "begin_transaction"))["transaction_id"]
         await call(c, "run_step", transaction_id=tx, step_id=1, tool="pay.legacy",
                    arguments={"amount": 1})  # fmt: skip

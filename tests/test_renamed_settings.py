@@ -8,7 +8,6 @@ one line, what to write instead; stdout stays the command's own. Real ``agenttx 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -18,29 +17,19 @@ import pytest
 from click.testing import CliRunner, Result
 
 import agenttx
-import agenttx.server as server_module
 from agenttx.cli import main
 from agenttx.gateway import load_gateway
 from agenttx.renamed import RENAMED
 from agenttx.server import ServeConfig
 from server_process import ServerProcess, agenttx_command, server_env, start_server
 
+pytest_plugins = ["serve_capture"]
+
 DOCS = Path(__file__).parent.parent / "docs"
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main, list(args), env={"COLUMNS": "200", **(env or {})})
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[ServeConfig]:
-    """``agenttx serve`` builds its config and stops short of serving."""
-    configs: list[ServeConfig] = []
-    monkeypatch.setattr(server_module, "run", configs.append)
-    for name in list(os.environ):
-        if name.startswith("AGENTTX_"):
-            monkeypatch.delenv(name)
-    return configs
 
 
 # old flag, its value, the new setting, the value it must read as.

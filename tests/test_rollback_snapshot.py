@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agenttx.api.grpc_server import rollback_reply
+from agenttx.api.operations.replies import rollback_reply
 
 
 async def test_a_partial_rollback_reply_carries_the_current_snapshot(engine: Any) -> None:

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-from agenttx.api.mcp import AgentTxMCP, EngineBackend
+from agenttx.api.mcp import AgentTxMCP, embedded
 from agenttx.api.tracing import TracedEngine, incoming
 from agenttx.api.web import web_routes
 from agenttx.wire import agenttx_pb2 as pb
@@ -117,7 +117,7 @@ async def test_a_callers_trace_context_parents_the_step_linked_to_the_transactio
 async def http_base(traced: TracedEngine) -> AsyncIterator[str]:
     sock = bind("127.0.0.1", 0)
     app = build_http_app(
-        AgentTxMCP(EngineBackend(traced), version="test"),  # type: ignore[arg-type]
+        AgentTxMCP(embedded(traced), version="test"),
         HttpSettings(routes=web_routes(traced, "test")),
     )
     listener = HttpListener(app, sock)

@@ -15,10 +15,11 @@ Layers (imports only point down this list):
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
    ``renamed``, ``redaction``,           the old names of renamed settings, the secrets
-   ``logs``, ``service``                 masked in free text, log set-up (whose lines go
-                                         through that redaction), the ``TransactionService``
-                                         contract the engine and the client both satisfy;
-                                         import nothing else
+   ``logs``, ``service``,                masked in free text, log set-up (whose lines go
+   ``settings``                          through that redaction), the ``TransactionService``
+                                         contract the engine and the client both satisfy,
+                                         every setting with its default, range and unit
+                                         (``Settings``); import nothing else
 2. ``wire``                              generated protobuf code (server and client share it)
 3. ``tools``, ``store.contract``         the ``Tool`` and ``Store`` contracts, built-in tools;
    ``effects``                           the outbox dispatcher and its channels
@@ -40,7 +41,10 @@ The import rule, by package prefix (a prefix covers that module and every module
 ``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
 every module's imports — statically (module- and function-level, not ``TYPE_CHECKING`` blocks)
 and by importing each package in a fresh interpreter. ``imports only`` limits a package's
-imports from AgentTx; ``never imports`` forbids any module, ours or not.
+imports from AgentTx; ``never imports`` forbids any module, ours or not. The adapters sit
+side by side: gRPC (``api.grpc_server``, ``api.grpc_requests``), HTTP (``api.v1``,
+``api.http_app``) and MCP (``api.mcp``) never import each other, and the operation table
+they derive from (``api.operations``) imports none of them.
 
     -- import rule --
     agenttx.errors    imports only   agenttx.errors agenttx.types
@@ -61,6 +65,8 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
     agenttx.renamed   imports only   agenttx.renamed
     agenttx.redaction  imports only   agenttx.redaction
     agenttx.logs      imports only   agenttx.logs agenttx.redaction
+    agenttx.settings  imports only   agenttx.errors agenttx.types agenttx.numbers agenttx.logs
+                                     agenttx.redaction agenttx.renamed agenttx.settings
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects agenttx.app
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
@@ -79,6 +85,19 @@ imports from AgentTx; ``never imports`` forbids any module, ours or not.
                                      agenttx.store.sql_store
                                      agenttx.store.sqlite agenttx.store.postgres agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg sqlite3
+    agenttx.api.operations  never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
+                                     agenttx.api.v1 agenttx.api.http_app agenttx.api.web
+                                     agenttx.api.mcp agenttx.api.dashboard grpc starlette
+    agenttx.api.grpc_server  never imports  agenttx.api.v1 agenttx.api.http_app agenttx.api.web
+                                     agenttx.api.mcp
+    agenttx.api.grpc_requests  never imports  agenttx.api.v1 agenttx.api.http_app
+                                     agenttx.api.web agenttx.api.mcp
+    agenttx.api.v1    never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
+                                     agenttx.api.mcp
+    agenttx.api.http_app  never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
+                                     agenttx.api.mcp
+    agenttx.api.mcp   never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
+                                     agenttx.api.v1 agenttx.api.http_app agenttx.api.web
     agenttx.client    never imports  agenttx.core agenttx.app agenttx.store agenttx.tools
                                      agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli
@@ -185,6 +204,7 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
     from agenttx.effects.smtp import SmtpSettings
     from agenttx.receipts import Approval, ChangeSet, Mode, Preview, Refusal
     from agenttx.service import TransactionService
+    from agenttx.settings import Settings
     from agenttx.tools.context import SyncToolContext, ToolContext
     from agenttx.tools.contract import Tool, tool
     from agenttx.tools.reconcile import ReconcileContext, Reconciled
@@ -227,6 +247,7 @@ _LAZY: dict[str, str] = {
     "Preview": "agenttx.receipts",
     "Refusal": "agenttx.receipts",
     "TransactionService": "agenttx.service",
+    "Settings": "agenttx.settings",
     "SyncToolContext": "agenttx.tools.context",
     "ToolContext": "agenttx.tools.context",
     "Tool": "agenttx.tools.contract",
@@ -310,6 +331,7 @@ __all__ = [
     "RollbackTriggered",
     "SafetyPolicy",
     "ServerUnavailable",
+    "Settings",
     "SmtpSettings",
     "Snapshot",
     "SnapshotMismatch",

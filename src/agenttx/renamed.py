@@ -56,6 +56,8 @@ RENAMED: tuple[Renamed, ...] = (
     Renamed("http_max_streams_per_key", "max_streams_per_key", "serve only"),
     Renamed("tx_idle_timeout_secs", "tx_idle_timeout_s", "Engine.open"),
     Renamed("dispatch_lease_secs", "dispatch_lease_s", "Engine.open"),
+    # the setting is hint_rules on every entry (``--hint-rules``, ``agenttx.settings``)
+    Renamed("hint_rule_files", "hint_rules", "Engine.open"),
     Renamed("timeout_ms", "timeout_s", "gateway tool", scale=0.001),
     Renamed("connect_timeout_ms", "connect_timeout_s", "gateway server", scale=0.001),
 )

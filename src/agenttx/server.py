@@ -21,7 +21,7 @@ import os
 import re
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,71 +41,21 @@ from agenttx.core.offload import share_interpreter_promptly
 from agenttx.errors import AgentTxError, InvalidArgument
 from agenttx.errors import StartupError as StartupError  # re-exported: its old home
 from agenttx.plural import plural
+from agenttx.settings import Settings
 from agenttx.tools.contract import Tool
 from agenttx.tools.registry import load_tools
-from agenttx.types import RollbackPolicy
 
 if TYPE_CHECKING:
     from agenttx.effects.smtp import SmtpSettings
 
 log = logging.getLogger("agenttx.server")
 
-DEFAULT_LISTEN_ADDR = "127.0.0.1:50051"
-DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
-DEFAULT_DATA_DIR = Path("agenttx-data")
 
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig(Settings):
+    """Everything ``agenttx serve`` takes: the ``Settings`` (each with its default, range and
+    unit: ``agenttx.settings``) and the TLS files, which go together (``agenttx.auth.tls``)."""
 
-@dataclass(frozen=True)
-class ServeConfig:
-    """Everything ``agenttx serve`` takes; the CLI checks ranges before building one."""
-
-    listen_addr: str = DEFAULT_LISTEN_ADDR
-    data_dir: Path = DEFAULT_DATA_DIR
-    store: str | None = None  # default: sqlite:///<data_dir>/agenttx.db
-    fs_root: Path | None = None  # default: <data_dir>/files
-    outbox_path: Path | None = None  # default: <data_dir>/outbox.jsonl
-    smtp_url: str | None = None  # None: email.send mails go to the outbox file
-    smtp_from: str | None = None  # required with smtp_url
-    smtp_starttls: str = "auto"  # auto, require, off
-    webhook_allow: tuple[str, ...] = ()  # HOST[:PORT] the outbound guard lets through
-    sync_writes: bool = False
-    tools: tuple[str, ...] = ()  # module[:attr] specs of user tools
-    hint_rules: tuple[Path, ...] = ()  # TOML files of user hint rules, in the order given
-    gateway: Path | None = None  # the MCP gateway file (TOML): downstream servers' tools
-    policy: RollbackPolicy = field(default_factory=RollbackPolicy)
-    step_timeout_s: float = 30.0
-    tx_idle_timeout_s: int = 900  # 0 turns the idle reaper off
-    compensation_retries: int = 3
-    max_constraints: int = 32
-    max_resolved_arguments_bytes: int = 1 << 20  # a step's arguments after its references
-    max_references: int = 1024  # ${steps.N…} references in one step's arguments
-    max_steps: int = 100_000  # live steps one transaction may hold (--max-steps)
-    retention_days: int = 30  # ended transactions, delivered effects, stored replies; 0: forever
-    audit_retention_days: int = 365  # audit chains, after their newest record; 0: forever
-    dead_letter_retention_days: int = 90  # dead letters, after their last attempt; 0: forever
-    redact_fields: tuple[str, ...] = ()  # field-name regexes masked beside the built-in ones
-    audit_key: Path | None = None  # the audit key file (``agenttx.audit_keys``); None: plain
-    metrics_addr: str | None = DEFAULT_METRICS_ADDR  # None: no metrics endpoint
-    http_addr: str | None = None  # None: no HTTP listener (MCP streamable HTTP at /mcp)
-    # Host and Origin headers the HTTP listener accepts ("host:*": any port; "*": any).
-    http_allowed_hosts: tuple[str, ...] = ("127.0.0.1:*", "localhost:*", "[::1]:*")
-    http_allowed_origins: tuple[str, ...] = (
-        "http://127.0.0.1:*",
-        "http://localhost:*",
-        "http://[::1]:*",
-    )
-    mcp_effect_tools: bool = False  # MCP over HTTP also offers list_effects, retry_effect
-    max_streams: int = 1000  # event streams open at once, of every surface (gRPC, HTTP, MCP)
-    max_streams_per_key: int = 100  # of those, opened with one API key
-    http_header_timeout_s: float = 10.0  # for a connection's whole request head
-    http_max_waiting_connections: int = 512  # connections without a request in service
-    grace_s: float = 10.0
-    otlp_endpoint: str | None = None  # None: no trace export (spans are no-ops)
-    log_format: str = "text"  # the startup line is prose in text mode, fields in json mode
-    safety_policy: Path | None = None  # --policy: the safety policy file (docs/safety.md)
-    receipt_ttl_s: int = 900  # how long a preview's receipt can be approved and used
-    # The API key file (``agenttx.auth.keys``); None: no keys, so loopback binds only.
-    api_keys: Path | None = None
     tls: TlsFiles | None = None  # TLS for gRPC and HTTP iff set (mutual iff it has a client CA)
 
     @property
@@ -349,30 +299,13 @@ async def _open(
     try:
         return await app.open_engine(
             config.store_url,
-            fs_root=config.files_dir,
-            outbox_path=config.outbox_file,
+            # The paths default under the data dir here, not beside the store's file.
+            replace(config, fs_root=config.files_dir, outbox_path=config.outbox_file),
             smtp=smtp,
-            webhook_allow=config.webhook_allow,
             webhook_secret=webhook_secret,
             tools=tools,
             channels=gateway.channels() if gateway is not None else None,
             undo_handlers=gateway.undo_handlers() if gateway is not None else None,
-            policy=config.policy,
-            sync_writes=config.sync_writes,
-            step_timeout_s=config.step_timeout_s,
-            tx_idle_timeout_s=config.tx_idle_timeout_s,
-            compensation_retries=config.compensation_retries,
-            max_constraints=config.max_constraints,
-            max_resolved_arguments_bytes=config.max_resolved_arguments_bytes,
-            max_references=config.max_references,
-            max_steps=config.max_steps,
-            hint_rule_files=config.hint_rules,
-            safety_policy=config.safety_policy,
-            receipt_ttl_s=config.receipt_ttl_s,
-            retention_days=config.retention_days,
-            audit_retention_days=config.audit_retention_days,
-            dead_letter_retention_days=config.dead_letter_retention_days,
-            redact_fields=config.redact_fields,
             audit_keys=audit_keys,
         )
     except StartupError:  # the store could not be opened, or a bad policy file
@@ -393,7 +326,7 @@ async def listen_http(
     """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``; ``slots``: the
     server's count of open event streams, shared with gRPC."""
     from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
-    from agenttx.api.mcp import AgentTxMCP, EngineBackend
+    from agenttx.api.mcp import AgentTxMCP, embedded
 
     assert config.http_addr is not None
     host, port = parse_addr(config.http_addr, "--http-addr")
@@ -418,11 +351,11 @@ async def listen_http(
         routes=web_routes(engine, version, api, api_keys=keys is not None),
         exception_handlers=web_exception_handlers(),
     )
-    adapter = AgentTxMCP(EngineBackend(engine), version=version)
+    adapter = AgentTxMCP(embedded(engine), version=version)
     if config.mcp_effect_tools:
-        from agenttx.api.mcp.effect_tools import EngineEffects, add_effect_tools
+        from agenttx.api.mcp.effect_tools import add_effect_tools
 
-        add_effect_tools(adapter, EngineEffects(engine))
+        add_effect_tools(adapter)
     app = build_http_app(adapter, settings)
     listener = HttpListener(
         app,

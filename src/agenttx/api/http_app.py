@@ -27,7 +27,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -39,13 +39,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agenttx.api.access_log import AccessLog
 from agenttx.api.http_heads import HEADER_TIMEOUT_S, MAX_WAITING, heads_protocol
-from agenttx.api.mcp.server import AgentTxMCP
 from agenttx.api.stream_slots import StreamSlots
 from agenttx.api.v1.errors import refusal_response
 from agenttx.auth.http_auth import BearerAuth, grant_of
 from agenttx.auth.keys import KeyRing
 from agenttx.auth.tls import TlsFiles
 from agenttx.errors import TooManySubscribers
+
+if TYPE_CHECKING:  # the listener serves the MCP adapter it is given; it imports none
+    from agenttx.api.mcp.server import AgentTxMCP
 
 log = logging.getLogger("agenttx.http")
 

@@ -22,8 +22,11 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-HEADER_TIMEOUT_S = 10.0  # for a whole request head: a real client sends it in one packet
-MAX_WAITING = 512  # connections without a request in service, at once
+from agenttx.settings import SETTINGS
+
+# The settings' defaults (``agenttx.settings``): a real client sends its head in one packet.
+HEADER_TIMEOUT_S: float = SETTINGS["http_header_timeout_s"].default  # for a whole request head
+MAX_WAITING: int = SETTINGS["http_max_waiting_connections"].default  # heads awaited at once
 
 
 class _Waiting:

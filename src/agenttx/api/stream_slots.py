@@ -20,9 +20,11 @@ from types import TracebackType
 
 from agenttx.auth.keys import KeyGrant
 from agenttx.errors import TooManySubscribers
+from agenttx.settings import SETTINGS
 
-MAX_STREAMS = 1000  # event streams open at once on the server, of every surface
-MAX_STREAMS_PER_KEY = 100  # of those, opened with one API key
+# The settings' defaults (``agenttx.settings``, ``--max-streams``, ``--max-streams-per-key``).
+MAX_STREAMS: int = SETTINGS["max_streams"].default  # open at once on the server, every surface
+MAX_STREAMS_PER_KEY: int = SETTINGS["max_streams_per_key"].default  # of those, with one key
 RETRY_AFTER_MS = 5000  # what a refused stream is told to wait (a slot frees when one closes)
 
 

@@ -49,6 +49,7 @@ from agenttx.types import (
     RollbackResult,
     StepResult,
     TransactionInfo,
+    TransactionPage,
     UndoResult,
 )
 
@@ -88,9 +89,10 @@ class TracedEngine:
 
     Every operation of the contract (``agenttx.service``) is a method here with the engine's
     own signature (``caller`` and the engine's extra parameters included): begin, steps,
-    commits and rollbacks in their spans, the others handed straight on. What only the
-    engine has (its event bus, store, the caller-aware listings, ``watch`` …) is forwarded
-    as it is, at run time only: type checkers see the contract's methods alone."""
+    commits and rollbacks in their spans, the others handed straight on; so are the three
+    engine calls the MCP tools make beyond it (``api.mcp.served.LocalEngine``). What else
+    only the engine has (its event bus, store, ``watch`` …) is forwarded as it is, at run
+    time only: type checkers see the methods spelled here alone."""
 
     def __init__(self, engine: Engine, tracer_provider: Any = None) -> None:
         self._engine = engine
@@ -411,6 +413,33 @@ class TracedEngine:
 
     async def retry_effect(self, effect_id: int, *, caller: Caller | None = None) -> EffectInfo:
         return await self._engine.retry_effect(effect_id, caller=caller)
+
+    # -- handed on as they are: what the MCP tools call beyond the contract -------------------
+
+    def cancel_step(
+        self, transaction_id: str, step_id: int, *, caller: Caller | None = None
+    ) -> bool:
+        return self._engine.cancel_step(transaction_id, step_id, caller=caller)
+
+    async def list_transactions_page(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        agent_id: str | None = None,
+        page_size: int = 50,
+        page_token: str = "",
+        caller: Caller | None = None,
+    ) -> TransactionPage:
+        return await self._engine.list_transactions_page(
+            statuses=statuses,
+            agent_id=agent_id,
+            page_size=page_size,
+            page_token=page_token,
+            caller=caller,
+        )
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return self._engine.list_tools()
 
 
 def configure_otlp(endpoint: str, service_name: str = "agenttx") -> Any:

@@ -120,12 +120,11 @@ async def _serve(
                 loop.add_signal_handler(sig, task.cancel)
 
     from agenttx import __version__
-    from agenttx.api.mcp import AgentTxMCP, Backend, ClientBackend, EngineBackend, serve_stdio
-    from agenttx.api.mcp.effect_tools import ClientEffects, EngineEffects, add_effect_tools
+    from agenttx.api.mcp import AgentTxMCP, serve_stdio, served
+    from agenttx.api.mcp.effect_tools import add_effect_tools
     from agenttx.server import open_engine, redact
 
     log = logging.getLogger("agenttx.mcp")
-    backend: Backend
     server, api_key, tls_ca = remote
     if server:
         from pathlib import Path
@@ -134,11 +133,10 @@ async def _serve(
 
         roots = Path(tls_ca).read_bytes() if tls_ca else None
         client = AsyncAgentTxClient(server, api_key=api_key, root_certificates=roots)
-        backend = ClientBackend(client)
         log.info("AgentTx %s MCP on stdio · server %s", __version__, server)
-        adapter = AgentTxMCP(backend, version=__version__)
+        adapter = AgentTxMCP(served.remote(client), version=__version__)
         if effect_tools:
-            add_effect_tools(adapter, ClientEffects(client))
+            add_effect_tools(adapter)
         try:
             await serve_stdio(adapter)
         finally:
@@ -147,7 +145,6 @@ async def _serve(
     engine = await open_engine(config)
     # The session's user is this process's: one configured local principal, admin of its
     # tenant (the store is the operator's own), so its transactions are scoped like a key's.
-    backend = EngineBackend(engine, caller)
     log.info(
         "AgentTx %s MCP on stdio · store %s · as %r in tenant %r",
         __version__,
@@ -155,9 +152,9 @@ async def _serve(
         caller.principal,
         caller.tenant,
     )
-    adapter = AgentTxMCP(backend, version=__version__)
+    adapter = AgentTxMCP(served.embedded(engine, caller), version=__version__)
     if effect_tools:
-        add_effect_tools(adapter, EngineEffects(engine))
+        add_effect_tools(adapter)
     try:
         await serve_stdio(adapter)
     finally:

@@ -76,7 +76,8 @@ collaborators at construction; none holds the engine.
 
 Layering: ``core`` imports ``agenttx.errors``, ``agenttx.types``, ``agenttx.receipts``,
 ``agenttx.jsontext``,
-``agenttx.numbers``, ``agenttx.jsonpolicy``, ``agenttx.audit``, the ``Store`` contract
+``agenttx.numbers``, ``agenttx.jsonpolicy``, ``agenttx.audit``, ``agenttx.settings`` (the
+settings ``EngineConfig`` extends), the ``Store`` contract
 (``agenttx.store.contract``) and ``agenttx.tools``; never a concrete store, the store
 factory, a channel or the outbox dispatcher (the engine takes one through the ``Dispatcher``
 protocol), a driver or an adapter (gRPC, MCP, client). What builds those and the engine over

@@ -91,6 +91,7 @@ from agenttx.errors import (
 )
 from agenttx.numbers import EXPECTED_REVISION
 from agenttx.receipts import Approval, Mode, Preview, Refusal
+from agenttx.settings import Settings
 from agenttx.store.contract import Store, TxRow
 from agenttx.tools.context import ProgressSink
 from agenttx.tools.registry import ToolRegistry
@@ -126,6 +127,16 @@ class _NotBoundYet:
             "Engine.open is built by the composition root, agenttx.app, which is not loaded: "
             "use agenttx.Engine.open (it loads it), or import agenttx.app first"
         )
+
+
+class OpenEngine(Protocol):
+    """``Engine.open``'s shape: a store URL, the ``Settings`` (defaults without them), and
+    keywords — each a setting by name, checked by ``Settings.of``, or one of the parts
+    ``agenttx.app.open_engine`` lists (tool objects, channels, a clock …)."""
+
+    def __call__(
+        self, url: str = ..., settings: Settings | None = None, **overrides: Any
+    ) -> Awaitable[Engine]: ...
 
 
 class Dispatcher(EffectRelease, DeliveryLoop, Protocol):
@@ -255,11 +266,12 @@ class Engine:
         # gateway's sessions, whose calls the loops may be making), in order.
         self.on_close: list[Callable[[], Awaitable[None]]] = []
 
-    # ``await Engine.open(url, **settings)``: the composition root, ``agenttx.app.open_engine``,
-    # bound to the class by ``agenttx.app`` (which ``agenttx.Engine`` loads on first use), so
-    # the core builds no store, channel, tool registry or dispatcher (docs/architecture.md).
+    # ``await Engine.open(url, settings, **overrides)``: the composition root,
+    # ``agenttx.app.open_engine``, bound to the class by ``agenttx.app`` (which
+    # ``agenttx.Engine`` loads on first use), so the core builds no store, channel, tool
+    # registry or dispatcher (docs/architecture.md).
     if TYPE_CHECKING:
-        open: ClassVar[Callable[..., Awaitable[Engine]]]
+        open: ClassVar[OpenEngine]
     else:
         open = _NotBoundYet()
 

@@ -243,7 +243,7 @@ class TxImages:
             at=at,
             revision=revision,
             events=events,
-            key=self.config.audit_key,
+            key=self.config.signing_key,
         )
         return (*sealed, *records) if sealed else records
 
@@ -264,7 +264,7 @@ class TxImages:
             at=at,
             revision=revision,
             data_text=data_text,
-            key=self.config.audit_key,
+            key=self.config.signing_key,
         )
         return (*sealed, record) if sealed else (record,)
 
@@ -284,7 +284,7 @@ class TxImages:
             and memo[1:4] == (head, rt.row.revision, len(rt.audit_pending))
         ):
             return memo[4]
-        tx_id, tenant, key = rt.row.id, rt.row.tenant, self.config.audit_key
+        tx_id, tenant, key = rt.row.id, rt.row.tenant, self.config.signing_key
         revision = rt.row.revision - len(rt.audit_pending)
         out: list[AuditRecord] = []
         for st in rt.audit_pending:

@@ -18,11 +18,8 @@ MAX_ARGUMENTS_BYTES = 1 << 20
 MAX_RAW_CONTEXT_BYTES = 1 << 20
 MAX_STATE_KEY_BYTES = 1024
 MAX_STATE_VALUE_BYTES = 1 << 20
-# A step's arguments after its ${steps.N…} references are resolved (defaults of the engine's
-# settings of the same names): the same size as the arguments a client may send, so no
-# reference lets a tool receive, or the store keep, more than a request could carry.
-MAX_RESOLVED_ARGUMENTS_BYTES = MAX_ARGUMENTS_BYTES
-MAX_REFERENCES = 1024
+# A step's arguments after its references are resolved: the settings
+# ``max_resolved_arguments_bytes`` and ``max_references`` (``agenttx.settings``).
 
 # The largest message the gRPC server sends or receives (the reference's cap); a step's reply
 # must fit in it, or the step would be durable and its reply undeliverable.

@@ -37,10 +37,10 @@ class OutboxDispatcher:
         *,
         default: Channel | None = None,
         clock: Callable[[], float] = time.time,
-        max_attempts: int = 8,
-        backoff_base_s: float = 0.5,
+        max_attempts: int,  # these three: the Settings dispatch_* (agenttx.settings)
+        backoff_base_s: float,
         backoff_max_s: float = 300.0,
-        lease_secs: float = 30.0,
+        lease_secs: float,
         poll_s: float = 1.0,
         delivery_timeout_s: float = 30.0,
         rng: Callable[[], float] = random.random,

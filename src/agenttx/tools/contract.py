@@ -44,6 +44,7 @@ from pydantic import (
 from agenttx.errors import ArgumentError as ArgumentError
 from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
+from agenttx.settings import SETTINGS
 from agenttx.tools.argument_errors import describe_validation_errors, unexpected_argument
 from agenttx.types import EffectClass
 
@@ -65,7 +66,8 @@ DryRunFidelity = Literal[
 LEGACY_FIDELITY = {"validated": "downstream_validation", "read_only_preview": "full_simulation"}
 
 MAX_TOOL_NAME_BYTES = 128
-DEFAULT_TIMEOUT_S = 30.0
+# A tool that sets no timeout runs under the engine's ``step_timeout_s`` (this is its default).
+DEFAULT_TIMEOUT_S: float = SETTINGS["step_timeout_s"].default
 MAX_TIMEOUT_S = 86_400.0  # a tool's timeout and its undo's: a day at most
 
 

@@ -1,10 +1,11 @@
 """MCP adapter: AgentTx's tools for an MCP client, over stdio or streamable HTTP.
 
-Thin like the gRPC adapter: read the tool call, make the same backend call the gRPC servicer
+Thin like the gRPC adapter: read the tool call, make the same service call the gRPC servicer
 makes, shape the reply from the same wire fields. The parts:
 
 ``catalog``        the seven tools (schemas, annotations, descriptions) and the instructions
-``backend``        what the tools call: the embedded engine, or a server over gRPC
+``served``         what the tools call: ``TransactionService`` (the embedded engine, or a
+                   server over gRPC), a live step's progress and cancel, the listings
 ``server``         the SDK ``Server`` with ``tools/list`` and ``tools/call``; progress, cancel
 ``results``        results → text + ``structuredContent`` (wire fields, ``ok: true``)
 (failures → ``{ok: false, error, continuation, diagnostics}``, their continuations from
@@ -18,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agenttx.api.mcp.backend import Backend, ClientBackend, EngineBackend
+from agenttx.api.mcp.served import Served, embedded, remote
 from agenttx.api.mcp.server import AgentTxMCP
 
-__all__ = ["AgentTxMCP", "Backend", "ClientBackend", "EngineBackend", "serve_stdio"]
+__all__ = ["AgentTxMCP", "Served", "embedded", "remote", "serve_stdio"]
 
 
 async def serve_stdio(mcp: AgentTxMCP) -> None:

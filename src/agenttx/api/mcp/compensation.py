@@ -9,8 +9,8 @@ must call what.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Coroutine
+from typing import Any
 
 import mcp_types as types
 
@@ -22,29 +22,10 @@ from agenttx.core.eager import run_detached
 from agenttx.errors import (
     AlreadyExists,
     CompensationApprovalRefused,
-    InvalidArgument,
     NotActive,
 )
-from agenttx.types import CompensationPlan, CompensationResult, RollbackResult
-
-
-class CompensationService(Protocol):
-    """What the tools call: the engine, or the client of a server (the same four calls)."""
-
-    async def compensate(
-        self, transaction_id: str, reason: str = "", *, principal: str = ""
-    ) -> CompensationResult: ...
-
-    async def compensation_plan(self, transaction_id: str) -> CompensationPlan: ...
-
-    async def approve_compensation(
-        self, transaction_id: str, principal: str, roles: Sequence[str] = ()
-    ) -> RollbackResult: ...
-
-    async def refuse_compensation(
-        self, transaction_id: str, reason: str, principal: str = "", roles: Sequence[str] = ()
-    ) -> RollbackResult: ...
-
+from agenttx.service import TransactionService
+from agenttx.types import RollbackResult
 
 _STR = {"type": "string"}
 _ACTIONS = {
@@ -171,10 +152,11 @@ def _approver_needed(transaction_id: str) -> str:
 
 
 async def compensate(
-    service: CompensationService, args: dict[str, Any]
+    service: TransactionService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
-    tx = _text(args, "transaction_id", required=True)
-    if args.get("preview") is True:
+    """``args``: as ``arguments.py`` read them."""
+    tx = args["transaction_id"]
+    if args["preview"]:
         plan = await run_detached(service.compensation_plan(tx))
         fields = message_fields(plan_reply(plan))
         lines = [f"A compensation of {tx} would:"]
@@ -186,9 +168,7 @@ async def compensate(
         lines.append("Call compensate_transaction without preview to start it.")
         return _ok(fields, "\n".join(lines))
     try:
-        k = await run_detached(
-            service.compensate(tx, _text(args, "reason"), principal=_text(args, "principal"))
-        )
+        k = await run_detached(service.compensate(tx, args["reason"], principal=args["principal"]))
     except AlreadyExists as exc:
         return cont.Refusal(
             exc.reason,
@@ -228,12 +208,13 @@ async def compensate(
 
 
 async def approve(
-    service: CompensationService, args: dict[str, Any]
+    service: TransactionService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
-    def call(tx: str, roles: list[str]) -> Coroutine[Any, Any, RollbackResult]:
-        return service.approve_compensation(tx, _text(args, "principal", required=True), roles)
-
-    decided = await _decide("approve_compensation", args, call)
+    decided = await _decide(
+        "approve_compensation",
+        args,
+        service.approve_compensation(args["transaction_id"], args["principal"], args["roles"]),
+    )
     if not isinstance(decided, RollbackResult):
         return decided
     r = decided
@@ -247,15 +228,15 @@ async def approve(
 
 
 async def refuse(
-    service: CompensationService, args: dict[str, Any]
+    service: TransactionService, args: dict[str, Any]
 ) -> types.CallToolResult | cont.Refusal:
-    def call(tx: str, roles: list[str]) -> Coroutine[Any, Any, RollbackResult]:
-        reason = _text(args, "reason", required=True)
-        return service.refuse_compensation(
-            tx, reason, _text(args, "principal", required=True), roles
-        )
-
-    decided = await _decide("refuse_compensation", args, call)
+    decided = await _decide(
+        "refuse_compensation",
+        args,
+        service.refuse_compensation(
+            args["transaction_id"], args["reason"], args["principal"], args["roles"]
+        ),
+    )
     if not isinstance(decided, RollbackResult):
         return decided
     r = decided
@@ -268,32 +249,13 @@ async def refuse(
 
 
 async def _decide(
-    tool: str,
-    args: dict[str, Any],
-    call: Callable[[str, list[str]], Coroutine[Any, Any, RollbackResult]],
+    tool: str, args: dict[str, Any], decision: Coroutine[Any, Any, RollbackResult]
 ) -> RollbackResult | cont.Refusal:
-    """An approver's decision (``call(tx, roles)``, which reads its other arguments), the
-    shared ones checked first; a refused decision is the tool's refusal with its
-    continuation."""
-    tx = _text(args, "transaction_id", required=True)
-    roles = args.get("roles") or []
-    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-        return cont.bad_request("roles must be a list of strings")
+    """An approver's ``decision``; refused, the tool's refusal with its continuation."""
     try:
-        return await run_detached(call(tx, roles))
+        return await run_detached(decision)
     except CompensationApprovalRefused as exc:
         return cont.refused(exc, tool, args)
-
-
-def _text(args: dict[str, Any], name: str, *, required: bool = False) -> str:
-    value = args.get(name)
-    if value is None or value == "":
-        if required:
-            raise InvalidArgument(f"{name} is required")
-        return ""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{name} must be a string")
-    return value
 
 
 HANDLERS = {

@@ -3,12 +3,12 @@
 They are not among the agent's tools by default: retrying a dead letter sends an email or a
 webhook again, which is an operator's decision, not a step of an agent's task. ``agenttx mcp
 --effect-tools`` (and ``agenttx serve --mcp-effect-tools``) add them, through the adapter's
-``add_tool``, on the embedded engine or on a running server alike (``EffectSource``).
+``add_served_tool``, on the embedded engine or on a running server alike (``served.py``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
@@ -16,76 +16,13 @@ from agenttx.api import effects_wire
 from agenttx.api.fields import message_fields
 from agenttx.api.mcp.results import ok
 from agenttx.errors import InvalidArgument
-from agenttx.numbers import AFTER_ID, EFFECT_ID, EFFECTS_PAGE, WholeNumber
 from agenttx.plural import plural
-from agenttx.types import Caller, EffectInfo, EffectPage
 
 if TYPE_CHECKING:
+    from agenttx.api.mcp.served import Served
     from agenttx.api.mcp.server import AgentTxMCP
-    from agenttx.client import AsyncAgentTxClient
-    from agenttx.core.engine import Engine
 
 STATUSES = ["pending", "delivering", "delivered", "dead"]
-
-
-class EffectSource(Protocol):
-    async def list_effects(
-        self,
-        statuses: list[str],
-        transaction_id: str,
-        after_id: int,
-        page_size: int,
-        caller: Caller | None = None,
-    ) -> EffectPage: ...
-
-    async def retry_effect(self, effect_id: int, caller: Caller | None = None) -> EffectInfo: ...
-
-
-class EngineEffects:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    async def list_effects(
-        self,
-        statuses: list[str],
-        transaction_id: str,
-        after_id: int,
-        page_size: int,
-        caller: Caller | None = None,
-    ) -> EffectPage:
-        return await self.engine.list_effects(
-            statuses=statuses,
-            transaction_id=transaction_id,
-            after_id=after_id,
-            limit=effects_wire.effects_per_page(page_size),
-            caller=caller,
-        )
-
-    async def retry_effect(self, effect_id: int, caller: Caller | None = None) -> EffectInfo:
-        return await self.engine.retry_effect(effect_id, caller=caller)
-
-
-class ClientEffects:
-    def __init__(self, client: AsyncAgentTxClient) -> None:
-        self.client = client
-
-    async def list_effects(
-        self,
-        statuses: list[str],
-        transaction_id: str,
-        after_id: int,
-        page_size: int,
-        caller: Caller | None = None,  # unused: the server scopes by the client's own key
-    ) -> EffectPage:
-        return await self.client.list_effects(
-            statuses=statuses,
-            transaction_id=transaction_id,
-            after_id=after_id,
-            page_size=page_size,
-        )
-
-    async def retry_effect(self, effect_id: int, caller: Caller | None = None) -> EffectInfo:
-        return await self.client.retry_effect(effect_id)
 
 
 _EFFECT = {
@@ -153,21 +90,13 @@ RETRY_EFFECT = types.Tool(
 )
 
 
-def add_effect_tools(mcp: AgentTxMCP, source: EffectSource) -> None:
-    """Offer ``list_effects`` and ``retry_effect`` on ``mcp``, served by ``source``."""
+def add_effect_tools(mcp: AgentTxMCP) -> None:
+    """Offer ``list_effects`` and ``retry_effect`` on ``mcp`` (their arguments read by
+    ``arguments.py``)."""
 
-    async def list_effects(args: dict[str, Any], caller: Caller | None) -> types.CallToolResult:
-        statuses = args.get("status") or []
-        if isinstance(statuses, str):
-            statuses = [statuses]
-        if not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses):
-            raise InvalidArgument("status must be a list of statuses")
-        page = await source.list_effects(
-            statuses,
-            _text(args, "transaction_id"),
-            _integer(args, AFTER_ID, 0),
-            _integer(args, EFFECTS_PAGE, 0),
-            caller,
+    async def list_effects(served: Served, args: dict[str, Any]) -> types.CallToolResult:
+        page = await served.listings.effects(
+            args["status"], args["transaction_id"], args["after_id"] or 0, args["page_size"] or 0
         )
         wire = effects_wire.effects_page(page.effects, page.next_after_id)
         fields = message_fields(wire)
@@ -177,30 +106,16 @@ def add_effect_tools(mcp: AgentTxMCP, source: EffectSource) -> None:
         )
         return ok({"effects": fields.get("effects", []), "next_after_id": wire.next_after_id}, text)
 
-    async def retry_effect(args: dict[str, Any], caller: Caller | None) -> types.CallToolResult:
-        effect_id = _integer(args, EFFECT_ID, 0)
-        if not effect_id:
+    async def retry_effect(served: Served, args: dict[str, Any]) -> types.CallToolResult:
+        effect_id = args["effect_id"]
+        if effect_id is None:
             raise InvalidArgument("effect_id is required: the id list_effects shows")
-        e = await source.retry_effect(effect_id, caller)
+        e = await served.service.retry_effect(effect_id)
         text = f"effect {e.effect_id} ({e.channel}) is {e.status}" + (
             f": {e.last_error}" if e.status != "delivered" and e.last_error else ""
         )
         return ok({"effect": message_fields(effects_wire.record(e))}, text)
 
     # Over HTTP with keys each call is the request's caller's: its tenant, its transactions.
-    mcp.add_caller_tool(LIST_EFFECTS, list_effects)
-    mcp.add_caller_tool(RETRY_EFFECT, retry_effect)
-
-
-def _text(args: dict[str, Any], name: str) -> str:
-    value = args.get(name) or ""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{name} must be a string")
-    return value
-
-
-def _integer(args: dict[str, Any], field: WholeNumber, default: int) -> int:
-    value = args.get(field.name)
-    if value is None:
-        return default
-    return field.parse(value)  # models send numbers as text too; bounded before int()
+    mcp.add_served_tool(LIST_EFFECTS, list_effects)
+    mcp.add_served_tool(RETRY_EFFECT, retry_effect)

@@ -18,20 +18,20 @@ import mcp_types as types
 from agenttx.api import history, receipts_wire
 from agenttx.api.continuations import Refusal, aborted, outcome_unknown
 from agenttx.api.fields import message_fields
-from agenttx.api.grpc_server import (
+from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
+from agenttx.api.operations.replies import (
+    ALL_STRATEGIES,
     begin_reply,
     commit_reply,
     rollback_reply,
     step_reply,
     transaction_reply,
 )
-from agenttx.api.mcp.compensation import waiting_rollback_text, waiting_undo_text
 from agenttx.jsontext import compact
 from agenttx.plural import plural
 from agenttx.receipts import Approval, Preview, ReceiptStatus, voided_because
 from agenttx.receipts import Refusal as ReceiptRefusal
 from agenttx.types import (
-    REFERENCE_FALLBACK,
     BeginResult,
     CommitResult,
     RollbackResult,
@@ -41,8 +41,6 @@ from agenttx.types import (
     TxStatus,
 )
 
-# A model reads the strategy's name in the text: it can handle RETRY, so none is downgraded.
-_ALL_STRATEGIES = frozenset(REFERENCE_FALLBACK)
 # Output shown in the text beyond this many characters is cut; structuredContent has it all.
 TEXT_OUTPUT_CHARS = 2000
 # State changes listed in a preview's text; structuredContent has them all.
@@ -59,7 +57,8 @@ def ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
 
 
 def step_fields(r: StepResult, tool: str) -> dict[str, Any]:
-    fields = message_fields(step_reply(r, _ALL_STRATEGIES), short_enums=True)
+    # A model reads the strategy's name in the text: it can handle RETRY, none is downgraded.
+    fields = message_fields(step_reply(r, ALL_STRATEGIES), short_enums=True)
     if r.dry_run is None:  # the dry-run fields (18-21) say nothing about a real step
         for name in ("dry_run", "fidelity", "policy_decision"):
             fields.pop(name, None)

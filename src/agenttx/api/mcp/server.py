@@ -1,10 +1,10 @@
-"""The MCP server: the SDK's low-level ``Server`` with ``tools/list`` and ``tools/call`` over a
-``Backend`` (the embedded engine, or a running server over gRPC).
+"""The MCP server: the SDK's low-level ``Server`` with ``tools/list`` and ``tools/call`` over
+``TransactionService`` (``served.py``: the embedded engine, or a running server over gRPC).
 
 One call, top to bottom: the SDK parses the frame (malformed JSON → -32700, a non-request →
 -32600, an unknown method → -32601) → ``on_call_tool`` → an unknown MCP tool is -32602, a
-protocol error → the tool's handler reads its arguments leniently (``_Args``) → one backend
-call → ``results.py`` shapes the reply. A refused call becomes a result with ``isError``,
+protocol error → the tool's arguments read leniently by its row (``arguments.py``) → one
+service call → ``results.py`` shapes the reply. A refused call becomes a result with ``isError``,
 ``ok: false`` and a continuation, and one warning log line carrying the same
 ``correlationId``.
 
@@ -36,100 +36,45 @@ from mcp.shared.exceptions import MCPError
 
 from agenttx.api import continuations as cont
 from agenttx.api.mcp import compensation, reconcile, results, undo
-from agenttx.api.mcp.backend import Backend
+from agenttx.api.mcp.arguments import Arguments, BadArgument
 from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
+from agenttx.api.mcp.served import Served
 from agenttx.api.public_errors import guidance, public_error
 from agenttx.api.tracing import incoming
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
-from agenttx.errors import AgentTxError, CommitConflict, InvalidArgument
-from agenttx.numbers import EXPECTED_REVISION, STEP_ID, TO_STEP, TRANSACTIONS_PAGE, WholeNumber
+from agenttx.errors import AgentTxError, CommitConflict
 from agenttx.redaction import redact
+from agenttx.service import TransactionService
 from agenttx.tools.context import ProgressSink
-from agenttx.types import Caller
 
 log = logging.getLogger("agenttx.mcp")
 
 SERVER_NAME = "agenttx"
 
 Handler = Callable[["_Call"], Awaitable["types.CallToolResult | cont.Refusal"]]
-
-
-class _BadArgument(Exception):
-    """An MCP tool argument the adapter cannot use; becomes a ReviseRequest refusal."""
-
-
-class _Args:
-    """A tool call's arguments, read leniently: a numeric string for an integer, JSON text
-    for ``arguments``; anything else wrong is a ``_BadArgument`` naming the argument."""
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def text(self, name: str, *, required: bool = False) -> str:
-        value = self.values.get(name)
-        if value is None:
-            if required:
-                raise _BadArgument(f"{name} is required")
-            return ""
-        if not isinstance(value, str):
-            raise _BadArgument(f"{name} must be a string, got {type(value).__name__}")
-        if required and not value:
-            raise _BadArgument(f"{name} must not be empty")
-        return value
-
-    def integer(self, field: WholeNumber, *, required: bool = False) -> int | None:
-        value = self.values.get(field.name)
-        if value is None or value == "":
-            if required:
-                raise _BadArgument(f"{field.name} is required")
-            return None
-        try:
-            return field.parse(value)  # bounded before int(): a 5,000-digit text is refused
-        except InvalidArgument as exc:
-            raise _BadArgument(exc.message) from None
-
-    def flag(self, name: str) -> bool:
-        value = self.values.get(name)
-        if value is None or isinstance(value, bool):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise _BadArgument(f"{name} must be true or false, got {value!r}")
-
-    def strings(self, name: str) -> list[str]:
-        value = self.values.get(name)
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [v for v in (p.strip() for p in value.split(",")) if v]
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return list(value)
-        raise _BadArgument(f"{name} must be a list of strings")
+# A tool's handler, given its arguments as ``arguments.py`` read them, by name.
+Reading = Callable[["_Call", dict[str, Any]], Awaitable["types.CallToolResult | cont.Refusal"]]
 
 
 class _Call:
     """One ``tools/call``: its arguments and what its handler may use of the request."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        args: _Args,
-        progress: ProgressSink | None,
-    ) -> None:
-        self.backend = backend
+    def __init__(self, served: Served, args: Arguments, progress: ProgressSink | None) -> None:
+        self.served = served  # acting for the request's caller
+        self.service = served.service
         self.args = args
         self.progress = progress
 
 
 class AgentTxMCP:
-    """The MCP face of one backend: ``server`` is the SDK ``Server`` to run on a transport."""
+    """The MCP face of one service: ``server`` is the SDK ``Server`` to run on a transport."""
 
-    def __init__(self, backend: Backend, *, version: str = "") -> None:
-        self.backend = backend
+    def __init__(self, served: Served, *, version: str = "") -> None:
+        self.served = served
         # The AgentTx tools as last listed; listed again when a step names one not in it.
         self._tool_names: list[str] | None = None
-        self._handlers: dict[str, Handler] = {
+        reading: dict[str, Reading] = {
             "begin_transaction": self._begin,
             "run_step": self._run_step,
             "commit_transaction": self._commit,
@@ -144,11 +89,12 @@ class AgentTxMCP:
             "redo_step": self._redo_step,
             "reconcile_step": self._reconcile_step,
         }
-        assert set(self._handlers) == TOOL_NAMES | undo.UNDO_TOOL_NAMES
+        assert set(reading) == TOOL_NAMES | undo.UNDO_TOOL_NAMES
         self._tools = [*TOOLS, *undo.UNDO_TOOLS]
         for tool in compensation.TOOLS:  # compensate_transaction, approve_/refuse_compensation
-            self._handlers[tool.name] = _compensation_handler(compensation.HANDLERS[tool.name])
+            reading[tool.name] = _compensation_handler(compensation.HANDLERS[tool.name])
             self._tools.append(tool)
+        self._handlers: dict[str, Handler] = {n: _reading(n, h) for n, h in reading.items()}
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version,
@@ -174,20 +120,21 @@ class AgentTxMCP:
         self._handlers[tool.name] = call
         self._tools.append(tool)
 
-    def add_caller_tool(
+    def add_served_tool(
         self,
         tool: types.Tool,
-        handler: Callable[[dict[str, Any], Caller | None], Awaitable[types.CallToolResult]],
+        handler: Callable[[Served, dict[str, Any]], Awaitable[types.CallToolResult]],
     ) -> None:
-        """``add_tool`` for a handler that acts as the request's caller (over HTTP with API
-        keys, the key's owner; None: the process's own user)."""
+        """``add_tool`` for an AgentTx tool beyond the agent's (``effect_tools.py``): its
+        handler calls the service as the request's caller (over HTTP with API keys, the key's
+        owner) with the arguments its row in ``arguments.ARGUMENTS`` reads."""
         if tool.name in self._handlers:
             raise ValueError(f"MCP tool {tool.name!r} exists already")
 
-        async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
-            return await handler(c.args.values, getattr(c.backend, "caller", None))
+        async def call(c: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
+            return await handler(c.served, a)
 
-        self._handlers[tool.name] = call
+        self._handlers[tool.name] = _reading(tool.name, call)
         self._tools.append(tool)
 
     # ------------------------------------------------------------------ the two handlers
@@ -207,14 +154,16 @@ class AgentTxMCP:
                 types.INVALID_PARAMS,
                 f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(self._handlers))}",
             )
-        call = _Call(self._backend(ctx), _Args(params.arguments or {}), _progress_sink(ctx, params))
+        call = _Call(
+            self._served(ctx), Arguments(params.arguments or {}), _progress_sink(ctx, params)
+        )
         started = time.perf_counter()
         try:
             # W3C trace context in the request's _meta (traceparent, tracestate): the
             # transaction's spans join the caller's trace (api/tracing.py).
             with incoming(_trace_carrier(params.meta)):
                 outcome = await handler(call)
-        except _BadArgument as exc:
+        except BadArgument as exc:
             outcome = cont.bad_request(redact(str(exc)))  # it may quote the caller's value
         except Exception as exc:  # its public form: a refusal, or an internal error
             e = public_error(exc, log, f"mcp {params.name}")
@@ -248,34 +197,30 @@ class AgentTxMCP:
 
     # ------------------------------------------------------------------ the tools
 
-    def _backend(self, ctx: ServerRequestContext[Any]) -> Backend:
-        """The backend acting for this request's caller: over HTTP with keys, the one the
+    def _served(self, ctx: ServerRequestContext[Any]) -> Served:
+        """The service acting for this request's caller: over HTTP with keys, the one the
         request's bearer key named (``agenttx.auth.http_auth``), per request, so a session id
         used with another key acts for that key's owner; otherwise the process's own."""
         scope = getattr(ctx.request, "scope", None)
         caller = caller_of(scope) if isinstance(scope, dict) else None
-        return self.backend if caller is None else self.backend.as_caller(caller)
+        return self.served if caller is None else self.served.as_caller(caller)
 
-    async def _begin(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        goal = call.args.text("goal")
-        agent_id = call.args.text("agent_id")
-        mode = call.args.text("mode")
+    async def _begin(self, call: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
+        goal = a["goal"]
         b = await run_detached(
-            call.backend.begin(
-                agent_id, {"goal": goal} if goal else {}, call.args.text("principal"), mode
+            call.service.begin(
+                a["agent_id"],
+                {"goal": goal} if goal else {},
+                principal=a["principal"],
+                mode=a["mode"],
             )
         )
         return results.begin_result(b)
 
-    async def _run_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        args = call.args
-        tx = args.text("transaction_id", required=True)
-        step_id = args.integer(STEP_ID, required=True)
-        assert step_id is not None
-        tool = args.text("tool", required=True)
-        arguments = args.values.get("arguments")
-        if arguments is not None and not isinstance(arguments, dict | str):
-            raise _BadArgument("arguments must be a JSON object (or its text)")
+    async def _run_step(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
+        tx, step_id, tool, arguments = a["transaction_id"], a["step_id"], a["tool"], a["arguments"]
         known = await self._agenttx_tools()
         if tool not in known:
             # The MCP gateway adds tools while the engine runs (a server that came up late,
@@ -284,12 +229,17 @@ class AgentTxMCP:
             known = await self._agenttx_tools()
         if tool not in known:
             return cont.unknown_tool(tool, known)
-        if args.flag("dry_run"):
-            dry = call.backend.dry_run_step(tx, step_id, tool, arguments, args.text("reasoning"))
+        if a["dry_run"]:
+            dry = call.service.execute_step(
+                tx, step_id, tool, arguments, a["reasoning"], dry_run=True
+            )
             return undo.dry_run_result(await dry, tool)
+        live = call.served.live
         step = run_detached(
-            call.backend.execute_step(
-                tx, step_id, tool, arguments, args.text("reasoning"), call.progress
+            call.service.execute_step(tx, step_id, tool, arguments, a["reasoning"])
+            if live is None
+            else live.execute_step(
+                tx, step_id, tool, arguments, a["reasoning"], progress=call.progress
             )
         )
         try:
@@ -298,7 +248,7 @@ class AgentTxMCP:
             # The caller cancelled this run_step (MCP notifications/cancelled): stop its tool;
             # the step fails and is undone in the engine, and no reply is sent (the caller
             # said it wants none).
-            if call.backend.cancel_step(tx, step_id):
+            if live is not None and live.cancel_step(tx, step_id):
                 log.info(
                     "mcp run_step cancelled by the caller",
                     extra={"transaction_id": tx, "step_id": step_id, "tool": tool},
@@ -306,111 +256,117 @@ class AgentTxMCP:
             raise
         return results.step_result(r, tool)
 
-    async def _commit(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
-        expected = call.args.integer(EXPECTED_REVISION)
-        receipt_id = call.args.text("receipt_id")
+    async def _commit(self, call: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
+        tx = a["transaction_id"]
         try:
-            c = await run_detached(call.backend.commit(tx, expected, receipt_id))
+            c = await run_detached(
+                call.service.commit(
+                    tx, expected_revision=a["expected_revision"], receipt_id=a["receipt_id"]
+                )
+            )
         except CommitConflict as exc:
             try:
-                info = await call.backend.get_transaction(tx)
+                info = await call.service.get_transaction(tx)
             except AgentTxError:
                 info = None
             return cont.commit_conflict(exc, info)
         return results.commit_result(c)
 
-    async def _rollback(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
-        to_step = call.args.integer(TO_STEP)
-        b = await run_detached(call.backend.rollback(tx, to_step or None, call.args.text("reason")))
+    async def _rollback(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
+        to_step = a["to_step"]
+        b = await run_detached(
+            call.service.rollback(a["transaction_id"], to_step or None, a["reason"])
+        )
         return results.rollback_result(b, to_step)
 
-    async def _preview(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
-        return results.preview_result(await run_detached(call.backend.preview_commit(tx)))
+    async def _preview(self, call: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
+        p = await run_detached(call.service.preview_commit(a["transaction_id"]))
+        return results.preview_result(p)
 
-    async def _approve(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+    async def _approve(self, call: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
         # An explicit call by an approver (never an elicitation: the 2026-07-28 protocol
         # cannot carry one, and the agent must not approve its own work).
-        args = call.args
-        a = await run_detached(
-            call.backend.approve_commit(
-                args.text("transaction_id", required=True),
-                args.text("receipt_id", required=True),
-                args.text("principal", required=True),
-                args.strings("roles"),
-            )
+        approval = call.service.approve_commit(
+            a["transaction_id"], a["receipt_id"], principal=a["principal"], roles=a["roles"]
         )
-        return results.approval_result(a)
+        return results.approval_result(await run_detached(approval))
 
-    async def _refuse(self, call: _Call) -> types.CallToolResult | cont.Refusal:
+    async def _refuse(self, call: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
         # Like approve_commit: an explicit call by an approver, never asked of the agent.
-        args = call.args
-        r = await run_detached(
-            call.backend.refuse_commit(
-                args.text("transaction_id", required=True),
-                args.text("receipt_id", required=True),
-                args.text("reason", required=True),
-                args.text("principal", required=True),
-                args.strings("roles"),
-            )
+        refusal = call.service.refuse_commit(
+            a["transaction_id"],
+            a["receipt_id"],
+            a["reason"],
+            principal=a["principal"],
+            roles=a["roles"],
         )
-        return results.refusal_result(r)
+        return results.refusal_result(await run_detached(refusal))
 
-    async def _undo_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
-        return undo.undo_result(await run_detached(call.backend.undo_step(tx)))
+    async def _undo_step(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
+        return undo.undo_result(await run_detached(call.service.undo_step(a["transaction_id"])))
 
-    async def _redo_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
-        return undo.redo_result(await run_detached(call.backend.redo_step(tx)))
+    async def _redo_step(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
+        return undo.redo_result(await run_detached(call.service.redo_step(a["transaction_id"])))
 
-    async def _get(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
+    async def _get(self, call: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
+        tx = a["transaction_id"]
+        if a["history"]:
+            return results.transaction_result(await call.service.get_transaction(tx))
         # By default the newest attempts only: a whole history (every attempt's arguments and
         # output, the dependency graph) costs a read, a reply and a validation in proportion
         # to its length on every call, and an agent finding its place needs the newest.
-        recent = None if call.args.flag("history") else results.RECENT_STEPS
-        info = await call.backend.get_transaction(tx, recent)
-        return results.transaction_result(info, bounded=recent is not None)
+        info = await call.served.listings.transaction(tx, results.RECENT_STEPS)
+        return results.transaction_result(info, bounded=True)
 
-    async def _list_tools(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        return results.tools_result(await call.backend.list_tools())
+    async def _list_tools(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
+        return results.tools_result(await call.served.listings.tools())
 
-    async def _list_transactions(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        page_size = call.args.integer(TRANSACTIONS_PAGE) or 50
-        rows, token = await call.backend.list_transactions(
-            [s.upper() for s in call.args.strings("status")],
-            call.args.text("agent_id"),
-            page_size,
-            call.args.text("page_token"),
+    async def _list_transactions(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
+        rows, token = await call.served.listings.transactions(
+            [s.upper() for s in a["status"]], a["agent_id"], a["page_size"] or 50, a["page_token"]
         )
         return results.transactions_result(rows, token)
 
-    async def _reconcile_step(self, call: _Call) -> types.CallToolResult | cont.Refusal:
-        tx = call.args.text("transaction_id", required=True)
-        step_id = call.args.integer(STEP_ID, required=True)
-        assert step_id is not None
+    async def _reconcile_step(
+        self, call: _Call, a: dict[str, Any]
+    ) -> types.CallToolResult | cont.Refusal:
         # A refusal (too early, another reconcile running) is ``cont.refusal_of``'s.
-        r = await run_detached(call.backend.reconcile_step(tx, step_id))
+        r = await run_detached(call.service.reconcile_step(a["transaction_id"], a["step_id"]))
         return reconcile.result(r)
 
     async def _agenttx_tools(self) -> list[str]:
         # One listing serves every call until a step names a tool it lacks (``_run_step``).
         if self._tool_names is None:
-            self._tool_names = [d["name"] for d in await self.backend.list_tools()]
+            self._tool_names = [d["name"] for d in await self.served.listings.tools()]
         return self._tool_names
+
+
+def _reading(tool: str, handler: Reading) -> Handler:
+    """``handler`` given the call's arguments as ``tool``'s row reads them."""
+
+    async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
+        return await handler(c, c.args.read(tool))
+
+    return call
 
 
 def _compensation_handler(
     run: Callable[
-        [compensation.CompensationService, dict[str, Any]],
-        Awaitable[types.CallToolResult | cont.Refusal],
+        [TransactionService, dict[str, Any]], Awaitable[types.CallToolResult | cont.Refusal]
     ],
-) -> Handler:
-    async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
-        return await run(c.backend.compensation, c.args.values)
+) -> Reading:
+    async def call(c: _Call, a: dict[str, Any]) -> types.CallToolResult | cont.Refusal:
+        return await run(c.service, a)
 
     return call
 

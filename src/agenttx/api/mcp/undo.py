@@ -12,7 +12,6 @@ from __future__ import annotations
 import mcp_types as types
 
 from agenttx.api.fields import message_fields
-from agenttx.api.grpc_server import step_reply
 from agenttx.api.mcp import results
 from agenttx.api.mcp.catalog import (
     _BOOL,
@@ -25,9 +24,10 @@ from agenttx.api.mcp.catalog import (
     _tool,
 )
 from agenttx.api.mcp.compensation import waiting_undo_text
+from agenttx.api.operations.replies import ALL_STRATEGIES, step_reply
 from agenttx.api.undo_wire import redo_reply, undo_reply
 from agenttx.jsontext import compact
-from agenttx.types import REFERENCE_FALLBACK, StepResult, TxStatus, UndoResult
+from agenttx.types import StepResult, TxStatus, UndoResult
 
 _MOVE_FIELDS = {
     "transaction_id": _STR,
@@ -90,7 +90,7 @@ UNDO_TOOL_NAMES = frozenset(t.name for t in UNDO_TOOLS)
 
 def dry_run_result(r: StepResult, tool: str) -> types.CallToolResult:
     assert r.dry_run is not None
-    fields = message_fields(step_reply(r, frozenset(REFERENCE_FALLBACK)), short_enums=True)
+    fields = message_fields(step_reply(r, ALL_STRATEGIES), short_enums=True)
     # ``dry_run_json`` arrives parsed under ``dry_run`` (fields.py): shown as ``report``.
     report = fields.pop("dry_run", None)
     fields = {"step_id": r.step_id, "tool": tool, **fields, "dry_run": True, "report": report}

@@ -1,6 +1,6 @@
 """The HTTP/JSON API under ``/v1``: the gRPC service's operations as JSON (docs/http.md).
 
-operations  the table: route → request model → engine call → reply message
+operations  the routes of the operation table's rows; a request → the row's request
 routes      the Starlette sub-app built from the table, behind the access check
 access      where authentication plugs in (``AccessCheck``)
 errors      the one error shape, HTTP statuses from ``agenttx.errors``' table

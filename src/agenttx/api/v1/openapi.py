@@ -13,14 +13,9 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 
 from agenttx.api.fields import enum_prefix
+from agenttx.api.operations.bodies import BEGIN_WITHOUT_KEYS
 from agenttx.api.v1.errors import ERROR_STATUSES
-from agenttx.api.v1.operations import (
-    BEGIN_WITHOUT_KEYS,
-    OPERATIONS,
-    PATH_NUMBERS,
-    TRANSACTION_ID_SCHEMA,
-    Operation,
-)
+from agenttx.api.v1.operations import OPERATIONS, PATH_NUMBERS, TRANSACTION_ID_SCHEMA, Operation
 from agenttx.numbers import AFTER_REVISION, WholeNumber
 
 _SCALARS: dict[str, dict[str, Any]] = {
@@ -155,13 +150,15 @@ def _model_schema(model: Any, components: dict[str, Any]) -> dict[str, Any]:
 def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "operationId": op.operation_id,
-        "summary": op.summary,
+        "summary": op.route.summary,
         "parameters": _path_params(op.path),
         "responses": {
             "200": {
                 "description": "OK",
                 "content": {
-                    "application/json": {"schema": message_schema(op.reply.DESCRIPTOR, components)}
+                    "application/json": {
+                        "schema": message_schema(op.row.reply.DESCRIPTOR, components)
+                    }
                 },
             },
             **{
@@ -175,17 +172,18 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
             },
         },
     }
-    if op.query is not None:
-        q = op.query.model_json_schema()
+    route = op.route
+    if route.query is not None:
+        q = route.query.model_json_schema()
         for name, prop in q.get("properties", {}).items():
             param: dict[str, Any] = {"name": name, "in": "query", "required": False, "schema": prop}
             if prop.get("type") == "array":
                 param["explode"] = True
             out["parameters"].append(param)
-    if op.body is not None:
+    if route.body is not None:
         out["requestBody"] = {
-            "required": not op.body_optional,
-            "content": {"application/json": {"schema": _model_schema(op.body, components)}},
+            "required": not route.body_optional,
+            "content": {"application/json": {"schema": _model_schema(route.body, components)}},
         }
     return out
 

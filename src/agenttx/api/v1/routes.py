@@ -1,9 +1,9 @@
 """``/v1`` as Starlette routes: each operation of the table (``operations.py``) becomes one
-route that reads the body within its byte limit, validates it, runs the engine call in the
-caller's trace context and answers the reply's JSON; the server-sent-event streams
-(``events.py``) sit beside them. The whole sub-app is behind ``AccessMiddleware``, and every
-error, the HTTP layer's own included (no such route, wrong method), has the one shape of
-``errors.py``.
+route that reads the body within its byte limit, validates it, fills the row's request
+message, runs the row in the caller's trace context and answers the reply's JSON; the
+server-sent-event streams (``events.py``) sit beside them. The whole sub-app is behind
+``AccessMiddleware``, and every error, the HTTP layer's own included (no such route, wrong
+method), has the one shape of ``errors.py``.
 
 A client that disconnects mid-step does not cancel the step: it runs to its end (as over
 gRPC), and a retry with the same ``request_id`` gets the stored reply.
@@ -27,6 +27,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agenttx.api.fields import message_fields
+from agenttx.api.operations import CallContext
+from agenttx.api.operations.replies import ALL_STRATEGIES
 from agenttx.api.tracing import incoming
 from agenttx.api.v1 import events
 from agenttx.api.v1.access import AccessCheck, AccessMiddleware, open_access
@@ -37,7 +39,7 @@ from agenttx.api.v1.errors import (
     plain_error,
     refusal_response,
 )
-from agenttx.api.v1.operations import OPERATIONS, Call, Operation, path_refusal
+from agenttx.api.v1.operations import OPERATIONS, Operation, path_refusal, request_of
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
@@ -147,17 +149,34 @@ def _endpoint(engine: Any, op: Operation, limit: int) -> _Endpoint:
             return invalid_response(str(exc), 413)
         except _BadRequest as exc:
             return invalid_response(str(exc), exc.status)
-        call = Call(engine, path, body, query, caller_of(request.scope), body_bytes)
-        arguments = {**path, **(body.model_dump() if isinstance(body, BaseModel) else {})}
+        # HTTP reads names (every strategy) and has no message limit (the whole history).
+        context = CallContext(caller_of(request.scope), ALL_STRATEGIES, None)
         try:
             with incoming(request.headers):
                 # Detached: a client that goes away does not cancel a step half-way.
-                reply: Any = await run_detached(op.call(call))
+                reply: Any = await run_detached(
+                    _run(engine, op, path, body, query, body_bytes, context)
+                )
         except Exception as exc:  # its public form: a refusal, or an internal 500
+            # The call's arguments (its path's transaction id among them) for the continuation.
+            arguments = {**path, **(body.model_dump() if isinstance(body, BaseModel) else {})}
             return refusal_response(exc, arguments, op.operation_id)
         return await _json_reply(reply)
 
     return endpoint
+
+
+async def _run(
+    engine: Any,
+    op: Operation,
+    path: dict[str, str],
+    body: Any,
+    query: Any,
+    body_bytes: int,
+    context: CallContext,
+) -> Any:
+    request = await request_of(op, path, body, query, body_bytes)
+    return await op.row.run(engine, request, context)
 
 
 class _BadRequest(Exception):
@@ -168,26 +187,27 @@ class _BadRequest(Exception):
 
 async def _body(request: Request, op: Operation, limit: int) -> tuple[Any, int]:
     """The parsed body and its size in bytes (0 without one)."""
-    if op.body is None:
+    model = op.route.body
+    if model is None:
         return None, 0
     raw = await read_body(request, limit)
     # No body is the defaults; a body of only spaces is no JSON, refused like any other (the
     # document makes the body optional, not blank text a body).
-    if not raw and op.body_optional:
-        return op.body(), len(raw)
+    if not raw and op.route.body_optional:
+        return model(), len(raw)
     ctype = request.headers.get("content-type", "")
     if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
         raise _BadRequest(f"send the body as application/json, not {ctype[:64]!r}", 415)
     try:
         # A large body (a step's arguments reach 1 MiB, the body more) is parsed on a worker
         # thread, as the engine parses large arguments: 4 MB took ~0.16 s of the loop.
-        parsed = await by_size(len(raw), INLINE_JSON_CHARS, op.body.model_validate_json, raw)
+        parsed = await by_size(len(raw), INLINE_JSON_CHARS, model.model_validate_json, raw)
     except ValidationError as exc:
         if not any(e["type"] == "json_invalid" for e in exc.errors()):
-            raise _BadRequest(_validation_message(exc, op.body)) from None
+            raise _BadRequest(_validation_message(exc, model)) from None
         # JSON pydantic's parser refuses: read again, leniently, so that what the JSON policy
         # judges inside a step fails the step, and a field's number is refused by name.
-        parsed = await by_size(len(raw), INLINE_JSON_CHARS, _lenient, op.body, raw)
+        parsed = await by_size(len(raw), INLINE_JSON_CHARS, _lenient, model, raw)
     return parsed, len(raw)
 
 
@@ -208,19 +228,20 @@ def _lenient(model: type[BaseModel], raw: bytes) -> BaseModel:
 
 
 def _query(request: Request, op: Operation) -> Any:
-    if op.query is None:
+    model = op.route.query
+    if model is None:
         return None
     values: dict[str, Any] = {}
-    fields = op.query.model_fields
+    fields = model.model_fields
     for key in request.query_params:
         got = request.query_params.getlist(key)
         info = fields.get(key)
         # A repeatable parameter (?status=A&status=B) keeps every value; others the last.
         values[key] = got if info is not None and get_origin(info.annotation) is list else got[-1]
     try:
-        return op.query.model_validate(values)
+        return model.model_validate(values)
     except ValidationError as exc:
-        raise _BadRequest(_validation_message(exc, op.query)) from None
+        raise _BadRequest(_validation_message(exc, model)) from None
 
 
 # pydantic's errors for a value that is not a whole number in its field's range.

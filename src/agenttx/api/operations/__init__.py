@@ -1,0 +1,26 @@
+"""The operation table: every operation of ``agenttx.v1.AgentTxService`` once, and the
+surfaces derived from it (docs/architecture.md, "The operation table").
+
+model    what a row holds (``Row``), what a call brings (``CallContext``), a ``/v1`` route
+table    the rows: each one's ``run`` (engine call → wire reply) and its data
+replies  the wire replies built from the engine's values, shared by every surface
+bodies   the ``/v1`` JSON request models the rows' routes validate with
+filters  a listing's ``status`` query parameter, read and described from one place
+
+It imports no adapter: the gRPC servicer (``api/grpc_server.py``), ``/v1`` (``api/v1``) and
+MCP (``api/mcp``) import it.
+"""
+
+from agenttx.api.operations.model import Access, CallContext, HttpRoute, Retry, Row
+from agenttx.api.operations.table import ROWS, SAFETY_ROWS, TRANSACTION_ROWS
+
+__all__ = [
+    "ROWS",
+    "SAFETY_ROWS",
+    "TRANSACTION_ROWS",
+    "Access",
+    "CallContext",
+    "HttpRoute",
+    "Retry",
+    "Row",
+]

@@ -1,0 +1,93 @@
+"""What one row of the operation table holds (``Row``), what a call brings to it
+(``CallContext``), and how a row is reached over HTTP (``HttpRoute``).
+
+A row's ``run`` is the whole operation once: the wire request in, the engine call, the wire
+reply out. A surface only builds the request (gRPC decodes it; HTTP fills it from the path,
+body and query) and the context, and sends the reply back in its own form.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+from agenttx.api.operations.filters import StatusFilter
+from agenttx.types import Caller, Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """One call as the surface knows it, beside its request."""
+
+    # Who calls (``agenttx.auth``: the call's API key); None without keys, the local operator.
+    # Every engine call gets it, so a key reaches only its tenant and, as an agent, its own
+    # transactions.
+    caller: Caller | None
+    # Our strategies beyond the reference's that the caller can name: gRPC from the caller's
+    # ``agenttx-accept-strategies`` metadata; HTTP and MCP read names, so all of them.
+    strategies: frozenset[Strategy]
+    # The largest reply the surface can send, or None: gRPC's message cap trims a long
+    # history to fit (ListSteps reads the rest); HTTP sends the whole of it.
+    message_limit: int | None
+
+
+# The engine (``agenttx.core.engine.Engine``, or anything with its methods: the tracing
+# wrapper), the request message, the call's context → the reply message.
+Run = Callable[[Any, Any, CallContext], Coroutine[Any, Any, Message]]
+
+
+class Access(enum.Enum):
+    """Who may call an operation: what the engine checks (``core/access.py``,
+    docs/security.md) before it acts. With no API keys every call is the operator's."""
+
+    KEY = "any key"  # begin, the tool catalogue: any valid key
+    LISTING = "any key, listing what it may read"  # filtered by the READ rule in the query
+    READ = "read"  # the owner, or an approver or admin of its tenant
+    ACT = "act"  # the owner, or an admin of its tenant
+    # An approver or admin of its tenant; the decision itself is an approver's, never the
+    # transaction's own principal's (``core/approvals.py``, ``core/compensation_approval.py``).
+    APPROVE = "approve"
+
+
+class Retry(enum.Enum):
+    """What a retry of the same call does (a lost reply, a timeout)."""
+
+    REQUEST_ID = "with request_id"  # the same request_id gets the stored reply, no second run
+    NATURAL = "naturally"  # a read (or a preview): repeating it changes nothing that was
+    NOT = "not"  # it acts again, or is refused as already done
+
+
+@dataclass(frozen=True)
+class HttpRoute:
+    """One ``/v1`` route of a row: the JSON body and query are validated by their pydantic
+    models, then filled into the row's request message by field name (``api/v1``)."""
+
+    method: str
+    path: str  # Starlette's syntax, the same as OpenAPI's: /v1/transactions/{transaction_id}
+    summary: str
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    body_optional: bool = False  # true iff an empty body means the model's defaults
+    operation_id: str = ""  # "": the row's RPC name (a second route of one RPC has its own)
+    statuses: StatusFilter | None = None  # reads the query's ``status`` into ``statuses``
+
+
+@dataclass(frozen=True)
+class Row:
+    """One operation. ``run`` is written once; the gRPC method and the HTTP routes are derived
+    from the rest."""
+
+    name: str  # the domain name: the engine's (and ``TransactionService``'s) method
+    rpc: str  # the method of ``agenttx.v1.AgentTxService``
+    request: type[Message]  # the one request type every surface builds
+    reply: type[Message]
+    run: Run
+    access: Access
+    retry: Retry
+    errors: tuple[str, ...]  # the reasons (``agenttx.errors.ERROR_CODES``) it may refuse with
+    http: tuple[HttpRoute, ...] = ()  # none: not on /v1 (yet)
