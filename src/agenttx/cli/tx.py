@@ -131,7 +131,7 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     with connected(server, timeout) as client:
         t = client.get_transaction(transaction_id)
     if as_json:
-        from agenttx.api.grpc_server import transaction_reply
+        from agenttx.api.operations.replies import transaction_reply
 
         echo_json(to_dict(transaction_reply(t)))
         return
@@ -244,7 +244,7 @@ def tx_rollback(
     with connected(server, timeout) as client:
         b = client.rollback(transaction_id, to_step, reason)
     if as_json:
-        from agenttx.api.grpc_server import rollback_reply
+        from agenttx.api.operations.replies import rollback_reply
 
         echo_json(to_dict(rollback_reply(b)))
         return

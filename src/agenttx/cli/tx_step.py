@@ -88,7 +88,7 @@ def tx_begin(
             agent, isolation=isolation or "", labels=labels, principal=principal, mode=mode
         )
     if as_json:
-        from agenttx.api.grpc_server import begin_reply
+        from agenttx.api.operations.replies import begin_reply
 
         echo_json(to_dict(begin_reply(b)))
         return
@@ -157,7 +157,7 @@ def tx_step(
         )
     status = r.status.value
     if as_json:
-        from agenttx.api.grpc_server import step_reply
+        from agenttx.api.operations.replies import step_reply
 
         # The CLI names every strategy, so the server sent RETRY as RETRY (``connected``).
         echo_json(to_dict(step_reply(r, frozenset(REFERENCE_FALLBACK))))
@@ -208,7 +208,7 @@ def tx_commit(
             receipt_id=receipt_id,
         )
     if as_json:
-        from agenttx.api.grpc_server import commit_reply
+        from agenttx.api.operations.replies import commit_reply
 
         echo_json(to_dict(commit_reply(c)))
         return

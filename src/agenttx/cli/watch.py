@@ -74,7 +74,7 @@ def watch(transaction_id: str, after_revision: int, server: str, as_json: bool) 
 
 def _event_json(e: TransactionEvent, changed: list[tuple[StepView, bool]]) -> dict[str, Any]:
     """One ``--json`` line: the event and the attempts it changed, as the wire has them."""
-    from agenttx.api.grpc_server import step_record
+    from agenttx.api.operations.replies import step_record
     from agenttx.wire import agenttx_pb2 as pb
 
     event = wire_message(pb.TransactionEvent, e)
