@@ -5,26 +5,24 @@ fails, AgentTx traces the bad value to the step that produced it, rewinds there 
 draft file written in between), the agent corrects itself from the hint, and the commit
 releases the staged email exactly once.
 
-The agent speaks only the wire protocol: to a server given with ``--server``, or to one
-started in-process on a free loopback port over a fresh data directory.
+The agent is a client (``AsyncAgentTxClient``) and speaks only the wire protocol: to a server
+given with ``--server``, or to one started in-process on a free loopback port over a fresh
+data directory.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
 from rich.console import Console
 from rich.table import Table
 
+from agenttx.client import AsyncAgentTxClient, RetryPolicy
 from agenttx.plural import plural
-from agenttx.wire import agenttx_pb2 as pb
-from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from agenttx.types import StepStatus
 
 LAST_STEP = 6
 
@@ -59,31 +57,24 @@ def _plan(step: int, learned: bool, run: str = "") -> tuple[str, dict[str, Any]]
     return plan[step]
 
 
-def _name(enum: Any, value: int, prefix: str) -> str:
-    return str(enum.Name(value)).removeprefix(prefix)
-
-
 async def run_plan(
     address: str,
     console: Console,
     *,
     shared: bool = False,
-    metadata: Sequence[tuple[str, str]] = (),
+    api_key: str | None = None,
     tls_roots: bytes | None = None,
 ) -> bool:
-    """Run the scripted agent against the AgentTx server at ``address`` (over TLS checked
-    against ``tls_roots`` when given), each call carrying ``metadata``; True iff the
+    """Run the scripted agent against the AgentTx server at ``address`` through our client
+    (over TLS checked against ``tls_roots`` when given, each call carrying ``api_key`` when
+    given; one attempt, so a refusal or an unreachable server ends it at once); True iff the
     transaction committed. ``shared``: the store may hold earlier runs, so ids get a suffix of
     this transaction's id."""
-    if tls_roots is not None:
-        opened = grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(tls_roots))
-    else:
-        opened = grpc.aio.insecure_channel(address)
-    async with opened as channel:
-        stub = pb_grpc.AgentTxServiceStub(channel)  # type: ignore[no-untyped-call]
-        begun = await stub.BeginTransaction(
-            pb.BeginTransactionRequest(agent_id="demo-agent", labels=["demo"]), metadata=metadata
-        )
+    retry = RetryPolicy(max_attempts=1)
+    async with AsyncAgentTxClient(
+        address, api_key=api_key, root_certificates=tls_roots, retry=retry
+    ) as client:
+        begun = await client.begin("demo-agent", labels=["demo"])
         tx = begun.transaction_id
         run = f"-{tx[-6:]}" if shared else ""
         console.print(f"[bold]begin[/] {tx}  (server: {address})")
@@ -91,56 +82,43 @@ async def run_plan(
         learned, step = False, 1
         while 0 < step <= LAST_STEP:
             tool_name, args = _plan(step, learned, run)
-            r = await stub.ExecuteStep(
-                pb.ExecuteStepRequest(
-                    transaction_id=tx,
-                    step_id=step,
-                    tool_name=tool_name,
-                    arguments_json=json.dumps(args),
-                    raw_context=f"plan step {step}",
-                ),
-                metadata=metadata,
-            )
-            status = _name(pb.StepStatus, r.status, "STEP_STATUS_")
-            if status == "SUCCESS":
+            r = await client.execute_step(tx, step, tool_name, args, f"plan step {step}")
+            if r.status is StepStatus.SUCCESS:
                 table.add_row(str(step), tool_name, "[green]SUCCESS[/]", r.output_json[:60])
             else:
                 learned = learned or "customer_id" in r.clean_hint
-                strategy = _name(pb.RollbackStrategy, r.strategy, "ROLLBACK_STRATEGY_")
-                said = f"{r.clean_hint}\n→ {strategy}: resume at step {r.next_step_id}"
-                table.add_row(str(step), tool_name, f"[red]{status}[/]", said)
+                said = f"{r.clean_hint}\n→ {r.strategy.value}: resume at step {r.next_step_id}"
+                table.add_row(str(step), tool_name, f"[red]{r.status.value}[/]", said)
                 if r.next_step_id == 0:
                     console.print(table)
                     return False
             step = r.next_step_id
         console.print(table)
-        c = await stub.CommitTransaction(
-            pb.CommitTransactionRequest(transaction_id=tx), metadata=metadata
-        )
+        c = await client.commit(tx)
         console.print(
             f"[bold]commit[/] committed={c.committed} steps={c.steps_committed} "
             f"effects released={c.effects_dispatched}"
         )
-        return bool(c.committed)
+        return c.committed
 
 
 async def run_demo(
     directory: Path | None = None,
     console: Console | None = None,
     server: str | None = None,
-    metadata: Sequence[tuple[str, str]] = (),
+    api_key: str | None = None,
     *,
     keep: bool = False,
     tls_roots: bytes | None = None,
 ) -> bool:
     """The demo against ``server`` (over TLS checked against ``tls_roots``, the PEM of its CA
     or certificate, when given), or against an in-process server over ``directory``, whose
-    sandbox and outbox it shows afterwards; each call carries ``metadata`` (the CLI's: its API
-    key, and that it names RETRY). Without ``directory`` the data goes to a new temporary
-    directory, removed at the end unless ``keep``; the last line says which happened."""
+    sandbox and outbox it shows afterwards; each call carries ``api_key`` when given. Without
+    ``directory`` the data goes to a new temporary directory, removed at the end unless
+    ``keep``; the last line says which happened."""
     console = console or Console()
     if server is not None:
-        return await run_plan(server, console, shared=True, metadata=metadata, tls_roots=tls_roots)
+        return await run_plan(server, console, shared=True, api_key=api_key, tls_roots=tls_roots)
 
     from agenttx.server import ServeConfig, start
 
@@ -152,7 +130,7 @@ async def run_demo(
             console.print(
                 f"[dim]in-process server on {running.address}, store {config.store_url}[/]"
             )
-            ok = await run_plan(running.address, console, metadata=metadata)
+            ok = await run_plan(running.address, console, api_key=api_key)
         finally:
             await running.stop(grace=1.0)
         files = sorted(str(p.relative_to(config.files_dir)) for p in config.files_dir.rglob("*"))

@@ -27,8 +27,7 @@ import click
 
 from agenttx.audit import AuditKeys, AuditRecord, AuditVerification, ChainHead, verify_chain
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
-from agenttx.cli.common import call, fail, server_option, timeout_option
-from agenttx.client._audit import verification as _from_wire
+from agenttx.cli.common import connected, fail, server_option, timeout_option
 from agenttx.errors import AgentTxError, NotFound
 from agenttx.plural import plural
 
@@ -254,30 +253,11 @@ def _verifications(
 
         yield from _on_store(store_url, on_store, keys)
         return
-    from agenttx.wire import agenttx_pb2 as pb
-
-    def one(stub: Any) -> list[AuditVerification]:
-        reply = stub.VerifyAudit(
-            pb.VerifyAuditRequest(transaction_id=transaction_id), timeout=timeout
-        )
-        return [_from_wire(v) for v in reply.results]
-
-    if transaction_id is not None:
-        yield from call(server, one)
-        return
-    token = ""
-    while True:
-
-        def page(stub: Any, token: str = token) -> Any:
-            return stub.VerifyAudit(
-                pb.VerifyAuditRequest(all=True, page_token=token), timeout=timeout
-            )
-
-        reply = call(server, page)
-        yield from (_from_wire(v) for v in reply.results)
-        token = reply.next_page_token
-        if not token:
-            return
+    with connected(server, timeout) as client:
+        if transaction_id is not None:
+            yield client.verify_audit(transaction_id)
+        else:
+            yield from client.iter_audit_verifications()
 
 
 def _anchored(
@@ -318,39 +298,25 @@ def _anchored(
             ]
 
         return _on_store(store_url, on_store, keys)
-    import grpc
+    with connected(server, timeout) as client:
 
-    from agenttx.wire import agenttx_pb2 as pb
-
-    def on_server(stub: Any) -> list[AuditVerification]:
         def at(tx: str, seq: int) -> AuditRecord | None:
-            req = pb.ListAuditRecordsRequest(transaction_id=tx, after_seq=seq - 1, page_size=1)
-            found = stub.ListAuditRecords(req, timeout=timeout).records
-            return (
-                AuditRecord(tx, found[0].seq, found[0].kind, found[0].at, found[0].body,
-                            found[0].hash)
-                if found
-                else None
-            )  # fmt: skip
+            found, _ = client.audit_records(tx, after_seq=seq - 1, page_size=1)
+            return found[0] if found else None
 
-        def verified(tx: str) -> list[AuditVerification]:
+        def verified(tx: str) -> AuditVerification:
             try:
-                reply = stub.VerifyAudit(pb.VerifyAuditRequest(transaction_id=tx), timeout=timeout)
-            except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.NOT_FOUND:
-                    raise
-                return [_gone(tx)]
-            return [_from_wire(r) for r in reply.results]
+                return client.verify_audit(tx)
+            except NotFound:
+                return _gone(tx)
 
-        gone = [v for tx in missing for v in verified(tx)]
+        gone = [verified(tx) for tx in missing]
         return [
             hold(v, at(v.transaction_id, heads[v.transaction_id].seq), heads, source)
             if v.transaction_id in heads
             else v
             for v in [*results, *gone]
         ]
-
-    return call(server, on_server)
 
 
 def _records(
@@ -363,21 +329,8 @@ def _records(
 
         yield from _on_store(store_url, on_store)
         return
-    from agenttx.wire import agenttx_pb2 as pb
-
-    after = 0
-    while True:
-
-        def page(stub: Any, after: int = after) -> Any:
-            req = pb.ListAuditRecordsRequest(transaction_id=transaction_id, after_seq=after)
-            return stub.ListAuditRecords(req, timeout=timeout)
-
-        reply = call(server, page)
-        for m in reply.records:
-            yield AuditRecord(transaction_id, m.seq, m.kind, m.at, m.body, m.hash)
-        after = reply.next_after_seq
-        if not after:
-            return
+    with connected(server, timeout) as client:
+        yield from client.iter_audit_records(transaction_id)
 
 
 def _on_store(

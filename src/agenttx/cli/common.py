@@ -1,5 +1,5 @@
-"""What every ``agenttx`` command shares: the option helpers, the gRPC stub, one-line errors,
-and the conversions from wire messages to JSON and terminal text."""
+"""What every ``agenttx`` command shares: the option helpers, the client of a command run,
+one-line errors, and the conversions to JSON and terminal text."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from agenttx.client import AgentTxClient
+    from agenttx.errors import AgentTxError
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 
@@ -51,22 +53,30 @@ timeout_option = click.option(
 
 
 @contextmanager
-def grpc_stub(server: str) -> Iterator[Any]:
-    """A stub on ``server``: over TLS iff ``AGENTTX_TLS_CA`` names a PEM file (the CA or the
-    server's certificate), each call carrying ``cli_metadata()``."""
-    import grpc
+def connected(server: str, timeout: float | None = None) -> Iterator[AgentTxClient]:
+    """The client of one command run, on ``server``: over TLS iff ``AGENTTX_TLS_CA`` names a
+    PEM file (the CA or the server's certificate), each call carrying ``AGENTTX_API_KEY`` iff
+    it is set and the metadata the client sends (it names RETRY, so it is sent RETRY), with
+    ``timeout`` seconds per call. One attempt: an unreachable server is said at once.
 
-    from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+    A refused call in the block becomes a one-line message and exit status 1, followed by a
+    ``next:`` line of what to run when the refusal names a next call (``refusal_text``)."""
+    from agenttx.client import AgentTxClient, RetryPolicy
+    from agenttx.errors import AgentTxError
 
     roots = tls_roots()
-    if roots is not None:
-        channel = grpc.secure_channel(server, grpc.ssl_channel_credentials(roots))
-    else:
-        channel = grpc.insecure_channel(server)
-    with channel:
-        metadata = cli_metadata()
-        target = grpc.intercept_channel(channel, _adding(metadata))
-        yield pb_grpc.AgentTxServiceStub(target)  # type: ignore[no-untyped-call]
+    client = AgentTxClient(
+        server,
+        timeout=timeout,
+        retry=RetryPolicy(max_attempts=1),
+        api_key=api_key(),
+        root_certificates=roots,
+    )
+    try:
+        with client:
+            yield client
+    except AgentTxError as exc:
+        fail(refusal_text(exc, server))
 
 
 def tls_roots() -> bytes | None:
@@ -82,71 +92,45 @@ def tls_roots() -> bytes | None:
         fail(f"AGENTTX_TLS_CA {ca_path}: cannot read: {exc.strerror or exc}")
 
 
-def cli_metadata() -> tuple[tuple[str, str], ...]:
-    """What every call of the CLI carries: ``AGENTTX_API_KEY`` iff it is set, and the metadata
-    our client sends (``CLIENT_METADATA``: the CLI names RETRY, so it is sent RETRY)."""
-    from agenttx.client._auth import call_metadata
-    from agenttx.client._wire import CLIENT_METADATA
+def api_key() -> str | None:
+    """The key of ``AGENTTX_API_KEY``, the one way the commands take one; None when it is not
+    set. One the client would refuse to send: one line and exit status 1."""
+    from agenttx.client._auth import auth_metadata
 
+    key = os.environ.get("AGENTTX_API_KEY") or None
     try:
-        return call_metadata(os.environ.get("AGENTTX_API_KEY") or None, CLIENT_METADATA)
+        auth_metadata(key)
     except ValueError:  # spaces or a line break around it: a copy that took too much
         fail(
             "AGENTTX_API_KEY is not an API key (it has spaces or a line break around it): set "
             "it to the key exactly as `agenttx keys new` printed it"
         )
+    return key
 
 
-def _adding(metadata: tuple[tuple[str, str], ...]) -> Any:
-    """A client interceptor adding ``metadata`` to every unary and streaming call."""
-    import grpc
-
-    class AddMetadata(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
-        def _details(self, details: Any) -> Any:
-            return details._replace(metadata=[*(details.metadata or ()), *metadata])
-
-        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-            return continuation(self._details(details), request)
-
-        def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-            return continuation(self._details(details), request)
-
-    return AddMetadata()
-
-
-def call(server: str, fn: Callable[[Any], T]) -> T:
-    """Run ``fn(stub)``; a gRPC error becomes a one-line message and exit status 1, followed
-    by a ``next:`` line of what to run when the refusal names a next call: the continuation
-    every surface gives (``api/continuations.py``), its calls named by CLI command."""
-    import grpc
-
-    try:
-        with grpc_stub(server) as stub:
-            return fn(stub)
-    except grpc.RpcError as exc:
-        fail(rpc_error_text(exc, server))
-
-
-def rpc_error_text(exc: Any, server: str) -> str:
-    """A gRPC error of a call to ``server`` as the CLI prints it: the server's public error
+def refusal_text(exc: AgentTxError, server: str) -> str:
+    """A refused call to ``server`` as the CLI prints it: the server's public error
     (``api/public_errors.py``) on one line, ``<STATUS>: <message>`` (the reason beside the
     status when it is not the status's own name), then a ``next:`` line of what to run when
-    there is one (how to give a key, or the refusal's continuation in CLI commands)."""
+    there is one (how to give a key, or the refusal's continuation in CLI commands). Read from
+    the status, message and details the server sent, as the client received them (the
+    ``grpc.RpcError`` it raised ``exc`` from); an error the client raised before anything was
+    sent says its own code and message."""
     import grpc
 
     from agenttx.api.public_errors import from_wire, one_line
+    from agenttx.client._wire import status_of
     from agenttx.error_details import from_metadata
 
-    code = exc.code()
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    cause = exc.__cause__
+    if not isinstance(cause, grpc.RpcError):
+        return f"{exc.code}: {exc.message}"
+    code, details, metadata = status_of(cause)
+    if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
         return f"cannot reach AgentTx at {server} (is `agenttx serve` running?)"
-    metadata = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
     reason, fields = from_metadata(metadata)
-    message = one_line(from_wire(code.name, exc.details() or "", reason, fields))
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        then = _key_advice()
-    else:
-        then = next_command(code.name, exc.details() or "", metadata)
+    message = one_line(from_wire(code, details, reason, fields))
+    then = _key_advice() if code == "UNAUTHENTICATED" else next_command(code, details, metadata)
     return message + (f"\nnext: {then}" if then else "")
 
 
@@ -194,6 +178,23 @@ def to_dict(message: Any) -> dict[str, Any]:
     from agenttx.api.fields import message_fields
 
     return message_fields(message, skip_unset_optional=True)
+
+
+def wire_message(message_type: Any, value: Any, **given: Any) -> Any:
+    """``value`` (a client result of the same shape) as the wire message ``message_type``, for
+    the few results no adapter's reply builder takes: each field from the attribute of the
+    same name (a ``*_json`` field: the attribute without the suffix, as JSON text), those in
+    ``given`` as given. ``to_dict`` then reads back the reply the server sent."""
+    fields: dict[str, Any] = {}
+    for fd in message_type.DESCRIPTOR.fields:
+        name = fd.name
+        if name in given:
+            fields[name] = given[name]
+        elif hasattr(value, name):
+            fields[name] = getattr(value, name)
+        elif name.endswith("_json") and hasattr(value, name.removesuffix("_json")):
+            fields[name] = json.dumps(getattr(value, name.removesuffix("_json")))
+    return message_type(**fields)
 
 
 def echo_json(value: Any) -> None:

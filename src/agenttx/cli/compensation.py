@@ -4,14 +4,11 @@ that would run, approve or refuse a waiting undo (``docs/compensation.md``)."""
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING
-
 import click
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -21,9 +18,7 @@ from agenttx.cli.common import (
     when,
 )
 from agenttx.cli.output import command_console
-
-if TYPE_CHECKING:
-    from agenttx.wire import agenttx_pb2 as pb
+from agenttx.types import CompensationPlan, CompensationResult, RollbackResult
 
 
 @click.command("compensate")
@@ -47,14 +42,19 @@ def tx_compensate(
 
     Steps past their compensation window or whose tool declares rollback_not_supported are
     listed, never silently skipped; the compensation then ends FAILED, needing a human."""
-    from agenttx.wire import agenttx_pb2 as pb
+    from agenttx.api import compensation_wire
 
-    request = pb.CompensateTransactionRequest(
-        transaction_id=transaction_id, reason=reason, principal=principal, preview=preview
-    )
-    k = call(server, lambda stub: stub.CompensateTransaction(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        if preview:
+            plan = client.compensation_plan(transaction_id)
+            reply = compensation_wire.plan_reply(plan)
+            k, needs_approval = _previewed(plan), plan.needs_approval
+        else:
+            k = client.compensate(transaction_id, reason, principal=principal)
+            reply = compensation_wire.result_reply(k)
+            needs_approval = any(a.needs_approval for a in k.actions)
     if as_json:
-        echo_json(to_dict(k))
+        echo_json(to_dict(reply))
         return
     console = command_console()
     if preview:
@@ -72,20 +72,36 @@ def tx_compensate(
         )
     if not k.actions:
         console.print("  nothing: no step left an undo record or an unsupported effect")
-    if k.needs_approval and k.status in ("awaiting_approval", "preview"):
+    if needs_approval and k.status in ("awaiting_approval", "preview"):
         console.print(
             "an approver must approve: agenttx tx approve-compensation "
             f"{k.transaction_id or '<compensating transaction>'} --principal NAME --role approver"
             " (or refuse it: agenttx tx refuse-compensation … --reason WHY)"
         )
     if k.requires_human:
-        for e in json.loads(k.evidence_json or "[]"):
+        for e in k.evidence:
             console.print(
                 f"[red]not undone[/] step {e.get('step')} ({escape(str(e.get('tool')))}): "
                 f"{escape(str(e.get('reason')))}"
             )
         if not preview:
             raise SystemExit(1)
+
+
+def _previewed(plan: CompensationPlan) -> CompensationResult:
+    """A plan as the compensation it would start: no transaction of its own yet, status
+    ``preview``, and the steps it cannot undo as what it would report not undone."""
+    evidence = [{"step": a.step_id, "tool": a.tool, "reason": a.reason} for a in plan.reported]
+    return CompensationResult(
+        transaction_id="",
+        compensation_for=plan.transaction_id,
+        status="preview",
+        reason="",
+        actions=plan.actions,
+        evidence=evidence,
+        requires_human=bool(evidence),
+        revision=0,
+    )
 
 
 @click.command("approve-compensation")
@@ -104,12 +120,8 @@ def tx_approve_compensation(
     timeout: float,
 ) -> None:
     """Approve the undo a rollback or compensating transaction waits for."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.ApproveCompensationRequest(
-        transaction_id=transaction_id, principal=principal, roles=list(roles)
-    )
-    r = call(server, lambda stub: stub.ApproveCompensation(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        r = client.approve_compensation(transaction_id, principal, roles)
     _print_decision("approved", transaction_id, r, as_json, "compensation error")
 
 
@@ -138,24 +150,22 @@ def tx_refuse_compensation(
 
     The refused undo actions never run; every other one does, and the transaction ends
     needing a human, each refused step listed as not undone with your reason."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.RefuseCompensationRequest(
-        transaction_id=transaction_id, principal=principal, roles=list(roles), reason=reason
-    )
-    r = call(server, lambda stub: stub.RefuseCompensation(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        r = client.refuse_compensation(transaction_id, reason, principal, roles)
     # Exit 0: the refusal was recorded and the rollback or compensation went on; what it
     # left undone is listed for the person who settles it.
     _print_decision("refused", transaction_id, r, as_json, "not undone")
 
 
 def _print_decision(
-    word: str, transaction_id: str, r: pb.ApproveCompensationResponse, as_json: bool, label: str
+    word: str, transaction_id: str, r: RollbackResult, as_json: bool, label: str
 ) -> None:
-    """An approver's decision's reply (``ApproveCompensationResponse``): how the transaction
-    stands, then each compensation error under ``label``."""
+    """An approver's decision's result: how the transaction stands, then each compensation
+    error under ``label``."""
     if as_json:
-        echo_json(to_dict(r))
+        from agenttx.api.compensation_wire import approval_reply
+
+        echo_json(to_dict(approval_reply(r)))
         return
     console = command_console()
     console.print(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agenttx.cli.common import cli_metadata, fail, rpc_error_text, tls_roots
+from agenttx.cli.common import api_key, fail, refusal_text, tls_roots
 from agenttx.cli.output import command_console
 from agenttx.redaction import redact
 
@@ -35,9 +35,8 @@ from agenttx.redaction import redact
 )
 def demo(directory: Path | None, keep: bool, server: str | None) -> None:
     """Run a scripted agent through a failure, a rewind, a commit and a released effect."""
-    import grpc
-
     from agenttx.demo import run_demo
+    from agenttx.errors import AgentTxError
 
     if server is not None and (keep or directory is not None):
         raise click.UsageError(
@@ -50,13 +49,13 @@ def demo(directory: Path | None, keep: bool, server: str | None) -> None:
                 directory,
                 command_console(),
                 server,
-                metadata=cli_metadata(),
+                api_key(),
                 keep=keep,
                 tls_roots=tls_roots() if server is not None else None,
             )
         )
-    except grpc.RpcError as exc:  # as every command prints a refusal
-        fail(f"demo failed: {rpc_error_text(exc, server or 'the in-process server')}")
+    except AgentTxError as exc:  # as every command prints a refusal
+        fail(f"demo failed: {refusal_text(exc, server or 'the in-process server')}")
     except Exception as exc:  # one line, not a traceback, its secrets masked
         fail(f"demo failed: {redact(str(exc))}")
     sys.exit(0 if ok else 1)

@@ -3,15 +3,13 @@ and a dead letter retried."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -23,6 +21,7 @@ from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
 from agenttx.numbers import EFFECT_ID
 from agenttx.plural import plural
+from agenttx.types import EffectInfo
 
 STATUSES = ("pending", "delivering", "delivered", "dead")
 _STYLE = {"delivered": "green", "dead": "red", "pending": "yellow", "delivering": "cyan"}
@@ -57,32 +56,26 @@ def effects_list(
     timeout: float,
 ) -> None:
     """Effects, oldest first, each with its status, attempts and last error."""
-    from agenttx.wire import agenttx_pb2 as pb
+    from agenttx.api.effects_wire import record
 
     wanted = sorted({s.lower() for s in statuses} | ({"dead"} if dead else set()))
-
-    def fetch(stub: Any) -> list[Any]:
-        found: list[Any] = []
+    found: list[EffectInfo] = []
+    with connected(server, timeout) as client:
         after = 0
         while len(found) < limit:
-            page = stub.ListEffects(
-                pb.ListEffectsRequest(
-                    statuses=wanted,
-                    transaction_id=transaction_id,
-                    after_id=after,
-                    page_size=min(limit - len(found), 1000),
-                ),
-                timeout=timeout,
+            page = client.list_effects(
+                statuses=wanted,
+                transaction_id=transaction_id,
+                after_id=after,
+                page_size=min(limit - len(found), 1000),
             )
             found.extend(page.effects)
             after = page.next_after_id
             if not after:
                 break
-        return found[:limit]
-
-    found = call(server, fetch)
+    found = found[:limit]
     if as_json:
-        echo_json([to_dict(e) for e in found])
+        echo_json([to_dict(record(e)) for e in found])
         return
     console = command_console()
     # Ids are what a user copies into `effects retry` and `tx show`: never wrapped or cut.
@@ -125,15 +118,12 @@ def effects_list(
 @timeout_option
 def effects_retry(effect_id: int, server: str, as_json: bool, timeout: float) -> None:
     """Requeue dead effect EFFECT_ID and try it once now; prints how that went."""
-    from agenttx.wire import agenttx_pb2 as pb
+    from agenttx.api.effects_wire import record
 
-    reply = call(
-        server,
-        lambda stub: stub.RetryEffect(pb.RetryEffectRequest(effect_id=effect_id), timeout=timeout),
-    )
-    e = reply.effect
+    with connected(server, timeout) as client:
+        e = client.retry_effect(effect_id)
     if as_json:
-        echo_json(to_dict(e))
+        echo_json(to_dict(record(e)))
         return
     console = command_console()
     outcome = {

@@ -8,13 +8,12 @@ checking the outside system, for a tool without a handler. Neither ever sends th
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -25,13 +24,16 @@ from agenttx.cli.common import (
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
 from agenttx.numbers import STEP_ID
+from agenttx.types import ReconcileResult, TransactionInfo
 
 OUTCOME_STYLE = {"happened": "green", "not_happened": "yellow", "unknown": "magenta"}
 
 
-def _show(r: Any, as_json: bool) -> None:
+def _show(r: ReconcileResult, as_json: bool) -> None:
     if as_json:
-        echo_json(to_dict(r))
+        from agenttx.api.reconcile_wire import reconcile_reply
+
+        echo_json(to_dict(reconcile_reply(r)))
         return
     console = command_console()
     style = OUTCOME_STYLE.get(r.outcome, "white")
@@ -46,7 +48,7 @@ def _show(r: Any, as_json: bool) -> None:
     console.print(escape(r.clean_hint))
 
 
-def unknown_outcome_fact(t: Any) -> str:
+def unknown_outcome_fact(t: TransactionInfo) -> str:
     """``agenttx tx show``'s line for a pending unknown outcome: where it stands and the
     command that settles it."""
     step, tx = t.outcome_unknown_step, t.transaction_id
@@ -72,10 +74,9 @@ def tx_reconcile(
     transaction_id: str, step_id: int, server: str, as_json: bool, timeout: float
 ) -> None:
     """Ask the tool's reconcile handler whether step STEP_ID's outside call happened."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.ReconcileStepRequest(transaction_id=transaction_id, step_id=step_id)
-    _show(call(server, lambda stub: stub.ReconcileStep(request, timeout=timeout)), as_json)
+    with connected(server, timeout) as client:
+        r = client.reconcile_step(transaction_id, step_id)
+    _show(r, as_json)
 
 
 @click.command("resolve")
@@ -103,21 +104,17 @@ def tx_resolve(
     timeout: float,
 ) -> None:
     """Settle step STEP_ID's unknown outcome after checking the outside system yourself."""
-    from agenttx.wire import agenttx_pb2 as pb
-
+    output = None
     if output_json:
         try:
-            json.loads(output_json)
+            output = json.loads(output_json)
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--output") from None
-    request = pb.ResolveStepRequest(
-        transaction_id=transaction_id,
-        step_id=step_id,
-        outcome=outcome.replace("-", "_"),
-        output_json=output_json,
-        reason=reason,
-    )
-    _show(call(server, lambda stub: stub.ResolveStep(request, timeout=timeout)), as_json)
+    with connected(server, timeout) as client:
+        r = client.resolve_step(
+            transaction_id, step_id, outcome.replace("-", "_"), output=output, reason=reason
+        )
+    _show(r, as_json)
 
 
 COMMANDS = (tx_reconcile, tx_resolve)

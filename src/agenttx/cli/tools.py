@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 from rich.markup import escape
 from rich.table import Table
 
-from agenttx.cli.common import call, echo_json, json_option, server_option, timeout_option, to_dict
+from agenttx.cli.common import (
+    connected,
+    echo_json,
+    json_option,
+    server_option,
+    timeout_option,
+    to_dict,
+    wire_message,
+)
 from agenttx.cli.output import command_console
+
+if TYPE_CHECKING:
+    from agenttx.client import ToolInfo
 
 
 @click.command()
@@ -16,14 +29,20 @@ from agenttx.cli.output import command_console
 @timeout_option
 def tools(server: str, as_json: bool, timeout: float) -> None:
     """The tools a running server offers, with effect class and schemas."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    reply = call(server, lambda stub: stub.ListTools(pb.ListToolsRequest(), timeout=timeout))
+    with connected(server, timeout) as client:
+        found = client.list_tools()
     if as_json:
-        echo_json([to_dict(t) for t in reply.tools])
+        echo_json([to_dict(_wire(t)) for t in found])
         return
     table = Table("tool", "effect", "timeout")
     table.add_column("description", overflow="fold")
-    for t in reply.tools:
-        table.add_row(escape(t.name), t.effect, f"{t.timeout_ms / 1000:g}s", escape(t.description))
+    for t in found:
+        table.add_row(escape(t.name), t.effect, f"{t.timeout_s:g}s", escape(t.description))
     command_console().print(table)
+
+
+def _wire(t: ToolInfo) -> Any:
+    """A tool as the wire's ``ToolInfo`` describes it (what ``--json`` prints)."""
+    from agenttx.wire import agenttx_pb2 as pb
+
+    return wire_message(pb.ToolInfo, t, timeout_ms=round(t.timeout_s * 1000))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich import box
@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -21,6 +21,7 @@ from agenttx.cli.common import (
     timeout_option,
     to_dict,
     when,
+    wire_message,
 )
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
@@ -29,7 +30,10 @@ from agenttx.cli.watch import watch
 from agenttx.numbers import TO_STEP
 from agenttx.plural import plural
 from agenttx.receipts import voided_because
-from agenttx.types import TxStatus
+from agenttx.types import ReceiptView, TransactionInfo, TxStatus
+
+if TYPE_CHECKING:
+    from agenttx.client import TransactionSummary
 
 
 @click.group()
@@ -61,31 +65,24 @@ def tx_list(
     timeout: float,
 ) -> None:
     """Transactions, oldest first."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    def fetch(stub: Any) -> list[Any]:
-        found: list[Any] = []
+    found: list[TransactionSummary] = []
+    with connected(server, timeout) as client:
         token = ""
         while len(found) < limit:
-            page = stub.ListTransactions(
-                pb.ListTransactionsRequest(
-                    statuses=[s.upper() for s in statuses],
-                    agent_id=agent or "",
-                    label=label or "",
-                    page_size=min(limit - len(found), 500),
-                    page_token=token,
-                ),
-                timeout=timeout,
+            page = client.list_transactions(
+                statuses=[s.upper() for s in statuses],
+                agent_id=agent or "",
+                label=label or "",
+                page_size=min(limit - len(found), 500),
+                page_token=token,
             )
             found.extend(page.transactions)
             token = page.next_page_token
             if not token:
                 break
-        return found[:limit]
-
-    found = call(server, fetch)
+    found = found[:limit]
     if as_json:
-        echo_json([to_dict(t) for t in found])
+        echo_json([to_dict(_summary(t)) for t in found])
         return
     console = command_console()
     # Ids are what a user copies into `tx show`: never wrapped or cut. Labels and abort
@@ -115,31 +112,12 @@ def tx_list(
     console.print(plural(len(found), "transaction"))
 
 
-def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:
-    """GetTransaction, and if the server trimmed the history to fit one message, the whole
-    history read with ListSteps in its place (the reply then says nothing was left out)."""
+def _summary(t: TransactionSummary) -> Any:
+    """A ``tx list`` row as the wire's ``TransactionSummary`` (what ``--json`` prints)."""
     from agenttx.wire import agenttx_pb2 as pb
 
-    t = stub.GetTransaction(
-        pb.GetTransactionRequest(transaction_id=transaction_id), timeout=timeout
-    )
-    if not t.history_trimmed:
-        return t
-    del t.steps[:]
-    del t.context[:]
-    token = ""
-    while True:
-        page = stub.ListSteps(
-            pb.ListStepsRequest(transaction_id=transaction_id, page_token=token), timeout=timeout
-        )
-        t.steps.extend(page.steps)
-        t.context.extend(page.context)
-        token = page.next_page_token
-        if not token:
-            break
-    for name in ("history_trimmed", "steps_omitted", "steps_page_token"):
-        t.ClearField(name)
-    return t
+    snapshot = pb.Snapshot(transaction_id=t.transaction_id, revision=t.revision)
+    return wire_message(pb.TransactionSummary, t, snapshot=snapshot)
 
 
 @tx.command("show")
@@ -148,11 +126,14 @@ def _whole_transaction(stub: Any, transaction_id: str, timeout: float) -> Any:
 @json_option
 @timeout_option
 def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
-    """One transaction: status, policy, constraints and every step attempt."""
-
-    t = call(server, lambda stub: _whole_transaction(stub, transaction_id, timeout))
+    """One transaction: status, policy, constraints and every step attempt (a history too
+    large for one reply is read page by page: the client's ``get_transaction``)."""
+    with connected(server, timeout) as client:
+        t = client.get_transaction(transaction_id)
     if as_json:
-        echo_json(to_dict(t))
+        from agenttx.api.operations.replies import transaction_reply
+
+        echo_json(to_dict(transaction_reply(t)))
         return
     console = command_console()
     p = t.policy
@@ -168,7 +149,7 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
             "policy",
             f"max_local_depth={p.max_local_depth} max_global_resets={p.max_global_resets} "
             f"replay_budget_factor={p.replay_budget_factor:g} "
-            + (f"max_step_retries={p.max_step_retries} " if p.HasField("max_step_retries") else "")
+            + (f"max_step_retries={p.max_step_retries} " if p.max_step_retries is not None else "")
             + f"(resets used: {t.global_resets})",
         ),
         ("created / updated", f"{when(t.created_at)} / {when(t.updated_at)}"),
@@ -205,11 +186,11 @@ def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
         )
     console.print(steps)
     if t.edges:
-        edges = ", ".join(f"{e.from_step}→{e.to_step} ({e.key})" for e in t.edges)
+        edges = ", ".join(f"{a}→{b} ({key})" for a, b, key in t.edges)
         console.print(f"[bold]dependencies[/] {escape(edges)}")
 
 
-def _receipt_line(r: Any, t: Any) -> str:
+def _receipt_line(r: ReceiptView, t: TransactionInfo) -> str:
     """One receipt of ``tx show`` (of transaction ``t``): its status (``expired`` and
     ``voided`` as the server computed them), who decided it, and — while the transaction is
     open — until when it holds or, once expired or voided, why and what to do."""
@@ -230,7 +211,7 @@ def _receipt_line(r: Any, t: Any) -> str:
     return f"{r.receipt_id} {r.status}{decided}{why}{until}"
 
 
-def _revisions(t: Any) -> str:
+def _revisions(t: TransactionInfo) -> str:
     """The revision counters of docs/undo.md in one line."""
     can = [n for n in ("undo", "redo", "commit", "rollback") if getattr(t, f"can_{n}")]
     return (
@@ -260,14 +241,12 @@ def tx_rollback(
     timeout: float,
 ) -> None:
     """Abort a transaction, or rewind it to a step with --to-step."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.RollbackTransactionRequest(transaction_id=transaction_id, reason=reason)
-    if to_step is not None:
-        request.to_step = to_step
-    b = call(server, lambda stub: stub.RollbackTransaction(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        b = client.rollback(transaction_id, to_step, reason)
     if as_json:
-        echo_json(to_dict(b))
+        from agenttx.api.operations.replies import rollback_reply
+
+        echo_json(to_dict(rollback_reply(b)))
         return
     console = command_console()
     if b.compensation_approval_pending:

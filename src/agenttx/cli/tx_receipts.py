@@ -1,8 +1,8 @@
 """``agenttx tx preview``, ``agenttx tx approve`` and ``agenttx tx refuse``: review the exact
 change a commit would make, and approve or refuse its receipt as an approver
-(``docs/safety.md``). They talk to a running server over gRPC, like the rest of ``agenttx
-tx``; the approver names itself with ``--principal`` (until API keys carry it) and holds
-``approver`` through ``--role``."""
+(``docs/safety.md``). They talk to a running server through the client, like the rest of
+``agenttx tx`` (``common.connected``); the approver names itself with ``--principal`` (until
+API keys carry it) and holds ``approver`` through ``--role``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -21,6 +21,7 @@ from agenttx.cli.common import (
     to_dict,
 )
 from agenttx.cli.output import command_console
+from agenttx.jsontext import compact
 from agenttx.plural import plural
 
 
@@ -31,12 +32,12 @@ from agenttx.plural import plural
 @timeout_option
 def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
     """The exact change a commit would make now, and a receipt bound to it."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.PreviewCommitRequest(transaction_id=transaction_id)
-    p = call(server, lambda stub: stub.PreviewCommit(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        p = client.preview_commit(transaction_id)
     if as_json:
-        echo_json(to_dict(p))
+        from agenttx.api.receipts_wire import preview_reply
+
+        echo_json(to_dict(preview_reply(p)))
         return
     console = command_console()
     left = max(0, int(p.expires_at - time.time()))
@@ -48,8 +49,7 @@ def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) 
     c = p.changes
     for s in c.state:
         console.print(
-            f"  state  {escape(s.key)}: {escape(_value(s.before_json))} → "
-            f"{escape(_value(s.after_json))}"
+            f"  state  {escape(s.key)}: {escape(_value(s.before))} → {escape(_value(s.after))}"
         )
     for f in c.files:
         console.print(
@@ -114,20 +114,12 @@ def tx_approve(
     timeout: float,
 ) -> None:
     """Approve a preview's receipt, once: its commit may then run, for that exact change."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.ApproveCommitRequest(
-        transaction_id=transaction_id,
-        receipt_id=receipt_id,
-        principal=principal,
-        roles=list(roles),
-    )
-    a = call(
-        server,
-        lambda stub: stub.ApproveCommit(request, timeout=timeout),
-    )
+    with connected(server, timeout) as client:
+        a = client.approve_commit(transaction_id, receipt_id, principal=principal, roles=roles)
     if as_json:
-        echo_json(to_dict(a))
+        from agenttx.api.receipts_wire import approval_reply
+
+        echo_json(to_dict(approval_reply(a)))
         return
     click.echo(
         f"approved {a.receipt_id} of {a.transaction_id} as {a.approved_by} "
@@ -171,31 +163,26 @@ def tx_refuse(
 ) -> None:
     """Refuse a preview's receipt, once, saying why: the transaction stays open, and a commit
     with the receipt is refused with your reason."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.RefuseCommitRequest(
-        transaction_id=transaction_id,
-        receipt_id=receipt_id,
-        principal=principal,
-        roles=list(roles),
-        reason=reason,
-    )
-    r = call(
-        server,
-        lambda stub: stub.RefuseCommit(request, timeout=timeout),
-    )
+    with connected(server, timeout) as client:
+        r = client.refuse_commit(
+            transaction_id, receipt_id, reason, principal=principal, roles=roles
+        )
     if as_json:
-        echo_json(to_dict(r))
+        from agenttx.api.receipts_wire import refusal_reply
+
+        echo_json(to_dict(refusal_reply(r)))
         return
     click.echo(
         f"refused {r.receipt_id} of {r.transaction_id} as {r.refused_by}: {r.reason} "
-        f"(the transaction stays open at revision {r.snapshot.revision})"
+        f"(the transaction stays open at revision {r.revision})"
     )
 
 
-def _value(text: str) -> str:
-    if not text:
+def _value(value: Any) -> str:
+    """A state value as the wire's text carries it (compact JSON), cut to 80 characters."""
+    if value is None:
         return "(absent)"
+    text = compact(value)
     return text if len(text) <= 80 else text[:79] + "…"
 
 

@@ -6,7 +6,7 @@ echoed revision where the transaction needs them (``docs/safety.md``).
 Each prints what the server replied and the command to run next. ``tx step`` exits 0 iff the
 step succeeded (a dry run: iff it would succeed) and 3 when it did not — a failed step is the
 server's answer, not an error of the call; a refused call exits 1, like every ``tx`` command
-(``common.call``), and bad arguments exit 2 before anything is sent."""
+(``common.connected``), and bad arguments exit 2 before anything is sent."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -34,13 +34,11 @@ from agenttx.core.limits import MAX_ARGUMENTS_BYTES
 from agenttx.numbers import EXPECTED_REVISION, STEP_ID
 from agenttx.plural import plural
 from agenttx.receipts import Mode
-from agenttx.types import Isolation
+from agenttx.types import REFERENCE_FALLBACK, DryRunReport, Isolation, StepResult
 
 # ``tx step``'s exit status when the server ran the call and the step did not succeed.
 EXIT_STEP_NOT_SUCCEEDED = 3
 
-# What a step's wire status is called on the terminal (``STEP_STATUS_`` dropped).
-_STEP_PREFIX = "STEP_STATUS_"
 # The fidelities at which no handler of the tool runs, so a dry run shows no changes.
 _TOOL_NOT_RUN = frozenset({"schema_only", "policy_and_schema"})
 # Longest value text shown on one line of a dry run's changes; ``--json`` has them whole.
@@ -85,18 +83,14 @@ def tx_begin(
     timeout: float,
 ) -> None:
     """Begin a transaction; prints its id and the first step to send."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.BeginTransactionRequest(
-        agent_id=agent,
-        mode=mode,
-        principal=principal,
-        isolation=isolation or "",
-        labels=list(labels),
-    )
-    b = call(server, lambda stub: stub.BeginTransaction(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        b = client.begin(
+            agent, isolation=isolation or "", labels=labels, principal=principal, mode=mode
+        )
     if as_json:
-        echo_json(to_dict(b))
+        from agenttx.api.operations.replies import begin_reply
+
+        echo_json(to_dict(begin_reply(b)))
         return
     click.echo(
         f"began {b.transaction_id} (mode {b.mode or mode}, revision {b.revision}, status "
@@ -145,31 +139,30 @@ def tx_step(
     """Send step STEP_ID (the transaction's next step) calling TOOL with ARGUMENTS_JSON, a JSON
     object (default {}; - reads it from standard input). Exits 0 if the step succeeded (with
     --dry-run: would succeed), 3 if not."""
-    from agenttx.wire import agenttx_pb2 as pb
-
     if dry_run and request_id:
         raise click.UsageError(
             "--request-id has no effect with --dry-run: a dry run stores no reply and is safe "
             "to repeat; leave one of them out"
         )
-    request = pb.ExecuteStepRequest(
-        transaction_id=transaction_id,
-        step_id=step_id,
-        tool_name=tool,
-        arguments_json=_arguments(arguments_json),
-        raw_context=raw_context,
-        request_id=request_id,
-        dry_run=dry_run,
-    )
-    r = call(
-        server,
-        lambda stub: stub.ExecuteStep(request, timeout=timeout),
-    )
-    status = pb.StepStatus.Name(r.status).removeprefix(_STEP_PREFIX)
+    arguments = _arguments(arguments_json)
+    with connected(server, timeout) as client:
+        r = client.execute_step(
+            transaction_id,
+            step_id,
+            tool,
+            arguments,
+            raw_context,
+            request_id=request_id or None,
+            dry_run=dry_run,
+        )
+    status = r.status.value
     if as_json:
-        echo_json(to_dict(r))
-    elif r.dry_run:
-        _show_dry_run(_console(), r, status, transaction_id, step_id, tool)
+        from agenttx.api.operations.replies import step_reply
+
+        # The CLI names every strategy, so the server sent RETRY as RETRY (``connected``).
+        echo_json(to_dict(step_reply(r, frozenset(REFERENCE_FALLBACK))))
+    elif r.dry_run is not None:
+        _show_dry_run(_console(), r, r.dry_run, status, transaction_id, step_id, tool)
     else:
         _show_step(_console(), r, status, transaction_id, step_id)
     if status != "SUCCESS":
@@ -207,19 +200,17 @@ def tx_commit(
     timeout: float,
 ) -> None:
     """Commit a transaction: publish its writes and release its staged effects."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.CommitTransactionRequest(
-        transaction_id=transaction_id, receipt_id=receipt_id, request_id=request_id
-    )
-    if expected_revision is not None:
-        request.expected_revision = expected_revision
-    c = call(
-        server,
-        lambda stub: stub.CommitTransaction(request, timeout=timeout),
-    )
+    with connected(server, timeout) as client:
+        c = client.commit(
+            transaction_id,
+            request_id=request_id or None,
+            expected_revision=expected_revision,
+            receipt_id=receipt_id,
+        )
     if as_json:
-        echo_json(to_dict(c))
+        from agenttx.api.operations.replies import commit_reply
+
+        echo_json(to_dict(commit_reply(c)))
         return
     console = _console()
     console.print(
@@ -283,9 +274,7 @@ def _console() -> CliConsole:
     return command_console()
 
 
-def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> None:
-    from agenttx.wire import agenttx_pb2 as pb
-
+def _show_step(console: Console, r: StepResult, status: str, tx: str, step_id: int) -> None:
     console.print(
         f"step {step_id} of {tx}: {status_markup(status)} · transaction "
         f"{status_markup(r.transaction_status)} · revision {r.revision}"
@@ -295,7 +284,7 @@ def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> 
     if r.clean_hint:
         console.print(escape(r.clean_hint))  # "Hint: …", the hint cleaner's one line
     if status == "ROLLBACK_TRIGGERED":
-        strategy = pb.RollbackStrategy.Name(r.strategy).removeprefix("ROLLBACK_STRATEGY_")
+        strategy = r.strategy.value
         if strategy == "RETRY":
             console.print(
                 f"rolled back (retry): only step {step_id}'s own effects were undone; send "
@@ -329,19 +318,25 @@ def _show_step(console: Console, r: Any, status: str, tx: str, step_id: int) -> 
         console.print(f"the transaction ended ({r.transaction_status}); nothing more to send")
 
 
-def _show_dry_run(console: Console, r: Any, status: str, tx: str, step_id: int, tool: str) -> None:
-    report = json.loads(r.dry_run_json) if r.dry_run_json else {}
+def _show_dry_run(
+    console: Console,
+    r: StepResult,
+    d: DryRunReport,
+    status: str,
+    tx: str,
+    step_id: int,
+    tool: str,
+) -> None:
     would = "would succeed" if status == "SUCCESS" else "[red]would fail[/]"
-    declared = report.get("declared", "")
-    reached = r.fidelity + (f" (declared {declared})" if declared != r.fidelity else "")
+    reached = d.fidelity + (f" (declared {d.declared})" if d.declared != d.fidelity else "")
     console.print(
         f"dry run of step {step_id} of {tx} ({escape(tool)}): {would} · fidelity {reached}"
     )
-    if r.policy_decision:
-        console.print(f"policy {r.policy_decision}")
+    if d.policy:
+        console.print(f"policy {d.policy}")
     if r.clean_hint:
         console.print(escape(r.clean_hint))
-    changes = report.get("changes") or {}
+    changes = d.changes
     for w in changes.get("writes") or ():
         console.print(
             f"  write  {escape(str(w.get('key')))}: {escape(_shown(w.get('before')))} → "
@@ -363,12 +358,12 @@ def _show_dry_run(console: Console, r: Any, status: str, tx: str, step_id: int, 
     if status == "SUCCESS" and not any(changes.get(k) for k in ("writes", "effects", "undo")):
         console.print(
             "  (the tool did not run at this fidelity: what it would change is not known)"
-            if r.fidelity in _TOOL_NOT_RUN
+            if d.fidelity in _TOOL_NOT_RUN
             else "  (nothing changed through the tool's context)"
         )
     if r.output_json:
         console.print(f"simulated output {escape(r.output_json)}")
-    for note in report.get("notes") or ():
+    for note in d.notes:
         console.print(f"note {escape(str(note))}")
     console.print(
         f"nothing was journaled: step {step_id} is still next (send it without --dry-run to run it)"

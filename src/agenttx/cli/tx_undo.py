@@ -2,18 +2,16 @@
 back (undo the last live step) or forward again (re-apply the step just undone, exactly).
 
 A refusal (nothing to undo, an irreversible step, something ran since the undo) prints the
-server's hint and exits 1, like every refused ``tx`` command (``common.call``)."""
+server's hint and exits 1, like every refused ``tx`` command (``common.connected``)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from agenttx.cli.common import (
-    call,
+    connected,
     echo_json,
     json_option,
     server_option,
@@ -22,6 +20,7 @@ from agenttx.cli.common import (
     to_dict,
 )
 from agenttx.cli.output import command_console
+from agenttx.types import UndoResult
 
 
 @click.command("undo")
@@ -31,12 +30,12 @@ from agenttx.cli.output import command_console
 @timeout_option
 def tx_undo(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
     """Undo the last live step of a transaction (docs/undo.md)."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.UndoStepRequest(transaction_id=transaction_id)
-    u = call(server, lambda stub: stub.UndoStep(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        u = client.undo_step(transaction_id)
     if as_json:
-        echo_json(to_dict(u))
+        from agenttx.api.undo_wire import undo_reply
+
+        echo_json(to_dict(undo_reply(u)))
         return
     console = command_console()
     console.print(
@@ -58,12 +57,12 @@ def tx_undo(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
 @timeout_option
 def tx_redo(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
     """Re-apply the step the last undo undid, exactly (docs/undo.md)."""
-    from agenttx.wire import agenttx_pb2 as pb
-
-    request = pb.RedoStepRequest(transaction_id=transaction_id)
-    u = call(server, lambda stub: stub.RedoStep(request, timeout=timeout))
+    with connected(server, timeout) as client:
+        u = client.redo_step(transaction_id)
     if as_json:
-        echo_json(to_dict(u))
+        from agenttx.api.undo_wire import redo_reply
+
+        echo_json(to_dict(redo_reply(u)))
         return
     console = command_console()
     console.print(
@@ -73,6 +72,6 @@ def tx_redo(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     _next(console, u)
 
 
-def _next(console: Console, u: Any) -> None:
+def _next(console: Console, u: UndoResult) -> None:
     can = [name for name, ok in (("undo", u.can_undo), ("redo", u.can_redo)) if ok]
     console.print(f"can now: {', '.join(can) or 'neither undo nor redo'}")
