@@ -3,6 +3,9 @@
 streamable HTTP, HTTP ``/v1`` and the CLI — with the same outcome, reason code and snapshot.
 
 ``drivers.py`` holds one driver per surface behind one interface, ``cases.py`` the table of
-cases (and the operations a surface lacks), ``test_conformance.py`` runs every case on every
-surface. A package so its modules import as ``surfaces.<name>``; ``tests/`` stays on the path
-(pytest's rootdir-relative ``prepend`` import), so the shared harnesses import as before."""
+cases (and the operations a surface lacks), ``runner.py`` how a case runs, ``conftest.py``
+starts the surfaces; ``test_lifecycle.py`` and ``test_safety.py`` run the table's two halves
+(two files, so ``--dist loadfile`` gives each a worker).
+
+A package so its modules import as ``surfaces.<name>``; ``tests/`` stays on the path (pytest's
+``prepend`` import of the rootdir conftest), so the shared harnesses import as before."""

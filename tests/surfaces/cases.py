@@ -118,9 +118,9 @@ EFFECT = call(
     tool_name="effect.stage",
     arguments={"channel": "email", "payload": {"to": "z@example.com", "subject": "s", "body": "b"}},
 )
-STEP_FIELDS = ("status", "strategy", "next_step_id", "transaction_status", "revision")
 
-CASES: tuple[Case, ...] = (
+# The lifecycle and the approval of a commit.
+LIFECYCLE: tuple[Case, ...] = (
     # -- the lifecycle ----------------------------------------------------------------------
     Case(
         "begin",
@@ -399,6 +399,10 @@ CASES: tuple[Case, ...] = (
         call("get_transaction", transaction_id="$tx"),
         {"revision": 3, "receipts[].status": ["voided"], "receipts[].revision": [2]},
     ),
+)
+
+# Undo and redo, unknown outcomes, compensation, the audit chain and the outbox.
+SAFETY: tuple[Case, ...] = (
     # -- undo and redo --------------------------------------------------------------------------
     Case(
         "undo_step",
@@ -448,9 +452,26 @@ CASES: tuple[Case, ...] = (
             "requires_human": True,
             "outcome_unknown_step": 1,
             "reconcile_state": "undo_outcome_unknown",
+            "compensation_errors": [
+                "undo pay.uncertain#undo of step 1: outcome unknown (UncertainOutcome: the refund "
+                "was sent; the provider did not answer (operation rf-1)); it is never run again "
+                "blindly: reconcile_step($tx, 1) asks its undo_reconcile handler, or an operator "
+                "runs `agenttx tx resolve $tx 1 happened|not-happened`"
+            ],
         },
         replaces=(
-            "test_undo_outcome_surfaces::test_http_v1_shows_it_and_settles_it_over_a_real_server",
+            "test_undo_outcome_surfaces::test_http_v1_shows_it_and_settles_it_over_a_real_server "
+            "(the view)",
+        ),
+    ),
+    Case(
+        "a reconciled undo in get_transaction",
+        (*UNKNOWN_UNDO, call("reconcile_step", transaction_id="$tx", step_id=1)),
+        call("get_transaction", transaction_id="$tx"),
+        {"status": "ROLLED_BACK", "requires_human": False, "reconcile_state": ""},
+        replaces=(
+            "test_undo_outcome_surfaces::test_http_v1_shows_it_and_settles_it_over_a_real_server "
+            "(settled)",
         ),
     ),
     Case(
@@ -572,6 +593,9 @@ CASES: tuple[Case, ...] = (
             "transaction_status": "ROLLED_BACK",
             "compensations_run": 1,
             "compensation_approval_pending": False,
+            "compensation_errors": [
+                "step 2 (comp.refund) not undone: compensation refused by alice: refunded by hand"
+            ],
         },
         replaces=(
             "test_compensation_refusal_surfaces::test_the_sync_client_refuses_a_waiting_rollback",
@@ -628,22 +652,26 @@ CASES: tuple[Case, ...] = (
     ),
 )
 
-SURFACES = ("embedded", "client", "grpc", "http", "mcp-stdio", "mcp-http", "cli")
+CASES = (*LIFECYCLE, *SAFETY)
+
+SURFACES = ("embedded", "client", "grpc", "http", "mcp-stdio", "mcp-http", "mcp-remote", "cli")
+MCP_SURFACES = ("mcp-stdio", "mcp-http", "mcp-remote")
 
 # What a surface does not offer, and why; each is checked to be really absent there.
 LACKS: dict[tuple[str, str], str] = {
     **{
         (surface, "resolve_step"): "an operator settles an unknown outcome, not the agent: no "
         "MCP tool (docs/mcp.md)"
-        for surface in ("mcp-stdio", "mcp-http")
+        for surface in MCP_SURFACES
     },
     **{
         (surface, "verify_audit"): "the audit chain is the operator's: no MCP tool"
-        for surface in ("mcp-stdio", "mcp-http")
+        for surface in MCP_SURFACES
     },
 }
 
-SERVED = ("client", "grpc", "http", "mcp-http", "cli")  # the surfaces `agenttx serve` fronts
+# The surfaces in front of `agenttx serve`'s engine.
+SERVED = ("client", "grpc", "http", "mcp-http", "mcp-remote", "cli")
 STATUS_NAMES = {code.name for code in grpc.StatusCode}
 
 # (surface, case id) → how the surface disagrees with the engine today (a strict xfail).
@@ -664,7 +692,7 @@ DISAGREES: dict[tuple[str, str], str] = {
     **{
         (surface, "a fatal step aborts the transaction"): "MCP refuses a step that aborted the "
         "transaction (TRANSACTION_ABORTED) instead of returning the FAILED step"
-        for surface in ("mcp-stdio", "mcp-http")
+        for surface in MCP_SURFACES
     },
     # `agenttx serve` publishes every status change on its event bus, whose table of statuses
     # (core/events.py _KIND) has no COMPENSATED: a compensation that ends COMPENSATED fails
