@@ -57,20 +57,26 @@ class Case:
 NO_TX = "tx_" + "0" * 32  # a transaction id of the right shape that names no transaction
 
 BEGIN = call("begin", principal="bob")
-PUT_1 = call(
-    "execute_step",
-    transaction_id="$tx",
-    step_id=1,
-    tool_name="kv.put",
-    arguments={"key": "k", "value": 1},
-)
-PUT_2 = call(
-    "execute_step",
-    transaction_id="$tx",
-    step_id=2,
-    tool_name="kv.put",
-    arguments={"key": "k", "value": 2},
-)
+
+
+def step(step_id: int, tool: str, arguments: Any = None, *, transaction_id: str = "$tx") -> Call:
+    """Step ``step_id`` of the case's transaction: ``tool`` with ``arguments``."""
+    inputs = {"arguments": arguments} if arguments is not None else {}
+    return call(
+        "execute_step",
+        transaction_id=transaction_id,
+        step_id=step_id,
+        tool_name=tool,
+        **inputs,
+    )
+
+
+def put(step_id: int) -> Call:
+    """Step ``step_id``: ``kv.put`` of key k, the value ``step_id``."""
+    return step(step_id, "kv.put", {"key": "k", "value": step_id})
+
+
+PUT_1, PUT_2 = put(1), put(2)
 COMMIT = call("commit", transaction_id="$tx")
 APPROVAL = (call("begin", principal="bob", mode="approval_required"), PUT_1)
 PREVIEWED = (*APPROVAL, call("preview_commit", transaction_id="$tx"))
@@ -82,23 +88,11 @@ APPROVED = (
 
 
 def comp_step(step_id: int, tool: str) -> Call:
-    return call(
-        "execute_step",
-        transaction_id="$tx",
-        step_id=step_id,
-        tool_name=tool,
-        arguments={"n": step_id, "log": "$log"},
-    )
+    return step(step_id, tool, {"n": step_id, "log": "$log"})
 
 
 def pay_step(tool: str) -> Call:
-    return call(
-        "execute_step",
-        transaction_id="$tx",
-        step_id=1,
-        tool_name=tool,
-        arguments={"n": 1, "log": "$dir"},
-    )
+    return step(1, tool, {"n": 1, "log": "$dir"})
 
 
 ROLLBACK = call("rollback", transaction_id="$tx")
@@ -111,12 +105,10 @@ WAITING_COMPENSATION = (
     COMMIT,
     call("compensate", transaction_id="$tx", reason="chargeback", principal="bob"),
 )
-EFFECT = call(
-    "execute_step",
-    transaction_id="$tx",
-    step_id=1,
-    tool_name="effect.stage",
-    arguments={"channel": "email", "payload": {"to": "z@example.com", "subject": "s", "body": "b"}},
+EFFECT = step(
+    1,
+    "effect.stage",
+    {"channel": "email", "payload": {"to": "z@example.com", "subject": "s", "body": "b"}},
 )
 
 # The lifecycle and the approval of a commit.
@@ -161,13 +153,7 @@ LIFECYCLE: tuple[Case, ...] = (
     Case(
         "a failing step is retried after its effects are undone",
         (BEGIN, PUT_1),
-        call(
-            "execute_step",
-            transaction_id="$tx",
-            step_id=2,
-            tool_name="fs.read",
-            arguments={"path": "missing.txt"},
-        ),
+        step(2, "fs.read", {"path": "missing.txt"}),
         {
             "status": "ROLLBACK_TRIGGERED",
             "strategy": "RETRY",
@@ -182,7 +168,7 @@ LIFECYCLE: tuple[Case, ...] = (
     Case(
         "a fatal step aborts the transaction",
         (BEGIN, PUT_1),
-        call("execute_step", transaction_id="$tx", step_id=2, tool_name="comp.fatal"),
+        step(2, "comp.fatal"),
         {
             "status": "FAILED",
             "strategy": "ABORT",
@@ -194,13 +180,7 @@ LIFECYCLE: tuple[Case, ...] = (
     Case(
         "a wrong step id",
         (BEGIN,),
-        call(
-            "execute_step",
-            transaction_id="$tx",
-            step_id=5,
-            tool_name="kv.put",
-            arguments={"key": "k"},
-        ),
+        step(5, "kv.put", {"key": "k"}),
         "WRONG_STEP",
         replaces=(
             "test_next_calls_surfaces::test_a_wrong_step_names_each_surfaces_own_call (reason)",
@@ -209,13 +189,7 @@ LIFECYCLE: tuple[Case, ...] = (
     Case(
         "a step of an unknown transaction",
         (),
-        call(
-            "execute_step",
-            transaction_id=NO_TX,
-            step_id=1,
-            tool_name="kv.put",
-            arguments={"key": "k"},
-        ),
+        step(1, "kv.put", {"key": "k"}, transaction_id=NO_TX),
         "NOT_FOUND",
     ),
     Case(

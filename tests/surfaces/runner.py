@@ -4,6 +4,7 @@ outcome compared with the table's and with the embedded engine's."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,13 @@ async def same_as_the_engine(
     assert engine == case.expected, f"the engine itself disagrees with the table: {engine}"
     if surface != "embedded":
         assert await run(case, drivers[surface], scratch / surface) == engine
+
+
+def conformance_test(cases: tuple[Case, ...]) -> Callable[..., Awaitable[None]]:
+    """The test of ``cases`` on every surface, for a module to collect under its name."""
+
+    @pytest.mark.parametrize(("case", "surface"), params(cases))
+    async def test(case: Case, surface: str, drivers: dict[str, Driver], tmp_path: Path) -> None:
+        await same_as_the_engine(case, surface, drivers, tmp_path)
+
+    return test

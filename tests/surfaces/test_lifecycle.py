@@ -4,19 +4,11 @@ reply's status, revision and snapshot fields — and the one the embedded engine
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from surfaces.cases import LIFECYCLE, Case
-from surfaces.drivers import Driver
-from surfaces.runner import params, same_as_the_engine
+from surfaces.cases import LIFECYCLE
+from surfaces.runner import conformance_test
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-
-@pytest.mark.parametrize(("case", "surface"), params(LIFECYCLE))
-async def test_each_surface_gives_the_engines_outcome(
-    case: Case, surface: str, drivers: dict[str, Driver], tmp_path: Path
-) -> None:
-    await same_as_the_engine(case, surface, drivers, tmp_path)
+test_each_surface_gives_the_engines_outcome = conformance_test(LIFECYCLE)

@@ -5,23 +5,16 @@ surface offers every operation but those ``LACKS`` names, and those it really la
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import agenttx
-from surfaces.cases import CASES, LACKS, SAFETY, Case
+from surfaces.cases import CASES, LACKS, SAFETY
 from surfaces.drivers import Driver
-from surfaces.runner import params, same_as_the_engine
+from surfaces.runner import conformance_test
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-
-@pytest.mark.parametrize(("case", "surface"), params(SAFETY))
-async def test_each_surface_gives_the_engines_outcome(
-    case: Case, surface: str, drivers: dict[str, Driver], tmp_path: Path
-) -> None:
-    await same_as_the_engine(case, surface, drivers, tmp_path)
+test_each_surface_gives_the_engines_outcome = conformance_test(SAFETY)
 
 
 @pytest.mark.parametrize(("surface", "operation"), list(LACKS), ids=[f"{s}-{o}" for s, o in LACKS])
