@@ -206,6 +206,12 @@ LIFECYCLE: tuple[Case, ...] = (
     ),
     Case("commit twice", (BEGIN, PUT_1, COMMIT), COMMIT, "NOT_ACTIVE"),
     Case(
+        "a step of a rolled-back transaction",
+        (BEGIN, call("rollback", transaction_id="$tx")),
+        put(1),
+        "NOT_ACTIVE",
+    ),
+    Case(
         "rollback",
         (BEGIN, PUT_1),
         call("rollback", transaction_id="$tx", reason="done"),
@@ -409,6 +415,7 @@ SAFETY: tuple[Case, ...] = (
         },
         replaces=(
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (undo)",
+            "test_http_safety::test_undo_then_redo_over_http (undo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (undo)",
         ),
     ),
@@ -425,6 +432,7 @@ SAFETY: tuple[Case, ...] = (
         {"step_id": 1, "next_step_id": 2, "can_redo": False, "can_undo": True},
         replaces=(
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (redo)",
+            "test_http_safety::test_undo_then_redo_over_http (redo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (redo)",
         ),
     ),
@@ -436,6 +444,7 @@ SAFETY: tuple[Case, ...] = (
         replaces=(
             "test_next_calls_surfaces::test_a_refused_redo_names_each_surfaces_own_call (reason)",
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (refused redo)",
+            "test_http_safety::test_undo_then_redo_over_http (refused redo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (refused redo)",
         ),
     ),
@@ -495,6 +504,22 @@ SAFETY: tuple[Case, ...] = (
         UNASKED_UNDO,
         call("reconcile_step", transaction_id="$tx", step_id=1),
         "NO_RECONCILE_HANDLER",
+    ),
+    Case(
+        "reconcile a step whose outcome is known",
+        (BEGIN, PUT_1),
+        call("reconcile_step", transaction_id="$tx", step_id=1),
+        "FAILED_PRECONDITION",
+        replaces=(
+            "test_http_safety::test_reconcile_and_resolve_refuse_a_step_that_is_not_unknown "
+            "(which takes 400 or 409)",
+        ),
+    ),
+    Case(
+        "resolve a step whose outcome is known",
+        (BEGIN, PUT_1),
+        call("resolve_step", transaction_id="$tx", step_id=1, outcome="happened"),
+        "FAILED_PRECONDITION",
     ),
     Case(
         "resolve_step",
@@ -642,6 +667,7 @@ SAFETY: tuple[Case, ...] = (
         {"ok": True, "records": 3, "first_bad": 0},
         replaces=(
             "test_audit_surfaces::test_verify_and_list_over_grpc_and_the_async_client (verify)",
+            "test_http_api::test_the_audit_chain_of_a_transaction_is_checked",
         ),
     ),
     Case(
