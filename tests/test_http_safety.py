@@ -88,21 +88,6 @@ def test_an_approval_required_commit_goes_through_preview_and_approval(base: str
     assert committed.json["committed"] is True
 
 
-def test_undo_then_redo_over_http(base: str) -> None:
-    tx = begin(base, agent_id="http-undo")
-    put(base, tx, 1, "http-undo-a", 1)
-    put(base, tx, 2, "http-undo-b", 2)
-    undone = request(base, "POST", f"/v1/transactions/{tx}/undo", {})
-    assert undone.status == 200, undone.raw
-    assert undone.json["step_id"] == 2
-    assert undone.json["next_step_id"] == 2
-    redone = request(base, "POST", f"/v1/transactions/{tx}/redo")
-    assert redone.status == 200, redone.raw
-    assert redone.json["next_step_id"] == 3
-    again = request(base, "POST", f"/v1/transactions/{tx}/redo", {})
-    assert_error_shape(again, 409, "REDO_REFUSED")
-
-
 def test_reconcile_and_resolve_refuse_a_step_that_is_not_unknown(base: str) -> None:
     tx = begin(base, agent_id="http-reconcile")
     put(base, tx, 1, "http-rec", 1)

@@ -1,0 +1,105 @@
+"""The surfaces every conformance module runs its cases on, started once per module (each test
+file is one worker's under ``--dist loadfile``), on SQLite (the store contract and the engine
+suites cover PostgreSQL): the embedded engine in this process; one real ``agenttx serve
+--http-addr`` for gRPC (a raw stub, and our async client), ``/v1``, MCP over streamable HTTP
+and the CLI (``--server``); one real ``agenttx mcp`` subprocess for MCP over stdio on its own
+engine, and one ``agenttx mcp --server`` in front of the served engine (the MCP tools over our
+client, in the older protocol era). Each engine has the same tools loaded
+(``compensation_tools``, ``undo_outcome_tools``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+from mcp import Client
+
+import agenttx
+import compensation_tools
+import undo_outcome_tools
+from agenttx.client import AsyncAgentTxClient, RetryPolicy
+from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+from http_harness import http_base, start_http_server
+from mcp_harness import stdio_client
+from surfaces.drivers import CliDriver, Driver, GrpcDriver, HttpDriver, McpDriver, ServiceDriver
+
+TOOL_MODULES = ("compensation_tools", "undo_outcome_tools")
+
+
+@contextlib.asynccontextmanager
+async def held(context: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIterator[Any]:
+    """``context`` entered and exited in one task of its own: an MCP session's anyio cancel
+    scopes must be left by the task that entered them, and a module fixture's set-up and
+    teardown run in two."""
+    entered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def keep() -> None:
+        try:
+            async with context as value:
+                entered.set_result(value)
+                await stop.wait()
+        except BaseException as exc:
+            if not entered.done():
+                entered.set_exception(exc)
+            raise
+
+    task = asyncio.create_task(keep())
+    try:
+        yield await entered
+    finally:
+        stop.set()
+        await task
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Driver]]:
+    root = tmp_path_factory.mktemp("surfaces")
+    tools = [f for module in TOOL_MODULES for f in ("--tools", module)]
+    async with contextlib.AsyncExitStack() as stack:
+        # The server starts (a subprocess importing everything) while the rest is set up.
+        starting = asyncio.create_task(
+            asyncio.to_thread(start_http_server, root / "served", *tools, "--mcp-effect-tools")
+        )
+        engine = await agenttx.Engine.open(
+            f"sqlite:///{root / 'embedded.db'}",
+            fs_root=root / "embedded-files",
+            outbox_path=root / "embedded-outbox.jsonl",
+            tools=[*compensation_tools.TOOLS, *undo_outcome_tools.TOOLS],
+        )
+        stack.push_async_callback(engine.close)
+        stdio = await stack.enter_async_context(
+            held(stdio_client(root / "stdio", "auto", *tools, "--effect-tools"))
+        )
+        server = await starting
+        stack.callback(lambda: server.terminate() == 0 or server.kill())
+        base = http_base(server)
+        channel = grpc.aio.insecure_channel(server.address)
+        stack.push_async_callback(channel.close)
+        client = AsyncAgentTxClient(server.address, retry=RetryPolicy(max_attempts=1), timeout=30)
+        stack.push_async_callback(client.close)
+        mcp_http = await stack.enter_async_context(
+            held(Client(base + "/mcp", read_timeout_seconds=60))
+        )
+        remote = await stack.enter_async_context(
+            held(
+                stdio_client(
+                    root / "unused", "legacy", "--server", server.address, "--effect-tools"
+                )
+            )
+        )
+        yield {
+            "embedded": ServiceDriver("embedded", engine),
+            "client": ServiceDriver("client", client),
+            "grpc": GrpcDriver(pb_grpc.AgentTxServiceStub(channel)),
+            "http": HttpDriver(base),
+            "mcp-stdio": McpDriver("mcp-stdio", stdio),
+            "mcp-http": McpDriver("mcp-http", mcp_http),
+            "mcp-remote": McpDriver("mcp-remote", remote),
+            "cli": CliDriver(server.address),
+        }
