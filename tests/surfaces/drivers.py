@@ -153,6 +153,7 @@ GRPC: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "verify_audit": ("VerifyAudit", lambda i: pb.VerifyAuditRequest(**i)),
     "list_effects": ("ListEffects", lambda i: pb.ListEffectsRequest(**i)),
     "retry_effect": ("RetryEffect", lambda i: pb.RetryEffectRequest(**i)),
+    "find_transaction": ("FindTransaction", lambda i: pb.FindTransactionRequest(**i)),
 }
 
 
@@ -212,6 +213,7 @@ HTTP: dict[str, tuple[str, str, dict[str, Any]]] = {
     "verify_audit": ("GET", _TX + "/audit", {}),
     "list_effects": ("GET", _TX + "/effects", {}),
     "retry_effect": ("POST", _TX + "/effects/{effect_id}/retry", {}),
+    "find_transaction": ("GET", "/v1/lookup/by-receipt", {}),  # the cases find by receipt
 }
 
 
@@ -394,8 +396,8 @@ CLI: dict[str, Callable[..., list[str]]] = {
 class CliDriver:
     """``agenttx`` command lines against a running server (``--server``, ``--json``), run
     in-process by click's runner on a worker thread. A refusal is exit status 1 with
-    ``Error: <CODE>: <message>`` on stderr; its reason is that CODE (the gRPC status name:
-    the CLI prints no reason code, see ``DISAGREES``)."""
+    ``Error: <STATUS> <REASON>: <message>`` on stderr (``Error: <STATUS>: …`` where the reason
+    is the status's own name); its reason is the last word before the colon."""
 
     name = "cli"
 
@@ -407,7 +409,7 @@ class CliDriver:
         r = await asyncio.to_thread(CliRunner().invoke, main, argv)
         if r.exit_code == 1:
             [error] = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
-            return Outcome(False, error.removeprefix("Error: ").split(":")[0])
+            return Outcome(False, error.removeprefix("Error: ").split(":")[0].split()[-1])
         # 3: a step that did not succeed, its reply printed all the same (docs/cli.md).
         assert r.exit_code in (0, 3), (argv, r.exit_code, r.output)
         reply = json.loads(r.stdout)
