@@ -1,6 +1,7 @@
 # Two commands matter: `make run` serves AgentTx, `make test` runs the whole suite.
 # Both create .venv from the lock file first, so a fresh clone needs only Python 3.11+.
-# pytest includes tests/test_package.py: the wheel built, installed in a fresh venv, smoke-tested.
+# pytest includes tests/repo/test_package.py: the wheel built, installed in a fresh venv and
+# smoke-tested.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -12,7 +12,7 @@ agenttx_pb2``, rewritten to the package path so nothing needs sys.path tricks.
 
 Generation is deterministic for one grpcio-tools version, which requirements.lock pins; the
 banner records it, since the code it emits demands runtimes at least that new (pyproject.toml's
-``grpcio`` and ``protobuf`` lower bounds, checked by tests/test_package.py).
+``grpcio`` and ``protobuf`` lower bounds, checked by tests/repo/test_package.py).
 """
 
 from __future__ import annotations

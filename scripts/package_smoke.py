@@ -1,8 +1,8 @@
 """Smoke test of an installed AgentTx, run by the interpreter of the environment it is installed in.
 
-tests/test_package.py builds the wheel, installs it into a fresh virtual environment (no extras)
-and runs this file there, from a directory outside the source tree, so every import below comes
-from the installed package. It checks what a user meets first: the library, the client and the
+tests/repo/test_package.py builds the wheel, installs it into a fresh virtual environment (no
+extras) and runs this file there, from a directory outside the source tree, so every import below
+comes from the installed package. It checks what a user meets first: the library, the client and the
 ``agenttx`` command import and run; ``agenttx connect codex --write`` edits a TOML file keeping
 what was there (tomlkit is a run-time dependency); an embedded Engine on SQLite does begin ->
 kv.put -> commit;

@@ -1,4 +1,4 @@
-"""The worker ``tests/test_audit_batched.py`` kills: it opens an engine on the URL it is given,
+"""The worker ``tests/core/test_audit_batched.py`` kills: it opens an engine on the URL it is given,
 begins a transaction, runs ``steps`` kv.put steps (their audit records stay pending: no write
 with records follows them), prints the transaction id and waits to be killed.
 

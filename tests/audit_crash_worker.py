@@ -1,4 +1,4 @@
-"""The worker the audit chain's SIGKILL test (``tests/test_audit_crash.py``) kills: it opens
+"""The worker the audit chain's SIGKILL test (``tests/e2e/test_audit_crash.py``) kills: it opens
 an engine on the URL it is given and runs transactions without pause — state steps, an
 outside step with an undo, failing steps that rewind, staged effects, commits and aborts —
 until it is killed, so the kill lands anywhere in a step, a rewind, a commit or a delivery.

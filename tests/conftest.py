@@ -20,6 +20,7 @@ that picks its stores itself (``url=``) says so with a marker, on the test or th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,12 @@ from pg import (
     fresh_database,
     pg_url,  # noqa: F401 - a fixture every test may ask for: a new PG database
 )
+
+# The tests live in layer folders (tests/core, tests/store, tests/surfaces, ...). The support
+# modules beside this file are found by name from each of them (pytest puts this folder on the
+# path for this conftest), and so is a test module that a test of another folder imports.
+_TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(d) for d in sorted(_TESTS.iterdir()) if d.is_dir() and d.name.isidentifier()]
 
 STORES = ("sqlite", "postgres")
 

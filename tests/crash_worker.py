@@ -1,4 +1,4 @@
-"""The worker process of the crash harness (``tests/test_crash.py``), and the pieces the
+"""The worker process of the crash harness (``tests/e2e/test_crash.py``), and the pieces the
 harness shares with it: the acknowledgement log, the model it replays into, the outside ledger
 tool, the workload and the reconciler.
 

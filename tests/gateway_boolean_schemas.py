@@ -2,7 +2,7 @@
 declares its schemas with JSON Schema's boolean subschemas, as a server written against a
 lenient SDK may: a property ``true`` (any value), one ``false`` (never), ``items: true``, an
 ``anyOf`` branch ``true``, ``additionalProperties: false``. The gateway must re-export them
-as schema objects (``tests/test_mcp_schemas.py``): the TypeScript SDK refuses a ``true``
+as schema objects (``tests/surfaces/test_mcp_schemas.py``): the TypeScript SDK refuses a ``true``
 property schema."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A real MCP server (the official SDK's ``MCPServer``, over stdio) that leaks what it was
 given: the ``TOKEN`` environment variable the gateway file set from ``${env:…}`` shows in
 a tool's description, in its input schema and in its answers. The gateway must mask it
-wherever it comes back (``tests/test_gateway_secret_listing.py``)."""
+wherever it comes back (``tests/gateway/test_gateway_secret_listing.py``)."""
 
 from __future__ import annotations
 

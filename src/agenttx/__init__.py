@@ -38,7 +38,7 @@ Layers (imports only point down this list):
                                          ``errors``, ``audit``, ``receipts``, ``plural``
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
-``tests/test_layering.py`` reads the table between the two ``--`` lines and checks it against
+``tests/repo/test_layering.py`` reads the table between the two ``--`` lines and checks it against
 every module's imports — statically (module- and function-level, not ``TYPE_CHECKING`` blocks)
 and by importing each package in a fresh interpreter. ``imports only`` limits a package's
 imports from AgentTx; ``never imports`` forbids any module, ours or not. The adapters sit
@@ -212,7 +212,7 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, spelled out for type c
 __version__ = "0.1.0"
 
 # Public name -> the module that defines it, imported on first use. Keep in step with the
-# TYPE_CHECKING block above (tests/test_layering.py checks both name the same things).
+# TYPE_CHECKING block above (tests/repo/test_layering.py checks both name the same things).
 _LAZY: dict[str, str] = {
     "AgentTurn": "agenttx.client",
     "AgentTxClient": "agenttx.client",

@@ -3,7 +3,7 @@
 ``open_engine`` is ``agenttx.Engine.open``: importing this module binds it to the class (and
 ``agenttx.Engine`` is loaded from here), so ``Engine.open(url, ...)`` keeps working while the
 core builds nothing concrete — it imports contracts only (``agenttx/__init__.py``'s rule table,
-``tests/test_core_layering.py``). This module picks the store backend by URL (through
+``tests/repo/test_core_layering.py``). This module picks the store backend by URL (through
 ``store.factory``), the effect channels and the outbound guard (``effects``), the built-in and
 user tools (``tools``), and the settings every part reads (``EngineConfig``: the
 ``agenttx.settings.Settings`` it was given, plus what is resolved here); the engine is

@@ -41,7 +41,7 @@ class Renamed:
         return value * self.scale
 
 
-# The one table: docs/operations.md ("Names") shows it, tests/test_renamed_settings.py checks
+# The one table: docs/operations.md ("Names") shows it, tests/repo/test_renamed_settings.py checks
 # the rows on their surfaces ("serve": a flag of ``agenttx serve`` and ``agenttx mcp`` and its
 # environment variable; "serve only": of ``agenttx serve``).
 RENAMED: tuple[Renamed, ...] = (

@@ -12,7 +12,7 @@ What is derived from this one table: the flags of ``agenttx serve`` and ``agentt
 their environment variables (``cli/engine_options.py``), the server's config (``ServeConfig``
 is ``Settings`` plus the TLS files), the engine's (``EngineConfig`` is ``Settings`` plus what
 the composition root resolved), the keywords ``Engine.open`` takes (``Settings.of``), and the
-check of the flags table in docs/operations.md (``tests/test_settings.py``).
+check of the flags table in docs/operations.md (``tests/core/test_settings.py``).
 
 A field's ``scope`` says who reads it: ``engine`` the composition root (``agenttx.app``) and
 so ``Engine.open``; ``command`` the commands that open an engine (``agenttx serve`` and

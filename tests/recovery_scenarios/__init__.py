@@ -1,7 +1,7 @@
 """The reference's 12 recovery scenarios: a scripted agent (no LLM) on three failure kinds ×
 N steps, run once as a naive auto-commit baseline and once through AgentTx.
 
-Test data, shared by two users: ``tests/test_recovery_scenarios.py`` holds our targets to
+Test data, shared by two users: ``tests/e2e/test_recovery_scenarios.py`` holds our targets to
 these runs, and ``python -m benchmarks.recovery`` prints and records them. It lives under
 ``tests/`` because the tests are what pin it down (the plan, the tools' error texts, the
 reference's figures must stay exact); the benchmark imports it from here, never the other way

@@ -82,5 +82,5 @@ settings ``EngineConfig`` extends), the ``Store`` contract
 factory, a channel or the outbox dispatcher (the engine takes one through the ``Dispatcher``
 protocol), a driver or an adapter (gRPC, MCP, client). What builds those and the engine over
 them is the composition root, ``agenttx.app``, whose ``open_engine`` is ``Engine.open``
-(``tests/test_core_layering.py`` checks all of this).
+(``tests/repo/test_core_layering.py`` checks all of this).
 """

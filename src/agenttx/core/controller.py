@@ -29,7 +29,7 @@ A failure whose retry streak is used up is treated as persistent: rules 2–4 de
 step failing again and again still ends in a backtrack, a reset and an abort, as in the
 reference.
 
-Invariants (checked by ``tests/test_controller.py``):
+Invariants (checked by ``tests/core/test_controller.py``):
 
 - ``0 ≤ target ≤ K``; ``target ≥ 1`` unless the decision is ABORT.
 - ``replay_used ≤ policy.replay_budget(furthest_step)`` after every decision.

@@ -14,8 +14,8 @@ them a turn. The kinds:
 
 Anything else is a ``BadArgument`` naming the argument: the call is refused with
 INVALID_ARGUMENT and a continuation saying what to fix. ``Arguments.read`` returns every
-argument of the tool's row, by name; ``tests/test_mcp_arguments.py`` checks each row against
-the tool's input schema.
+argument of the tool's row, by name; ``tests/surfaces/test_mcp_arguments.py`` checks each row
+against the tool's input schema.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class LocalEngine(LiveSteps, TransactionService, Protocol):
     """The engine in this process as the tools call it once it acts for a caller
     (``embedded``): the contract, a live step, and the engine's own listings. ``Engine`` and
     ``TracedEngine`` satisfy it (mypy, ``agenttx.api.conformance``), each call taking the
-    ``caller`` it is made for besides (``tests/test_mcp_served.py``)."""
+    ``caller`` it is made for besides (``tests/surfaces/test_mcp_served.py``)."""
 
     async def get_transaction(
         self, transaction_id: str, *, recent: int | None = ...

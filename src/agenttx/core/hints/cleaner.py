@@ -13,7 +13,7 @@ Invariants:
   is possessive (no backtracking), and the rules and the fallback, whose patterns have bounded
   repetitions, only ever see the window. A bounded repetition still costs its bound at every
   place its pattern is tried, and an adversary can make those places dense; the window is what
-  bounds their number (``tests/test_hint_linear.py`` feeds every rule family 64 KiB texts built
+  bounds their number (``tests/core/test_hint_linear.py`` feeds every rule family 64 KiB texts built
   from its own tokens).
 - Pure and deterministic; a cleaner is immutable once built, so one instance serves all threads.
 """

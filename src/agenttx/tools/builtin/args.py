@@ -69,7 +69,7 @@ def compact(value: Any) -> str:
 
 
 # The longest state key the engine stores (``agenttx.core.limits.MAX_STATE_KEY_BYTES``, which
-# this layer may not import; tests/test_hardening_small.py keeps the two equal).
+# this layer may not import; tests/security/test_hardening_small.py keeps the two equal).
 MAX_KEY_BYTES = 1024
 
 SCHEMA_KEY = {"type": "string", "minLength": 1, "maxLength": MAX_KEY_BYTES}

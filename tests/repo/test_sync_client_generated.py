@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path("scripts") / "gen_sync_client.py"
 CLIENT = Path("src") / "agenttx" / "client"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from server_process import start_server
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 DEFAULT_TARGET = "127.0.0.1:50051"
 
 

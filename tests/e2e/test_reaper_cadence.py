@@ -13,7 +13,7 @@ import pytest
 from agenttx import TxStatus
 from agenttx.core.background import RECOVER_EVERY_S, reaper_tick
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "recovery.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
 
 
 @pytest.mark.parametrize(

@@ -105,7 +105,8 @@ async def test_audit_chains_go_whole_after_their_own_retention(
 
 
 async def test_a_dead_letter_keeps_its_transaction(open_engine: Any, clock: FakeClock) -> None:
-    # Dead letters kept forever here: their own retention is tests/test_dead_letter_retention.py.
+    # Dead letters kept forever here: their own retention is
+    # tests/store/test_dead_letter_retention.py.
     engine = await open_clocked(
         open_engine, clock, dispatch_max_attempts=1, dead_letter_retention_days=0
     )

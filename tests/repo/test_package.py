@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WIRE = ROOT / "src" / "agenttx" / "wire"
 GENERATED = ("agenttx_pb2.py", "agenttx_pb2.pyi", "agenttx_pb2_grpc.py")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))

@@ -22,8 +22,9 @@ from agenttx.core.audit import AuditReader, step_event
 from agenttx.core.images import AUDIT_BATCH
 from agenttx.store.contract import Store
 from audit_helpers import run_sql
+from paths import TESTS
 
-WORKER = Path(__file__).with_name("audit_batched_worker.py")
+WORKER = TESTS.joinpath("audit_batched_worker.py")
 
 
 async def put_steps(engine: agenttx.Engine, tx: str, first: int, last: int) -> None:

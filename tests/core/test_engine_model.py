@@ -16,7 +16,7 @@ SQLite file, and after every call checks that what a user can observe agrees wit
 A *crash* stops the engine the way a killed process stops: its background loops end and its
 store connection closes, and nothing a graceful close does (the close hooks, the dispatcher's
 drain) runs; every call before it returned, so the store holds exactly what was acknowledged.
-Kills in the middle of a call are the crash harness's work (``tests/test_crash.py``).
+Kills in the middle of a call are the crash harness's work (``tests/e2e/test_crash.py``).
 
 Bounded in CI: ``AGENTTX_MODEL_EXAMPLES`` (default 12) runs of up to ``AGENTTX_MODEL_STEPS``
 (default 30) calls each; raise both for a longer search (docs/testing.md).

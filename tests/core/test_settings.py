@@ -24,7 +24,7 @@ from agenttx.settings import SETTINGS, Setting, Settings
 
 pytest_plugins = ["serve_capture"]
 
-DOCS = Path(__file__).parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 FLAGGED = [s for s in SETTINGS.values() if s.option is not None]
 # ``agenttx serve``'s flags that are no setting: the TLS files, one value together.
 NOT_SETTINGS = {"--tls-cert", "--tls-key", "--tls-client-ca"}

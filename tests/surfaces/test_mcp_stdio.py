@@ -27,13 +27,13 @@ TOOLS = {
     "preview_commit",
     "approve_commit",
     "refuse_commit",
-    # issue 13.6 (tests/test_undo_surfaces.py)
+    # issue 13.6 (tests/surfaces/test_undo_surfaces.py)
     "undo_step",
     "redo_step",
     "reconcile_step",
     "compensate_transaction",
     "approve_compensation",
-    "refuse_compensation",  # tests/test_compensation_refusal_surfaces.py
+    "refuse_compensation",  # tests/surfaces/test_compensation_refusal_surfaces.py
 }
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),
@@ -45,7 +45,7 @@ def _prose(text: str) -> str:
     without_code = FENCE.sub("", text)
     lines = without_code.splitlines()
     # Tables are checked row by row; the "*Not run: …*" captions of examples
-    # (tests/test_docs_examples.py) may well give the same reason twice.
+    # (tests/repo/test_docs_examples.py) may well give the same reason twice.
     return "\n".join(
         line
         for line in lines

@@ -15,6 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from gateway_servers import npm_server, write_gateway
 from mcp_harness import ERAS, structured
+from paths import TESTS
 from server_process import TESTS_DIR, agenttx_command, server_env
 
 LONG = "trigger-long-running-operation"
@@ -100,7 +101,7 @@ async def test_a_tool_the_downstream_adds_later_can_be_run(tmp_path: Path) -> No
         f"""
         [servers.store]
         command = "{sys.executable}"
-        args = ["{Path(__file__).with_name("gateway_downstream.py")}"]
+        args = ["{TESTS.joinpath("gateway_downstream.py")}"]
         env = {{ KV_FILE = "{tmp_path / "kv.json"}" }}
         """,
     )

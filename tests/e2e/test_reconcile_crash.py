@@ -18,9 +18,10 @@ import pytest
 
 import agenttx
 from agenttx import StepStatus
+from paths import TESTS
 from psp import TOOLS, PaymentProvider
 
-WORKER = Path(__file__).with_name("reconcile_crash_worker.py")
+WORKER = TESTS.joinpath("reconcile_crash_worker.py")
 
 
 @pytest.fixture

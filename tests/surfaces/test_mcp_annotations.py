@@ -21,7 +21,7 @@ from mcp_harness import structured
 
 pytestmark = pytest.mark.stores("sqlite")
 
-DOCS = Path(__file__).parent.parent / "docs" / "mcp.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 HINTS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
 
 

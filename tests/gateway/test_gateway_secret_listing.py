@@ -17,8 +17,9 @@ import pytest
 
 from agenttx import StepStatus
 from gateway_servers import gateway_engine, write_gateway
+from paths import TESTS
 
-SERVER = Path(__file__).with_name("gateway_secret_server.py")
+SERVER = TESTS.joinpath("gateway_secret_server.py")
 SECRET = "tok-l34ky-listing-77"
 
 

@@ -18,9 +18,10 @@ import pytest
 
 from agenttx.types import StepStatus
 from gateway_servers import gateway_engine, write_gateway
+from paths import TESTS
 from waiting import eventually
 
-SERVER = Path(__file__).with_name("gateway_downstream.py")
+SERVER = TESTS.joinpath("gateway_downstream.py")
 SECRET = "tok-5ecret-value-42"
 
 

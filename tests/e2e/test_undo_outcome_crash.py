@@ -16,9 +16,10 @@ import pytest
 
 import agenttx
 from conftest import FakeClock
+from paths import TESTS
 from undo_outcome_tools import TOOLS, calls
 
-WORKER = Path(__file__).with_name("undo_outcome_crash_worker.py")
+WORKER = TESTS.joinpath("undo_outcome_crash_worker.py")
 
 
 async def _kill_at(mark: Path, *args: str) -> None:

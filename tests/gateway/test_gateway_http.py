@@ -18,9 +18,10 @@ import pytest
 
 from agenttx.types import StepStatus
 from gateway_servers import gateway_engine, write_gateway
+from paths import TESTS
 from server_process import free_port
 
-SERVER = Path(__file__).with_name("gateway_downstream.py")
+SERVER = TESTS.joinpath("gateway_downstream.py")
 TOKEN = "http-5ecret-token"
 
 

@@ -27,10 +27,11 @@ from agenttx.api.mcp.served import embedded
 from agenttx.api.mcp.server import AgentTxMCP
 from gateway_servers import gateway_engine, write_gateway
 from mcp_harness import structured
+from paths import TESTS
 
 pytestmark = pytest.mark.stores("sqlite")
 
-BOOLEAN_SERVER = Path(__file__).with_name("gateway_boolean_schemas.py")
+BOOLEAN_SERVER = TESTS.joinpath("gateway_boolean_schemas.py")
 
 # Where a boolean is the portable spelling (``additionalProperties: false`` closes an object).
 BOOLEAN_KEYWORDS = {

@@ -25,7 +25,7 @@ from agenttx.core.hints import (
 )
 from agenttx.errors import InvalidArgument
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "hints.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "hints.md"
 
 
 def assert_valid(hint: Hint, max_len: int = 240) -> None:

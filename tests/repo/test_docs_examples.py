@@ -10,7 +10,7 @@ the source), or the line just above it (blank lines aside) is a visible marker::
 
 A new example with neither fails ``test_every_example_is_run_or_says_why_not``, naming the page
 and line; a claim whose block is gone fails too, so the list stays the list of what runs. The
-README's Python tours are run by ``tests/test_readme.py``, and its first block (``make run``,
+README's Python tours are run by ``tests/repo/test_readme.py``, and its first block (``make run``,
 ``make test``) is the command this suite runs under: both are claimed here by name.
 """
 
@@ -37,7 +37,7 @@ import agenttx
 from http_harness import http_base
 from server_process import AGENTTX, ServerProcess, server_env, start_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),
@@ -515,7 +515,7 @@ def _claim(block: Block) -> tuple[str, str] | None:
 def test_every_example_is_run_or_says_why_not() -> None:
     loose = [
         f"{b.page}:{b.line}: a ```{b.language} block that no entry of RUNS in "
-        "tests/test_docs_examples.py runs; add one, or put '*Not run: why.*' on the line above"
+        "tests/repo/test_docs_examples.py runs; add one, or put '*Not run: why.*' on the line above"
         for b in blocks()
         if _claim(b) is None and not NOT_RUN.match(b.caption)
     ]

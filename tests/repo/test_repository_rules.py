@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 # The benchmarks that write results, each to its one file (docs/benchmarks.md summarises them;
 # the detail of each is a Markdown page named after one of these files).

@@ -18,7 +18,7 @@ dead one left within ~5 s: an interrupted ``fs.write`` is undone and sent again,
 interrupted rewind completed); later it is restarted on the same port and the run goes on.
 
 Afterwards (after ``settle``: recovery ran, every outbox row settled) the crash invariants of
-``tests/test_crash.py`` are checked, as they apply to this workload:
+``tests/e2e/test_crash.py`` are checked, as they apply to this workload:
 
 1. No transaction is left EXECUTING, ROLLING_BACK or COMMITTING; every transaction the client
    began is in the state the client was told (COMMITTED after an acknowledged commit, FAILED

@@ -25,7 +25,7 @@ from server_process import ServerProcess, agenttx_command, server_env, start_ser
 
 pytest_plugins = ["serve_capture"]
 
-DOCS = Path(__file__).parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:

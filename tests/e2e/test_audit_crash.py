@@ -16,8 +16,9 @@ from typing import Any
 import agenttx
 from agenttx.core.audit import AuditReader
 from agenttx.store.factory import open_store
+from paths import TESTS
 
-WORKER = Path(__file__).with_name("audit_crash_worker.py")
+WORKER = TESTS.joinpath("audit_crash_worker.py")
 KILLS = 6
 OPEN = ("ACTIVE", "EXECUTING", "ROLLING_BACK")
 

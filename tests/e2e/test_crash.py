@@ -112,8 +112,9 @@ import agenttx
 import crash_worker as cw
 from agenttx import TxStatus
 from agenttx.tools.builtin.fs import TMP_SUFFIX
+from paths import TESTS
 
-WORKER = Path(__file__).with_name("crash_worker.py")
+WORKER = TESTS.joinpath("crash_worker.py")
 SEED = int(os.environ.get("AGENTTX_CRASH_SEED", "20240611"))
 # The checker's clock runs ahead, so delivery leases a killed worker held are expired for it.
 CLOCK_SKEW_S = 5.0
