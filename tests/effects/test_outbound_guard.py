@@ -166,7 +166,7 @@ async def test_engine_open_refuses_a_bad_allow_list(tmp_path: Path) -> None:
     import agenttx
 
     url = f"sqlite:///{tmp_path / 'a.db'}"
-    with pytest.raises(agenttx.InvalidArgument, match="not one string"):
+    with pytest.raises(agenttx.InvalidArgument, match="webhook_allow must be a list"):
         await agenttx.Engine.open(url, webhook_allow="127.0.0.1:80")  # type: ignore[arg-type]
     with pytest.raises(agenttx.InvalidArgument, match=r"the port must be 1\.\.65535"):
         await agenttx.Engine.open(url, webhook_allow=["127.0.0.1:0"])

@@ -335,10 +335,11 @@ def excerpt_of(source: str) -> Callable[..., None]:
 
 
 def covered_elsewhere(test: str) -> Callable[..., None]:
-    """The block is run by another test module of the suite (which must exist)."""
+    """The block is run by another test module of the suite (which must exist), named by its
+    path under tests/ (``repo/test_readme.py``)."""
 
     def run(block: Block, tmp_path: Path) -> None:
-        assert (ROOT / "tests" / test).is_file()
+        assert (ROOT / "tests" / test).is_file(), f"tests/{test} is gone"
 
     return run
 
@@ -463,10 +464,10 @@ assert (await engine.get_transaction(tx)).status is agenttx.TxStatus.COMMITTED
 
 # (page, the block's first line or its start) → how it runs
 RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
-    ("README.md", "make run"): covered_elsewhere("test_readme.py"),
-    ("README.md", "import asyncio, uuid, agenttx"): covered_elsewhere("test_readme.py"),
-    ("README.md", "@agenttx.tool("): covered_elsewhere("test_readme.py"),
-    ("README.md", "from agenttx import AgentTurn"): covered_elsewhere("test_readme.py"),
+    ("README.md", "make run"): covered_elsewhere("repo/test_readme.py"),
+    ("README.md", "import asyncio, uuid, agenttx"): covered_elsewhere("repo/test_readme.py"),
+    ("README.md", "@agenttx.tool("): covered_elsewhere("repo/test_readme.py"),
+    ("README.md", "from agenttx import AgentTurn"): covered_elsewhere("repo/test_readme.py"),
     ("docs/api.md", "from agenttx.client import AgentTxClient"): client_script(),
     ("docs/api.md", "from agenttx.client import AsyncAgentTxClient"): client_script("COMMITTED"),
     ("docs/api.md", "found = await engine.find_transaction"): with_engine(FIND_SETUP, FIND_CHECK),
@@ -494,8 +495,8 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/operations.md", "agenttx tx list --status ACTIVE"): cli(_tx_with_steps),
     ("docs/operations.md", "agenttx tx begin"): cli(),
     ("docs/operations.md", "agenttx audit verify tx_9a73"): cli(_committed_tx),
-    ("docs/packaging.md", "pip install ."): covered_elsewhere("test_package.py"),
-    ("README.md", "pip install ."): covered_elsewhere("test_package.py"),
+    ("docs/packaging.md", "pip install ."): covered_elsewhere("repo/test_package.py"),
+    ("README.md", "pip install ."): covered_elsewhere("repo/test_package.py"),
     ("docs/transactions.md", "engine = await agenttx.Engine.open("): script(check=TOUR_CHECK),
     ("docs/references.md", "{"): json_value(lambda v: v["user_id"] == "${steps.1.id}"),
     ("docs/safety.md", "[approval]"): toml_file(_policy),
