@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
+from agenttx.fieldcopy import field_copy
 from agenttx.plural import named, plural
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
@@ -503,17 +504,7 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
 
 def receipt_view(x: pb.Receipt) -> ReceiptView:
     """One receipt as GetTransaction and FindTransaction list it."""
-    return ReceiptView(
-        receipt_id=x.receipt_id,
-        status=x.status,
-        revision=x.revision,
-        change_hash=x.change_hash,
-        created_at=x.created_at,
-        expires_at=x.expires_at,
-        decided_by=x.decided_by,
-        decided_at=x.decided_at,
-        reason=x.reason,
-    )
+    return field_copy(x, ReceiptView)
 
 
 def with_decisions(steps: list[StepView], decisions: Sequence[Any]) -> list[StepView]:
