@@ -569,19 +569,11 @@ _ISOLATIONS = frozenset(i.value for i in Isolation)
 def list_page(r: pb.ListTransactionsResponse) -> TransactionListPage:
     return TransactionListPage(
         transactions=[
-            TransactionSummary(
-                transaction_id=t.transaction_id,
+            field_copy(
+                t,
+                TransactionSummary,
                 status=_tx_status(t.status, TxStatus.ACTIVE),
-                agent_id=t.agent_id,
-                next_step_id=t.next_step_id,
-                revision=t.revision,
                 labels=list(t.labels),
-                created_at=t.created_at,
-                updated_at=t.updated_at,
-                abort_reason=t.abort_reason,
-                compensation_for=t.compensation_for,
-                principal=t.principal,
-                tenant=t.tenant,
             )
             for t in r.transactions
         ],
@@ -614,11 +606,4 @@ def tools(r: pb.ListToolsResponse) -> list[ToolInfo]:
 
 
 def event(e: pb.TransactionEvent) -> TransactionEvent:
-    return TransactionEvent(
-        transaction_id=e.transaction_id,
-        revision=e.revision,
-        status=_tx_status(e.status, TxStatus.ACTIVE),
-        next_step_id=e.next_step_id,
-        kind=e.kind,
-        at=e.at,
-    )
+    return field_copy(e, TransactionEvent, status=_tx_status(e.status, TxStatus.ACTIVE))
