@@ -418,29 +418,23 @@ def undo_result(r: pb.UndoStepResponse | pb.RedoStepResponse) -> UndoResult:
 
 
 def commit_result(r: pb.CommitTransactionResponse, tx_id: str) -> CommitResult:
-    return CommitResult(
+    return field_copy(
+        r,
+        CommitResult,
         transaction_id=tx_id,
-        committed=r.committed,
-        steps_committed=r.steps_committed,
-        effects_dispatched=r.effects_dispatched,
         dispatch_errors=list(r.dispatch_errors),
-        effects_queued=r.effects_queued,
         transaction_status=_tx_status(r.transaction_status, TxStatus.COMMITTED),
-        revision=r.revision,
     )
 
 
 def rollback_result(r: pb.RollbackTransactionResponse, tx_id: str) -> RollbackResult:
     ended = TxStatus.ACTIVE if r.next_step_id else TxStatus.ROLLED_BACK
-    return RollbackResult(
+    return field_copy(
+        r,
+        RollbackResult,
         transaction_id=tx_id,
-        rolled_back=r.rolled_back,
-        next_step_id=r.next_step_id,
-        compensations_run=r.compensations_run,
         compensation_errors=list(r.compensation_errors),
         transaction_status=_tx_status(r.transaction_status, ended),
-        revision=r.revision,
-        compensation_approval_pending=r.compensation_approval_pending,
     )
 
 
