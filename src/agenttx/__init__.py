@@ -14,7 +14,8 @@ Layers (imports only point down this list):
    ``audit_keys``,                       values, the
    ``receipts``, ``outbound``,           outbound guard (webhook targets), size-bounded file
    ``files``, ``numbers``, ``plural``,   reads, bounded whole numbers, a count and its noun,
-   ``renamed``, ``redaction``,           the old names of renamed settings, the secrets
+   ``fieldcopy``, ``renamed``,           a value copied into a type of like-named fields,
+   ``redaction``,                        the old names of renamed settings, the secrets
    ``logs``, ``service``,                masked in free text, log set-up (whose lines go
    ``settings``                          through that redaction), the ``TransactionService``
                                          contract the engine and the client both satisfy,
@@ -35,7 +36,8 @@ Layers (imports only point down this list):
    ``api``, ``server``, ``cli``          adapters (gRPC, metrics, access log) over ``Engine``;
    ``gateway``                           downstream MCP servers' tools as AgentTx tools
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
-                                         ``errors``, ``audit``, ``receipts``, ``plural``
+                                         ``errors``, ``audit``, ``receipts``, ``plural``,
+                                         ``fieldcopy``
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
 ``tests/repo/test_layering.py`` reads the table between the two ``--`` lines and checks it against
@@ -54,6 +56,7 @@ they derive from (``api.operations``) imports none of them.
     agenttx.files     imports only   agenttx.files
     agenttx.numbers   imports only   agenttx.errors agenttx.numbers
     agenttx.plural    imports only   agenttx.plural
+    agenttx.fieldcopy  imports only   agenttx.fieldcopy
     agenttx.jsonpolicy  imports only   agenttx.jsonpolicy
     agenttx.audit     imports only   agenttx.audit agenttx.plural
     agenttx.audit_keys  imports only   agenttx.errors agenttx.audit agenttx.audit_keys

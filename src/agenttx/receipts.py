@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttx.types import CompensationAction, Snapshot, TxStatus
+from agenttx.types import CompensationAction, HasSnapshot, TxStatus
 
 
 class Mode(enum.StrEnum):
@@ -134,7 +134,7 @@ class ChangeSet:
 
 
 @dataclass(frozen=True, slots=True)
-class Preview:
+class Preview(HasSnapshot):
     """A change set and the receipt bound to it."""
 
     transaction_id: str
@@ -152,13 +152,9 @@ class Preview:
     # window ends) while the change stays the same.
     compensation: list[CompensationAction] = field(default_factory=list)
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(frozen=True, slots=True)
-class Approval:
+class Approval(HasSnapshot):
     """A receipt approved: the commit that names it may now run, once, while the
     transaction stays at ``revision`` with ``change_hash``."""
 
@@ -170,13 +166,9 @@ class Approval:
     approved_at: float
     expires_at: float
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(HasSnapshot):
     """A receipt refused: a commit naming it is refused (``ReceiptRefused`` ``refused``) with
     ``refused_by`` and ``reason``; the transaction stays open to be changed and previewed again,
     or rolled back. ``revision`` is the transaction's, unchanged by the refusal."""
@@ -187,10 +179,6 @@ class Refusal:
     refused_by: str
     refused_at: float
     reason: str  # as given, with secret-looking text masked
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
 
 
 __all__ = [

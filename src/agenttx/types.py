@@ -199,8 +199,23 @@ class Snapshot:
     revision: int
 
 
+class HasSnapshot:
+    """The ``snapshot`` property of every result that names a transaction and its revision
+    (``BeginResult``, ``StepResult``, ``Preview``, …): the pair to echo, read from the
+    result's own two fields. No state of its own (empty ``__slots__``), so a slotted frozen
+    dataclass stays slotted."""
+
+    __slots__ = ()
+    transaction_id: str
+    revision: int
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.transaction_id, self.revision)
+
+
 @dataclass(frozen=True, slots=True)
-class BeginResult:
+class BeginResult(HasSnapshot):
     transaction_id: str
     next_step_id: int
     transaction_status: TxStatus = TxStatus.ACTIVE
@@ -209,13 +224,9 @@ class BeginResult:
     # settled it; a reply stored before the field existed replays the default.
     mode: str = "transactional"
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(slots=True)
-class StepResult:
+class StepResult(HasSnapshot):
     """What one ``execute_step`` returns. A tool failure is data here, never an exception."""
 
     transaction_id: str
@@ -246,10 +257,6 @@ class StepResult:
     operation_provider: str = ""
     operation_id: str = ""
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(frozen=True, slots=True)
 class DryRunReport:
@@ -269,7 +276,7 @@ class DryRunReport:
 
 
 @dataclass(frozen=True, slots=True)
-class CommitResult:
+class CommitResult(HasSnapshot):
     transaction_id: str
     committed: bool
     steps_committed: int
@@ -279,13 +286,9 @@ class CommitResult:
     transaction_status: TxStatus = TxStatus.COMMITTED
     revision: int = 0
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(frozen=True, slots=True)
-class UndoResult:
+class UndoResult(HasSnapshot):
     """What ``undo_step`` and ``redo_step`` return: the step moved, and where to go on."""
 
     transaction_id: str
@@ -299,13 +302,9 @@ class UndoResult:
     can_undo: bool = False  # as GetTransaction would say right after this call
     can_redo: bool = False
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(frozen=True, slots=True)
-class RollbackResult:
+class RollbackResult(HasSnapshot):
     transaction_id: str
     rolled_back: bool
     next_step_id: int
@@ -316,10 +315,6 @@ class RollbackResult:
     # True iff the rollback waits (ROLLING_BACK) for ``approve_compensation``: a step's
     # contract asks for an approver before its undo runs.
     compensation_approval_pending: bool = False
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +396,7 @@ class ReceiptView:
 
 
 @dataclass(frozen=True, slots=True)
-class TransactionInfo:
+class TransactionInfo(HasSnapshot):
     transaction_id: str
     status: TxStatus
     next_step_id: int
@@ -462,10 +457,6 @@ class TransactionInfo:
     # ``steps[0]`` and were left out; its ``edges`` are not read (empty). 0: the whole history.
     earlier_steps_omitted: int = 0
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 class Ending(enum.StrEnum):
     """How a transaction ended, as a lookup reports it (``Engine.find_transaction``)."""
@@ -515,7 +506,7 @@ def check_lookup_key(receipt_id: str, request_id: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class FoundTransaction:
+class FoundTransaction(HasSnapshot):
     """What ``find_transaction`` returns: the transaction a receipt id or a request id names,
     its state (for its steps, ``get_transaction(transaction_id)``), how it ended, and its
     receipts. Exactly one of ``receipt_id`` and ``request_id`` is set: the key it was found
@@ -547,13 +538,9 @@ class FoundTransaction:
         """Why it was rolled back or aborted, as a listing names it (``result.reason``)."""
         return self.result.reason
 
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
-
 
 @dataclass(frozen=True, slots=True)
-class ReconcileResult:
+class ReconcileResult(HasSnapshot):
     """What ``reconcile_step`` and ``resolve_step`` return: how the unknown outcome settled.
 
     ``outcome`` "happened": the step succeeded with ``output`` (its undo kept);
@@ -572,10 +559,6 @@ class ReconcileResult:
     clean_hint: str = ""  # what to do next, one line
     operation_provider: str = ""
     operation_id: str = ""
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.transaction_id, self.revision)
 
 
 @dataclass(frozen=True, slots=True)

@@ -630,6 +630,7 @@ def test_the_client_imports_no_engine_or_store() -> None:
         "agenttx.audit",  # the audit chain's values and checks: standard library only
         "agenttx.receipts",  # preview and approval values: errors and types only
         "agenttx.plural",  # a count and its noun in a message: imports nothing
+        "agenttx.fieldcopy",  # a value copied into its wire message and back: imports nothing
     )
     package = Path(agenttx.__file__).parent / "client"
     for path in package.glob("*.py"):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from agenttx.audit import AuditRecord, AuditVerification
 from agenttx.errors import InvalidArgument
+from agenttx.fieldcopy import field_copy
 from agenttx.wire import agenttx_pb2 as pb
 
 DEFAULT_CHAINS, MAX_CHAINS = 100, 500
@@ -30,15 +31,7 @@ def records_per_page(page_size: int) -> int:
 
 
 def verification(v: AuditVerification) -> pb.AuditVerification:
-    return pb.AuditVerification(
-        transaction_id=v.transaction_id,
-        ok=v.ok,
-        records=v.records,
-        first_bad=v.first_bad,
-        reason=v.reason,
-        head_hash=v.head_hash,
-        unchecked=v.unchecked,
-    )
+    return field_copy(v, pb.AuditVerification)
 
 
 def records_page(records: Sequence[AuditRecord], asked: int) -> pb.ListAuditRecordsResponse:

@@ -7,22 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from agenttx.fieldcopy import field_copy
 from agenttx.types import CompensationAction, CompensationPlan, CompensationResult, RollbackResult
 from agenttx.wire import agenttx_pb2 as pb
 
 
 def action(a: CompensationAction) -> pb.CompensateTransactionAction:
-    return pb.CompensateTransactionAction(
-        step_id=a.step_id,
-        tool=a.tool,
-        contract=a.contract,
-        handler=a.handler,
-        undo_id=a.undo_id,
-        verdict=a.verdict,
-        expires_at=a.expires_at,
-        reason=a.reason,
-        needs_approval=a.needs_approval,
-    )
+    return field_copy(a, pb.CompensateTransactionAction)
 
 
 def _actions(actions: Sequence[CompensationAction]) -> list[pb.CompensateTransactionAction]:

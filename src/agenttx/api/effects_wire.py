@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agenttx.errors import InvalidArgument
+from agenttx.fieldcopy import field_copy
 from agenttx.types import EffectInfo
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -21,20 +22,7 @@ def effects_per_page(page_size: int) -> int:
 
 
 def record(e: EffectInfo) -> pb.EffectRecord:
-    return pb.EffectRecord(
-        effect_id=e.effect_id,
-        transaction_id=e.transaction_id,
-        step_id=e.step_id,
-        channel=e.channel,
-        idempotency_key=e.idempotency_key,
-        status=e.status,
-        attempts=e.attempts,
-        last_error=e.last_error,
-        created_at=e.created_at,
-        next_attempt_at=e.next_attempt_at,
-        delivered_at=e.delivered_at,
-        payload_json=e.payload_json,
-    )
+    return field_copy(e, pb.EffectRecord)
 
 
 def effects_page(effects: Sequence[EffectInfo], next_after_id: int) -> pb.ListEffectsResponse:

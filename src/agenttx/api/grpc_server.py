@@ -38,6 +38,7 @@ from agenttx.core.eager import run_detached
 from agenttx.core.engine import Engine
 from agenttx.error_details import next_metadata, reason_metadata
 from agenttx.errors import AgentTxError
+from agenttx.fieldcopy import field_copy
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
     REFERENCE_FALLBACK,
@@ -159,14 +160,7 @@ class AgentTxServicer(pb_grpc.AgentTxServiceServicer):
                 # aclosing: a client that leaves stops the watch (and its key's) at once.
                 async with contextlib.aclosing(events):
                     async for e in events:
-                        yield pb.TransactionEvent(
-                            transaction_id=e.transaction_id,
-                            revision=e.revision,
-                            status=e.status.value,
-                            next_step_id=e.next_step_id,
-                            kind=e.kind,
-                            at=e.at,
-                        )
+                        yield field_copy(e, pb.TransactionEvent, status=e.status.value)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
         except Exception as exc:  # its public form, as every unary call's (``_refuse``)

@@ -10,26 +10,15 @@ listed one (``TransactionInfo``, as ``ListTransactions`` lists it).
 from __future__ import annotations
 
 from agenttx.api import receipts_wire
+from agenttx.fieldcopy import field_copy
 from agenttx.types import FoundTransaction, TransactionInfo
 from agenttx.wire import agenttx_pb2 as pb
 
 
 def summary(t: TransactionInfo | FoundTransaction) -> pb.TransactionSummary:
     """The listed form of a transaction: ``ListTransactions``' rows, ``FindTransaction``'s."""
-    return pb.TransactionSummary(
-        transaction_id=t.transaction_id,
-        status=t.status.value,
-        agent_id=t.agent_id,
-        next_step_id=t.next_step_id,
-        revision=t.revision,
-        labels=t.labels,
-        created_at=t.created_at,
-        updated_at=t.updated_at,
-        abort_reason=t.abort_reason,
-        snapshot=receipts_wire.snapshot(t.snapshot),
-        compensation_for=t.compensation_for,
-        principal=t.principal,
-        tenant=t.tenant,
+    return field_copy(
+        t, pb.TransactionSummary, status=t.status.value, snapshot=receipts_wire.snapshot(t.snapshot)
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from agenttx.api import compensation_wire
 from agenttx.api.history import MAX_MESSAGE_BYTES
 from agenttx.errors import FailedPrecondition
+from agenttx.fieldcopy import field_copy
 from agenttx.jsontext import compact
 from agenttx.plural import plural
 from agenttx.receipts import Approval, Preview, Refusal
@@ -47,39 +48,10 @@ def preview_reply(p: Preview) -> pb.PreviewCommitResponse:
                 )
                 for s in c.state
             ],
-            files=[
-                pb.FileChange(
-                    path=f.path,
-                    before_sha256=f.before_sha256,
-                    after_sha256=f.after_sha256,
-                    diff=f.diff,
-                    note=f.note,
-                )
-                for f in c.files
-            ],
-            effects=[
-                pb.EffectChange(
-                    step_id=e.step_id,
-                    channel=e.channel,
-                    idempotency_key=e.idempotency_key,
-                    payload_bytes=e.payload_bytes,
-                    payload_sha256=e.payload_sha256,
-                    summary=e.summary,
-                )
-                for e in c.effects
-            ],
-            irreversible=[
-                pb.IrreversibleStep(
-                    step_id=i.step_id, tool=i.tool, arguments_sha256=i.arguments_sha256
-                )
-                for i in c.irreversible
-            ],
-            discarded_undo=[
-                pb.UndoAction(
-                    step_id=u.step_id, handler=u.handler, idempotency_key=u.idempotency_key
-                )
-                for u in c.discarded_undo
-            ],
+            files=[field_copy(f, pb.FileChange) for f in c.files],
+            effects=[field_copy(e, pb.EffectChange) for e in c.effects],
+            irreversible=[field_copy(i, pb.IrreversibleStep) for i in c.irreversible],
+            discarded_undo=[field_copy(u, pb.UndoAction) for u in c.discarded_undo],
             values_elided=c.values_elided,
         ),
         approval_required=p.approval_required,
@@ -101,42 +73,16 @@ def preview_reply(p: Preview) -> pb.PreviewCommitResponse:
 
 
 def approval_reply(a: Approval) -> pb.ApproveCommitResponse:
-    return pb.ApproveCommitResponse(
-        transaction_id=a.transaction_id,
-        receipt_id=a.receipt_id,
-        change_hash=a.change_hash,
-        revision=a.revision,
-        approved_by=a.approved_by,
-        approved_at=a.approved_at,
-        expires_at=a.expires_at,
-        snapshot=snapshot(a.snapshot),
-    )
+    return field_copy(a, pb.ApproveCommitResponse, snapshot=snapshot(a.snapshot))
 
 
 def refusal_reply(r: Refusal) -> pb.RefuseCommitResponse:
-    return pb.RefuseCommitResponse(
-        transaction_id=r.transaction_id,
-        receipt_id=r.receipt_id,
-        refused_by=r.refused_by,
-        refused_at=r.refused_at,
-        reason=r.reason,
-        snapshot=snapshot(r.snapshot),
-    )
+    return field_copy(r, pb.RefuseCommitResponse, snapshot=snapshot(r.snapshot))
 
 
 def receipt(r: ReceiptView) -> pb.Receipt:
     """One receipt and its decision, as GetTransaction and FindTransaction list it."""
-    return pb.Receipt(
-        receipt_id=r.receipt_id,
-        status=r.status,
-        revision=r.revision,
-        change_hash=r.change_hash,
-        created_at=r.created_at,
-        expires_at=r.expires_at,
-        decided_by=r.decided_by,
-        decided_at=r.decided_at,
-        reason=r.reason,
-    )
+    return field_copy(r, pb.Receipt)
 
 
 def add_receipts(reply: pb.GetTransactionResponse, t: TransactionInfo) -> None:

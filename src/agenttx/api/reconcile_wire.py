@@ -8,24 +8,17 @@ from typing import Any
 
 from agenttx import jsonpolicy
 from agenttx.errors import InvalidArgument
+from agenttx.fieldcopy import field_copy
 from agenttx.jsonpolicy import JsonRefused
 from agenttx.types import ReconcileResult, StepResult, StepView, TransactionInfo
 from agenttx.wire import agenttx_pb2 as pb
 
 
 def reconcile_reply(r: ReconcileResult) -> pb.ReconcileStepResponse:
-    return pb.ReconcileStepResponse(
-        transaction_id=r.transaction_id,
-        outcome=r.outcome,
-        step_id=r.step_id,
-        next_step_id=r.next_step_id,
+    return field_copy(
+        r,
+        pb.ReconcileStepResponse,
         transaction_status=r.transaction_status.value,
-        revision=r.revision,
-        retry_after_ms=r.retry_after_ms,
-        output_json=r.output_json,
-        clean_hint=r.clean_hint,
-        operation_provider=r.operation_provider,
-        operation_id=r.operation_id,
         snapshot=pb.Snapshot(transaction_id=r.transaction_id, revision=r.revision),
     )
 

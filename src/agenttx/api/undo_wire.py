@@ -5,9 +5,13 @@ adapter; the client reads them back in ``client/_wire.py``)."""
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
+from agenttx.fieldcopy import field_copy
 from agenttx.types import StepResult, TransactionInfo, UndoResult
 from agenttx.wire import agenttx_pb2 as pb
+
+_Reply = TypeVar("_Reply", pb.UndoStepResponse, pb.RedoStepResponse)
 
 
 def add_dry_run(reply: pb.ExecuteStepResponse, r: StepResult) -> None:
@@ -41,29 +45,17 @@ def add_counters(reply: pb.GetTransactionResponse, t: TransactionInfo) -> None:
 
 
 def undo_reply(u: UndoResult) -> pb.UndoStepResponse:
-    return pb.UndoStepResponse(
-        transaction_id=u.transaction_id,
-        step_id=u.step_id,
-        next_step_id=u.next_step_id,
-        transaction_status=u.transaction_status.value,
-        revision=u.revision,
-        compensations_run=u.compensations_run,
-        compensation_errors=u.compensation_errors,
-        effects_dropped=u.effects_dropped,
-        can_undo=u.can_undo,
-        can_redo=u.can_redo,
-        snapshot=pb.Snapshot(transaction_id=u.transaction_id, revision=u.revision),
-    )
+    return _reply(u, pb.UndoStepResponse)
 
 
 def redo_reply(u: UndoResult) -> pb.RedoStepResponse:
-    return pb.RedoStepResponse(
-        transaction_id=u.transaction_id,
-        step_id=u.step_id,
-        next_step_id=u.next_step_id,
+    return _reply(u, pb.RedoStepResponse)  # the same fields but the undo's own three
+
+
+def _reply(u: UndoResult, into: type[_Reply]) -> _Reply:
+    return field_copy(
+        u,
+        into,
         transaction_status=u.transaction_status.value,
-        revision=u.revision,
-        can_undo=u.can_undo,
-        can_redo=u.can_redo,
         snapshot=pb.Snapshot(transaction_id=u.transaction_id, revision=u.revision),
     )

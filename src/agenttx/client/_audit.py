@@ -4,6 +4,7 @@ same ``AuditVerification`` and ``AuditRecord`` the embedded engine returns)."""
 from __future__ import annotations
 
 from agenttx.audit import AuditRecord, AuditVerification
+from agenttx.fieldcopy import field_copy
 from agenttx.wire import agenttx_pb2 as pb
 
 
@@ -16,9 +17,7 @@ def verify_all_request(page_size: int, page_token: str) -> pb.VerifyAuditRequest
 
 
 def verification(v: pb.AuditVerification) -> AuditVerification:
-    return AuditVerification(
-        v.transaction_id, v.ok, v.records, v.first_bad, v.reason, v.head_hash, 0, v.unchecked
-    )
+    return field_copy(v, AuditVerification, pending=0)  # the wire does not carry it
 
 
 def records_request(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from agenttx.fieldcopy import field_copy
 from agenttx.types import (
     CompensationAction,
     CompensationPlan,
@@ -42,17 +43,7 @@ def refuse_request(
 
 
 def action(a: pb.CompensateTransactionAction) -> CompensationAction:
-    return CompensationAction(
-        step_id=a.step_id,
-        tool=a.tool,
-        contract=a.contract,
-        handler=a.handler,
-        undo_id=a.undo_id,
-        verdict=a.verdict,
-        expires_at=a.expires_at,
-        reason=a.reason,
-        needs_approval=a.needs_approval,
-    )
+    return field_copy(a, CompensationAction)
 
 
 def plan(r: pb.CompensateTransactionResponse) -> CompensationPlan:

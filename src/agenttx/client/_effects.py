@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agenttx.fieldcopy import field_copy
 from agenttx.types import EffectInfo, EffectPage
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -21,20 +22,7 @@ def list_request(
 
 
 def effect(m: pb.EffectRecord) -> EffectInfo:
-    return EffectInfo(
-        effect_id=m.effect_id,
-        transaction_id=m.transaction_id,
-        step_id=m.step_id,
-        channel=m.channel,
-        idempotency_key=m.idempotency_key,
-        status=m.status,
-        attempts=m.attempts,
-        last_error=m.last_error,
-        created_at=m.created_at,
-        next_attempt_at=m.next_attempt_at,
-        delivered_at=m.delivered_at,
-        payload_json=m.payload_json,
-    )
+    return field_copy(m, EffectInfo)
 
 
 def page(r: pb.ListEffectsResponse) -> EffectPage:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from agenttx.client._wire import receipt_view
+from agenttx.fieldcopy import field_copy
 from agenttx.types import (
     Ending,
     FoundTransaction,
@@ -28,19 +29,12 @@ def find_request(receipt_id: str, request_id: str) -> pb.FindTransactionRequest:
 
 def found(r: pb.FindTransactionResponse) -> FoundTransaction:
     t, end = r.transaction, r.result
-    return FoundTransaction(
-        transaction_id=t.transaction_id,
+    return field_copy(
+        t,
+        FoundTransaction,
         # A status or an ending a newer server added reads as the nearest this client knows.
         status=TxStatus(t.status) if t.status in _STATUSES else TxStatus.ACTIVE,
-        revision=t.revision,
-        next_step_id=t.next_step_id,
-        agent_id=t.agent_id,
-        principal=t.principal,
-        tenant=t.tenant,
         labels=list(t.labels),
-        created_at=t.created_at,
-        updated_at=t.updated_at,
-        compensation_for=t.compensation_for,
         result=TerminalResult(
             Ending(end.ending) if end.ending in _ENDINGS else Ending.OPEN,
             ended_at=end.ended_at,

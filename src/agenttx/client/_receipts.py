@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agenttx.client._compensation import action as compensation_action
+from agenttx.fieldcopy import field_copy
 from agenttx.receipts import (
     Approval,
     ChangeSet,
@@ -72,26 +73,10 @@ def preview_result(r: pb.PreviewCommitResponse) -> Preview:
                 )
                 for s in c.state
             ],
-            files=[
-                FileChange(f.path, f.before_sha256, f.after_sha256, f.diff, f.note) for f in c.files
-            ],
-            effects=[
-                EffectChange(
-                    e.step_id,
-                    e.channel,
-                    e.idempotency_key,
-                    e.payload_bytes,
-                    e.payload_sha256,
-                    e.summary,
-                )
-                for e in c.effects
-            ],
-            irreversible=[
-                IrreversibleStep(i.step_id, i.tool, i.arguments_sha256) for i in c.irreversible
-            ],
-            discarded_undo=[
-                UndoAction(u.step_id, u.handler, u.idempotency_key) for u in c.discarded_undo
-            ],
+            files=[field_copy(f, FileChange) for f in c.files],
+            effects=[field_copy(e, EffectChange) for e in c.effects],
+            irreversible=[field_copy(i, IrreversibleStep) for i in c.irreversible],
+            discarded_undo=[field_copy(u, UndoAction) for u in c.discarded_undo],
             values_elided=c.values_elided,
         ),
         approval_required=r.approval_required,
@@ -102,23 +87,8 @@ def preview_result(r: pb.PreviewCommitResponse) -> Preview:
 
 
 def approval_result(r: pb.ApproveCommitResponse) -> Approval:
-    return Approval(
-        transaction_id=r.transaction_id,
-        receipt_id=r.receipt_id,
-        change_hash=r.change_hash,
-        revision=r.revision,
-        approved_by=r.approved_by,
-        approved_at=r.approved_at,
-        expires_at=r.expires_at,
-    )
+    return field_copy(r, Approval)
 
 
 def refusal_result(r: pb.RefuseCommitResponse) -> Refusal:
-    return Refusal(
-        transaction_id=r.transaction_id,
-        receipt_id=r.receipt_id,
-        revision=r.snapshot.revision,
-        refused_by=r.refused_by,
-        refused_at=r.refused_at,
-        reason=r.reason,
-    )
+    return field_copy(r, Refusal, revision=r.snapshot.revision)

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from agenttx.errors import InvalidArgument
+from agenttx.fieldcopy import field_copy
 from agenttx.types import ReconcileResult, TxStatus
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -35,17 +36,5 @@ def reconcile_result(r: pb.ReconcileStepResponse) -> ReconcileResult:
         status = TxStatus(r.transaction_status)
     except ValueError:
         status = TxStatus.ACTIVE
-    return ReconcileResult(
-        transaction_id=r.transaction_id,
-        step_id=r.step_id,
-        outcome=r.outcome,
-        next_step_id=r.next_step_id,
-        transaction_status=status,
-        revision=r.revision,
-        retry_after_ms=r.retry_after_ms,
-        output=json.loads(r.output_json) if r.output_json else None,
-        output_json=r.output_json,
-        clean_hint=r.clean_hint,
-        operation_provider=r.operation_provider,
-        operation_id=r.operation_id,
-    )
+    output = json.loads(r.output_json) if r.output_json else None
+    return field_copy(r, ReconcileResult, transaction_status=status, output=output)

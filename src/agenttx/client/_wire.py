@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from agenttx.client._errors import ServerUnavailable, error_from_status
 from agenttx.errors import AgentTxError, InternalError, InvalidArgument
+from agenttx.fieldcopy import field_copy
 from agenttx.plural import named, plural
 from agenttx.types import (
     ACCEPT_STRATEGIES_METADATA,
@@ -417,29 +418,23 @@ def undo_result(r: pb.UndoStepResponse | pb.RedoStepResponse) -> UndoResult:
 
 
 def commit_result(r: pb.CommitTransactionResponse, tx_id: str) -> CommitResult:
-    return CommitResult(
+    return field_copy(
+        r,
+        CommitResult,
         transaction_id=tx_id,
-        committed=r.committed,
-        steps_committed=r.steps_committed,
-        effects_dispatched=r.effects_dispatched,
         dispatch_errors=list(r.dispatch_errors),
-        effects_queued=r.effects_queued,
         transaction_status=_tx_status(r.transaction_status, TxStatus.COMMITTED),
-        revision=r.revision,
     )
 
 
 def rollback_result(r: pb.RollbackTransactionResponse, tx_id: str) -> RollbackResult:
     ended = TxStatus.ACTIVE if r.next_step_id else TxStatus.ROLLED_BACK
-    return RollbackResult(
+    return field_copy(
+        r,
+        RollbackResult,
         transaction_id=tx_id,
-        rolled_back=r.rolled_back,
-        next_step_id=r.next_step_id,
-        compensations_run=r.compensations_run,
         compensation_errors=list(r.compensation_errors),
         transaction_status=_tx_status(r.transaction_status, ended),
-        revision=r.revision,
-        compensation_approval_pending=r.compensation_approval_pending,
     )
 
 
@@ -503,17 +498,7 @@ def transaction_info(r: pb.GetTransactionResponse) -> TransactionInfo:
 
 def receipt_view(x: pb.Receipt) -> ReceiptView:
     """One receipt as GetTransaction and FindTransaction list it."""
-    return ReceiptView(
-        receipt_id=x.receipt_id,
-        status=x.status,
-        revision=x.revision,
-        change_hash=x.change_hash,
-        created_at=x.created_at,
-        expires_at=x.expires_at,
-        decided_by=x.decided_by,
-        decided_at=x.decided_at,
-        reason=x.reason,
-    )
+    return field_copy(x, ReceiptView)
 
 
 def with_decisions(steps: list[StepView], decisions: Sequence[Any]) -> list[StepView]:
@@ -578,19 +563,11 @@ _ISOLATIONS = frozenset(i.value for i in Isolation)
 def list_page(r: pb.ListTransactionsResponse) -> TransactionListPage:
     return TransactionListPage(
         transactions=[
-            TransactionSummary(
-                transaction_id=t.transaction_id,
+            field_copy(
+                t,
+                TransactionSummary,
                 status=_tx_status(t.status, TxStatus.ACTIVE),
-                agent_id=t.agent_id,
-                next_step_id=t.next_step_id,
-                revision=t.revision,
                 labels=list(t.labels),
-                created_at=t.created_at,
-                updated_at=t.updated_at,
-                abort_reason=t.abort_reason,
-                compensation_for=t.compensation_for,
-                principal=t.principal,
-                tenant=t.tenant,
             )
             for t in r.transactions
         ],
@@ -623,11 +600,4 @@ def tools(r: pb.ListToolsResponse) -> list[ToolInfo]:
 
 
 def event(e: pb.TransactionEvent) -> TransactionEvent:
-    return TransactionEvent(
-        transaction_id=e.transaction_id,
-        revision=e.revision,
-        status=_tx_status(e.status, TxStatus.ACTIVE),
-        next_step_id=e.next_step_id,
-        kind=e.kind,
-        at=e.at,
-    )
+    return field_copy(e, TransactionEvent, status=_tx_status(e.status, TxStatus.ACTIVE))

@@ -44,7 +44,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from agenttx.audit import AuditRecord
 from agenttx.errors import AgentTxError, DeadlineExceeded, InternalError, StoreFull
-from agenttx.jsontext import compact
 from agenttx.store import receipts_sql, sql
 from agenttx.store.contract import HeldTx, ReceiptRow, StepRow, StoredReply, TxRow, TxUpdate
 from agenttx.store.postgres_bulk import BulkReader
@@ -374,36 +373,6 @@ class PostgresStore(SqlStore):
                 if audit and _chain_taken(exc):
                     raise sql.chain_taken(audit[0]) from None
                 raise
-
-    async def approve_receipt(
-        self,
-        receipt_id: str,
-        *,
-        approved_by: str,
-        at: float,
-        audit: Sequence[AuditRecord] = (),
-        audit_seq: int = 0,
-    ) -> bool:
-        return await self._decide_receipt(
-            receipts_sql.APPROVE_RECEIPT, [approved_by, at, receipt_id], audit, audit_seq
-        )
-
-    async def refuse_receipt(
-        self,
-        receipt_id: str,
-        *,
-        refused_by: str,
-        at: float,
-        detail: dict[str, Any],
-        audit: Sequence[AuditRecord] = (),
-        audit_seq: int = 0,
-    ) -> bool:
-        return await self._decide_receipt(
-            receipts_sql.REFUSE_RECEIPT,
-            [refused_by, at, compact(detail), receipt_id],
-            audit,
-            audit_seq,
-        )
 
     async def _decide_receipt(
         self, update: str, params: list[Any], audit: Sequence[AuditRecord], audit_seq: int

@@ -532,14 +532,9 @@ class SqlStore(Store):
         audit: Sequence[AuditRecord] = (),
         audit_seq: int = 0,
     ) -> bool:
-        async def unit(conn: Connection) -> bool:
-            got = await conn.execute(receipts_sql.APPROVE_RECEIPT, (approved_by, at, receipt_id))
-            if got.rowcount != 1:
-                return False  # approved already: the other approval won; nothing written
-            await _append_on(conn, audit, audit_seq)
-            return True
-
-        return await self._atomic(unit)
+        return await self._decide_receipt(
+            receipts_sql.APPROVE_RECEIPT, [approved_by, at, receipt_id], audit, audit_seq
+        )
 
     async def refuse_receipt(
         self,
@@ -551,10 +546,22 @@ class SqlStore(Store):
         audit: Sequence[AuditRecord] = (),
         audit_seq: int = 0,
     ) -> bool:
-        params = (refused_by, at, compact(detail), receipt_id)
+        return await self._decide_receipt(
+            receipts_sql.REFUSE_RECEIPT,
+            [refused_by, at, compact(detail), receipt_id],
+            audit,
+            audit_seq,
+        )
+
+    async def _decide_receipt(
+        self, update: str, params: list[Any], audit: Sequence[AuditRecord], audit_seq: int
+    ) -> bool:
+        """The compare-and-set ``update`` (approve or refuse) and, only if it applied,
+        ``audit`` in the same unit; False, with nothing written, iff the receipt was decided
+        already (the other decision won). A dialect may do it in one statement."""
 
         async def unit(conn: Connection) -> bool:
-            got = await conn.execute(receipts_sql.REFUSE_RECEIPT, params)
+            got = await conn.execute(update, params)
             if got.rowcount != 1:
                 return False  # decided already: the other decision won; nothing written
             await _append_on(conn, audit, audit_seq)
