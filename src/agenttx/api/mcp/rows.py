@@ -86,7 +86,7 @@ def reading(row: Row) -> tuple[a.Arg, ...]:
 
 async def call(row: Row, served: Served, args: a.Arguments) -> types.CallToolResult:
     """One ``tools/call`` of ``row``'s tool: its arguments read, the row run, the reply."""
-    values = {arg.name: arg.read(args.values.get(arg.name)) for arg in reading(row)}
+    values = {arg.name: arg.read(args.values.get(arg.name)) for arg in _READING[row.name]}
     # Detached, as every tool's service call: a caller that goes away stops nothing half-way.
     reply = await run_detached(served.send(row, filled(row.request, values)))
     fields = message_fields(reply, short_enums=True)
@@ -144,3 +144,7 @@ def _one(fd: Any) -> dict[str, Any]:
 
 def _names(message: Any) -> str:
     return "Fields: " + ", ".join(f.name for f in message.fields) + "."
+
+
+# Each bound row's reading, by row name, worked out once.
+_READING = {row.name: reading(row) for row in MCP_ROWS.values()}
