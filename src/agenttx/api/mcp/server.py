@@ -97,6 +97,7 @@ class AgentTxMCP:
             self._tools.append(tool)
         self._handlers: dict[str, Handler] = {n: _reading(n, h) for n, h in reading.items()}
         for name, row in rows.MCP_ROWS.items():  # the tools the operation table derives
+            assert name not in self._handlers, f"{name}: a tool written by hand has the name"
             self._handlers[name] = _row_handler(row)
             self._tools.append(rows.tool(row))
         self.server: Server[Any] = Server(
