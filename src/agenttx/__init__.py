@@ -90,7 +90,8 @@ they derive from (``api.operations``) imports none of them.
                                      agenttx.server agenttx.cli agenttx.client psycopg sqlite3
     agenttx.api.operations  never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
                                      agenttx.api.v1 agenttx.api.http_app agenttx.api.web
-                                     agenttx.api.mcp agenttx.api.dashboard grpc starlette
+                                     agenttx.api.mcp agenttx.api.dashboard agenttx.cli grpc
+                                     starlette mcp mcp_types click
     agenttx.api.grpc_server  never imports  agenttx.api.v1 agenttx.api.http_app agenttx.api.web
                                      agenttx.api.mcp
     agenttx.api.grpc_requests  never imports  agenttx.api.v1 agenttx.api.http_app

@@ -494,6 +494,7 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/operations.md", "import sqlite3"): backup_script(BACKUP_CHECK),
     ("docs/operations.md", "agenttx tx list --status ACTIVE"): cli(_tx_with_steps),
     ("docs/operations.md", "agenttx tx begin"): cli(),
+    ("docs/operations.md", "agenttx tx step tx_9a73… 4 kv.put"): cli(_tx_with_steps),
     ("docs/operations.md", "agenttx audit verify tx_9a73"): cli(_committed_tx),
     ("docs/packaging.md", "pip install ."): covered_elsewhere("repo/test_package.py"),
     ("README.md", "pip install ."): covered_elsewhere("repo/test_package.py"),

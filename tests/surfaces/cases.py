@@ -733,13 +733,6 @@ LACKS: dict[tuple[str, str], str] = {
         (surface, "verify_audit"): "the audit chain is the operator's: no MCP tool"
         for surface in MCP_SURFACES
     },
-    # The operation table derives gRPC and /v1 today; MCP's tools and the CLI's commands are
-    # still written by hand (issue 23.2), so the row reaches them when they derive from it.
-    **{
-        (surface, "find_transaction"): "MCP's tools are not derived from the operation table yet"
-        for surface in MCP_SURFACES
-    },
-    ("cli", "find_transaction"): "the CLI's commands are not derived from the operation table yet",
 }
 
 # The surfaces in front of `agenttx serve`'s engine.

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import click
 import grpc
 from click.testing import CliRunner
 from mcp import Client
@@ -278,6 +279,7 @@ MCP: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
     "refuse_compensation": ("refuse_compensation", {}, {}),
     "list_effects": ("list_effects", {}, {}),
     "retry_effect": ("retry_effect", {}, {}),
+    "find_transaction": ("find_transaction", {}, {}),  # the operation table's tool (rows.py)
 }
 
 
@@ -390,6 +392,8 @@ CLI: dict[str, Callable[..., list[str]]] = {
     "verify_audit": lambda transaction_id: ["audit", "verify", transaction_id],
     "list_effects": lambda transaction_id="": ["effects", "list", *_flags(tx=transaction_id)],
     "retry_effect": lambda effect_id: ["effects", "retry", str(effect_id)],
+    # The operation table's command (cli/rows.py).
+    "find_transaction": lambda **i: ["tx", "find", *_flags(**i)],
 }
 
 
@@ -420,7 +424,10 @@ class CliDriver:
         if operation not in CLI:
             return False
         group, command = CLI[operation](**_placeholders(operation))[:2]
-        return command in main.commands[group].commands  # type: ignore[attr-defined]
+        commands = main.commands[group]
+        assert isinstance(commands, click.Group)
+        # A group lists the commands the operation table derives too (``cli/rows.py``).
+        return command in commands.list_commands(click.Context(commands))
 
 
 def _placeholders(operation: str) -> dict[str, Any]:
@@ -434,5 +441,6 @@ def _placeholders(operation: str) -> dict[str, Any]:
         "retry_effect": {"effect_id": 1},
         "begin": {},
         "list_effects": {},
+        "find_transaction": {},
     }
     return needs.get(operation, {"transaction_id": "t"})

@@ -103,6 +103,27 @@ def test_tx_preview_prints_the_command_to_run_on_one_line(server: ServerProcess)
     assert f"\n  state  kv/piped/{'k' * 100}: (absent) → " in text  # the key whole, one line
 
 
+def test_tx_find_prints_its_fields_as_rows_and_its_receipts_as_a_table(
+    server: ServerProcess,
+) -> None:
+    # A command the operation table derives (cli/rows.py) prints as the written ones do.
+    with AgentTxClient(server.address) as client:
+        tx = client.begin(agent_id="finder").transaction_id
+        client.execute_step(tx, 1, "kv.put", {"key": "found", "value": 1})
+        receipt = client.preview_commit(tx).receipt_id
+        client.commit(tx, receipt_id=receipt)
+    lines = piped(server, "tx", "find", "--receipt-id", receipt).splitlines()
+    assert lines[0] == "field\tvalue"
+    header = next(i for i, line in enumerate(lines) if line.startswith("receipt_id\tstatus\t"))
+    facts = dict(line.split("\t") for line in lines[1:header])
+    assert facts["transaction.transaction_id"] == tx
+    assert facts["transaction.status"] == "COMMITTED"
+    assert facts["result.ending"] == "committed"
+    assert facts["result.commit_receipt_id"] == receipt
+    assert lines[header + 1].split("\t")[0] == receipt
+    assert len(lines) == header + 2  # one receipt, one row
+
+
 def test_json_is_unchanged_by_the_pipe(server: ServerProcess, committed: str) -> None:
     (listed,) = json.loads(piped(server, "tx", "list", "--agent", AGENT, "--json"))
     assert (listed["transaction_id"], listed["agent_id"]) == (committed, AGENT)

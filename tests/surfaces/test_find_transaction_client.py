@@ -48,3 +48,24 @@ async def test_the_client_refuses_both_keys_or_neither_before_sending() -> None:
             await client.find_transaction()
     finally:
         await client.close()
+
+
+async def test_the_generic_call_sends_a_rows_request_and_maps_its_errors(
+    serve: Callable[..., Awaitable[Served]],
+) -> None:
+    # ``call`` is what the CLI and ``agenttx mcp --server`` send a row's request with.
+    from agenttx.wire import agenttx_pb2 as pb
+
+    s = await serve()
+    client = s.client
+    tx = (await client.begin(agent_id="generic", request_id="g-begin")).transaction_id
+    reply = await client.call("FindTransaction", pb.FindTransactionRequest(request_id="g-begin"))
+    assert isinstance(reply, pb.FindTransactionResponse)
+    assert (reply.transaction.transaction_id, reply.result.ending) == (tx, "open")
+    assert reply.request_method == "begin"
+    with pytest.raises(agenttx.NotFound, match="request_id `g-none` not found"):
+        await client.call("FindTransaction", pb.FindTransactionRequest(request_id="g-none"))
+    with pytest.raises(ValueError, match=r"no RPC of agenttx\.v1\.AgentTxService taking"):
+        await client.call("GetTransaction", pb.FindTransactionRequest(request_id="g-begin"))
+    with pytest.raises(ValueError, match="'Nothing' is no RPC"):
+        await client.call("Nothing", pb.FindTransactionRequest())

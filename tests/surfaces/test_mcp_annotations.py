@@ -163,13 +163,16 @@ async def test_a_read_changes_no_transaction(engine: Any) -> None:
             "list_tools",
             "list_transactions",
             "preview_commit",
+            "find_transaction",
             "list_effects",
         }
         tx = await calls.begin_with_steps(2)
+        receipt = (await calls("preview_commit", transaction_id=tx))["receipt_id"]
         before = await calls.view(tx)
         arguments = {
             "get_transaction": {"transaction_id": tx},
             "preview_commit": {"transaction_id": tx},
+            "find_transaction": {"receipt_id": receipt},
         }
         for name in sorted(reads):
             assert (await calls(name, **arguments.get(name, {})))["ok"], name

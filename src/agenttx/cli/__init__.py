@@ -12,7 +12,9 @@ app (Claude Code, Codex, ...) use AgentTx over MCP. Every ``serve`` flag has an
 ``AGENTTX_<NAME>`` environment variable; out-of-range values stop it before it starts. What the
 commands share (options, the stub, errors, wire-to-JSON) is in common.py, and how they print
 (rich tables on a terminal, plain tab-separated rows anywhere else) in output.py. A new
-command group is a new module whose command is added to ``main`` below.
+command group is a new module whose command is added to ``main`` below; an operation table
+row with a ``cli`` binding gets its command from rows.py, in its binding's group (a
+``rows.TableGroup``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from agenttx.cli.common import (
 )
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
+from agenttx.cli.rows import TableGroup
 from agenttx.numbers import EFFECT_ID
 from agenttx.plural import plural
 from agenttx.types import EffectInfo
@@ -27,7 +28,7 @@ STATUSES = ("pending", "delivering", "delivered", "dead")
 _STYLE = {"delivered": "green", "dead": "red", "pending": "yellow", "delivering": "cyan"}
 
 
-@click.group()
+@click.group(cls=TableGroup)
 def effects() -> None:
     """List the outbox's effects and retry dead letters on a running server."""
 

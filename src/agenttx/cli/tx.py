@@ -26,6 +26,7 @@ from agenttx.cli.common import (
 from agenttx.cli.numbers import WholeNumberParam
 from agenttx.cli.output import command_console
 from agenttx.cli.reconcile import unknown_outcome_fact
+from agenttx.cli.rows import TableGroup
 from agenttx.cli.watch import watch
 from agenttx.numbers import TO_STEP
 from agenttx.plural import plural
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from agenttx.client import TransactionSummary
 
 
-@click.group()
+@click.group(cls=TableGroup)
 def tx() -> None:
     """Run, list, inspect and roll back transactions on a running server."""
 

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agenttx.audit import AuditRecord, AuditVerification
@@ -63,6 +64,8 @@ from agenttx.types import (
 )
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
+
+_SERVICE = pb.DESCRIPTOR.services_by_name["AgentTxService"]
 
 
 class AsyncAgentTxClient:
@@ -499,6 +502,19 @@ class AsyncAgentTxClient:
         )
 
     # ------------------------------------------------------------------ calls
+
+    async def call(self, rpc: str, request: Message) -> Message:
+        """Send ``request`` as the RPC ``rpc`` of ``agenttx.v1.AgentTxService`` and return its
+        reply message, retried and its errors raised as every method here does: the one call
+        for an operation the client has no method of its own for (the operation table's rows,
+        ``agenttx.api.operations``, as the CLI and ``agenttx mcp --server`` send them)."""
+        method = _SERVICE.methods_by_name.get(rpc)
+        if method is None or method.input_type is not request.DESCRIPTOR:
+            raise ValueError(
+                f"{rpc!r} is no RPC of {SERVICE_NAME} taking {request.DESCRIPTOR.name}"
+            )
+        reply: Message = await self._call(rpc, request)
+        return reply
 
     async def _call(self, method: str, request: Any) -> Any:
         return await self._call_on(getattr(self._stub, method), request)

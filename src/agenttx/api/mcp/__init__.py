@@ -4,6 +4,7 @@ Thin like the gRPC adapter: read the tool call, make the same service call the g
 makes, shape the reply from the same wire fields. The parts:
 
 ``catalog``        the seven tools (schemas, annotations, descriptions) and the instructions
+``rows``           the tools derived from the operation table's rows with an ``mcp`` binding
 ``served``         what the tools call: ``TransactionService`` (the embedded engine, or a
                    server over gRPC), a live step's progress and cancel, the listings
 ``server``         the SDK ``Server`` with ``tools/list`` and ``tools/call``; progress, cancel

@@ -21,7 +21,11 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from google.protobuf.message import Message
+
 from agenttx.api import effects_wire
+from agenttx.api.operations import CallContext, Row
+from agenttx.api.operations.replies import ALL_STRATEGIES
 from agenttx.service import TransactionService
 from agenttx.tools.context import ProgressSink
 from agenttx.types import Caller, EffectPage, StepResult, TransactionInfo, TransactionPage
@@ -120,6 +124,16 @@ class Served:
     caller: Caller | None = None
     # The engine before it was bound to ``caller``, to serve another caller (``as_caller``).
     engine: LocalEngine | None = None
+
+    async def send(self, row: Row, request: Message) -> Message:
+        """Run ``row`` on ``request`` for ``caller`` (a row's MCP tool, ``rows.py``): the
+        engine in this process before it was bound, told the caller as gRPC and HTTP tell it;
+        over ``--server`` the client's one generic call of the row's RPC."""
+        if self.engine is None:
+            client = cast("AsyncAgentTxClient", self.service)
+            return await client.call(row.rpc, request)
+        # MCP reads names (every strategy) and has no message limit, as HTTP.
+        return await row.run(self.engine, request, CallContext(self.caller, ALL_STRATEGIES, None))
 
     def as_caller(self, caller: Caller) -> Served:
         """The same service acting for ``caller`` (an authenticated HTTP request's). Over

@@ -35,10 +35,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from agenttx.api import continuations as cont
-from agenttx.api.mcp import compensation, reconcile, results, undo
+from agenttx.api.mcp import compensation, reconcile, results, rows, undo
 from agenttx.api.mcp.arguments import Arguments, BadArgument
 from agenttx.api.mcp.catalog import INSTRUCTIONS, TOOL_NAMES, TOOLS
 from agenttx.api.mcp.served import Served
+from agenttx.api.operations import Row
 from agenttx.api.public_errors import guidance, public_error
 from agenttx.api.tracing import incoming
 from agenttx.auth.http_auth import caller_of
@@ -95,6 +96,10 @@ class AgentTxMCP:
             reading[tool.name] = _compensation_handler(compensation.HANDLERS[tool.name])
             self._tools.append(tool)
         self._handlers: dict[str, Handler] = {n: _reading(n, h) for n, h in reading.items()}
+        for name, row in rows.MCP_ROWS.items():  # the tools the operation table derives
+            assert name not in self._handlers, f"{name}: a tool written by hand has the name"
+            self._handlers[name] = _row_handler(row)
+            self._tools.append(rows.tool(row))
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version,
@@ -356,6 +361,15 @@ def _reading(tool: str, handler: Reading) -> Handler:
 
     async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
         return await handler(c, c.args.read(tool))
+
+    return call
+
+
+def _row_handler(row: Row) -> Handler:
+    """The handler of a row's derived tool (``rows.py``), for the request's caller."""
+
+    async def call(c: _Call) -> types.CallToolResult | cont.Refusal:
+        return await rows.call(row, c.served, c.args)
 
     return call
 

@@ -1,17 +1,29 @@
 """The operation table: every operation of ``agenttx.v1.AgentTxService`` once, and the
 surfaces derived from it (docs/architecture.md, "The operation table").
 
-model    what a row holds (``Row``), what a call brings (``CallContext``), a ``/v1`` route
+model    what a row holds (``Row``), what a call brings (``CallContext``), a ``/v1`` route,
+         an MCP tool (``McpTool``), a CLI command (``CliCommand``)
 table    the rows: each one's ``run`` (engine call → wire reply) and its data
 replies  the wire replies built from the engine's values, shared by every surface
 bodies   the ``/v1`` JSON request models the rows' routes validate with
 filters  a listing's ``status`` query parameter, read and described from one place
 
-It imports no adapter: the gRPC servicer (``api/grpc_server.py``), ``/v1`` (``api/v1``) and
-MCP (``api/mcp``) import it.
+It imports no adapter: the gRPC servicer (``api/grpc_server.py``), ``/v1`` (``api/v1``),
+MCP (``api/mcp/rows.py``) and the CLI (``cli/rows.py``) import it.
 """
 
-from agenttx.api.operations.model import Access, CallContext, HttpRoute, Retry, Row
+from agenttx.api.operations.model import (
+    Access,
+    CallContext,
+    CliCommand,
+    CliOption,
+    Hints,
+    HttpRoute,
+    McpInput,
+    McpTool,
+    Retry,
+    Row,
+)
 from agenttx.api.operations.table import ROWS, SAFETY_ROWS, TRANSACTION_ROWS
 
 __all__ = [
@@ -20,7 +32,12 @@ __all__ = [
     "TRANSACTION_ROWS",
     "Access",
     "CallContext",
+    "CliCommand",
+    "CliOption",
+    "Hints",
     "HttpRoute",
+    "McpInput",
+    "McpTool",
     "Retry",
     "Row",
 ]

@@ -1,5 +1,6 @@
 """What one row of the operation table holds (``Row``), what a call brings to it
-(``CallContext``), and how a row is reached over HTTP (``HttpRoute``).
+(``CallContext``), and how a row is reached over HTTP (``HttpRoute``), as an MCP tool
+(``McpTool``) and as a CLI command (``CliCommand``).
 
 A row's ``run`` is the whole operation once: the wire request in, the engine call, the wire
 reply out. A surface only builds the request (gRPC decodes it; HTTP fills it from the path,
@@ -9,8 +10,8 @@ body and query) and the context, and sends the reply back in its own form.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import Message
@@ -78,9 +79,71 @@ class HttpRoute:
 
 
 @dataclass(frozen=True)
+class McpInput:
+    """One argument of a row's MCP tool: a field of the row's request, of the same name. It
+    is read leniently by the field's type (``api/mcp/arguments.py``: text, a number, a flag,
+    a list of strings), and declared strictly to the model by ``schema``."""
+
+    name: str  # the request message's field
+    schema: Mapping[str, Any]  # its JSON Schema, with a description written for a model
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Hints:
+    """An MCP tool's annotations: what a host may conclude before calling it (some ask a
+    person before each call hinted destructive; docs/mcp.md, Tools)."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """A row as an MCP tool (``api/mcp/rows.py``): ``tools/list`` shows it, ``tools/call``
+    fills the row's request from the arguments, runs the row and answers
+    ``{"ok": true, **the reply's fields}`` with ``text``. The output schema is the reply's
+    top-level fields, typed from the reply message."""
+
+    name: str
+    title: str
+    description: str  # for a model: what it does, when to call it, what comes next
+    hints: Hints
+    inputs: tuple[McpInput, ...]
+    # The result's one line for the model: ``str.format_map`` of the reply's fields (nested
+    # ones by key: ``{transaction[status]}``).
+    text: str
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """One option of a row's CLI command: ``--receipt-id`` for the request's ``receipt_id``;
+    its type is the field's (text, a whole number, a flag, repeatable for a list)."""
+
+    name: str  # the request message's field
+    help: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class CliCommand:
+    """A row as an ``agenttx <group> <name>`` command (``cli/rows.py``): the options fill the
+    row's request, sent to the server through the client's ``call``; ``--json`` prints the
+    reply's fields, otherwise they are printed as rows (``cli/output.py``). Two options of
+    one oneof given together are a usage error."""
+
+    group: str  # an existing command group: tx, effects, audit, tools
+    name: str
+    help: str  # for a person: the first line is the group's listing of it
+    options: tuple[CliOption, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
 class Row:
-    """One operation. ``run`` is written once; the gRPC method and the HTTP routes are derived
-    from the rest."""
+    """One operation. ``run`` is written once; the gRPC method, the HTTP routes, the MCP tool
+    and the CLI command are derived from the rest."""
 
     name: str  # the domain name: the engine's (and ``TransactionService``'s) method
     rpc: str  # the method of ``agenttx.v1.AgentTxService``
@@ -91,3 +154,7 @@ class Row:
     retry: Retry
     errors: tuple[str, ...]  # the reasons (``agenttx.errors.ERROR_CODES``) it may refuse with
     http: tuple[HttpRoute, ...] = ()  # none: not on /v1 (yet)
+    # None: no MCP tool, or one written by hand (``api/mcp/catalog.py``, the older rows).
+    mcp: McpTool | None = None
+    # None: no CLI command, or one written by hand (``cli/``, the older rows).
+    cli: CliCommand | None = None

@@ -3,8 +3,10 @@ its ``run`` (the engine call and the reply, written once) and its data — who m
 a retry does, the reasons it may refuse with, its ``/v1`` routes.
 
 The gRPC servicer's methods and the HTTP routes (with their OpenAPI document) are derived from
-``ROWS``. ``WatchTransaction``, a server stream, is no row: gRPC and HTTP (server-sent events)
-each serve it by hand, over the same ``api.revocable.watch_as``.
+``ROWS``, and so are the MCP tool and the CLI command of a row that has an ``mcp`` or ``cli``
+binding (the older rows' tools and commands are still written by hand). ``WatchTransaction``,
+a server stream, is no row: gRPC and HTTP (server-sent events) each serve it by hand, over the
+same ``api.revocable.watch_as``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ from agenttx.api import (
 )
 from agenttx.api.operations import bodies as b
 from agenttx.api.operations import replies
-from agenttx.api.operations.model import Access, CallContext, HttpRoute, Retry, Row
+from agenttx.api.operations.model import (
+    Access,
+    CallContext,
+    CliCommand,
+    CliOption,
+    Hints,
+    HttpRoute,
+    McpInput,
+    McpTool,
+    Retry,
+    Row,
+)
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.wire import agenttx_pb2 as pb
 
@@ -728,6 +741,48 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 "The transaction a call's request_id names: its state, how it ended, its receipts",
                 query=b.FindByRequestQuery,
                 operation_id="FindTransactionByRequest",
+            ),
+        ),
+        McpTool(
+            "find_transaction",
+            "Find a transaction",
+            "Find the transaction a receipt_id (from preview_commit) or a request_id (sent with "
+            "one of its calls) names, when its transaction_id is lost: its state, how it ended "
+            "(result.ending: open, committed, rolled_back, aborted, compensated) and its newest "
+            "receipts. Give exactly one of the two. get_transaction with the transaction_id "
+            "shows its steps. Changes nothing.",
+            Hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+            (
+                McpInput(
+                    "receipt_id",
+                    {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 64,
+                        "description": "A receipt_id preview_commit returned.",
+                    },
+                ),
+                McpInput(
+                    "request_id",
+                    {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 256,
+                        "description": "The request_id one of its calls was sent with.",
+                    },
+                ),
+            ),
+            "Transaction {transaction[transaction_id]} is {transaction[status]} (ending: "
+            "{result[ending]}). Next: get_transaction with this transaction_id for its steps.",
+        ),
+        CliCommand(
+            "tx",
+            "find",
+            "The transaction a receipt id or a request id names: its state, how it ended, "
+            "its newest receipts.",
+            (
+                CliOption("receipt_id", "A receipt id `tx preview` printed."),
+                CliOption("request_id", "The request id one of its calls was sent with."),
             ),
         ),
     ),
