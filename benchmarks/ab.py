@@ -558,31 +558,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"[dim]round {r + 1}/{ns.rounds} {side.label}: {seconds[side.label][-1]} s, "
                 f"load {loads[-1]}[/dim]"
             )
+        # The result is written before the checkouts go: removing two venvs takes a while.
+        res["sides"] = {
+            s.label: {
+                "rev": s.rev,
+                "commit": s.commit,
+                "subject": s.subject,
+                "agenttx": portable_path(s.probe.get("agenttx", "")),
+            }
+            for s in sides
+        }
+        res["order"] = order_run
+        res["load_average_runs"] = loads
+        res["seconds_per_run"] = seconds
+        res["section_seconds"] = sections
+        # A figure only one side reports (a workload added or renamed) stays in the table with
+        # that side's median, rather than being dropped.
+        res["figures"], res["ratios"] = compare(runs, ns.ratios)
+        for label, (num, den) in ns.ratios.items():
+            if label not in res["ratios"]:
+                out.note(f"ratio {label!r}: {num} or {den} is in no run of either side")
+        finish_machine(res, started)
+        report(out, res)
+        write_result(out, ns.output, res)
     finally:
         remove_checkouts(sides)
         shutil.rmtree(base, ignore_errors=True)
-    res["sides"] = {
-        s.label: {
-            "rev": s.rev,
-            "commit": s.commit,
-            "subject": s.subject,
-            "agenttx": portable_path(s.probe.get("agenttx", "")),
-        }
-        for s in sides
-    }
-    res["order"] = order_run
-    res["load_average_runs"] = loads
-    res["seconds_per_run"] = seconds
-    res["section_seconds"] = sections
-    # A figure only one side reports (a workload added or renamed) stays in the table with
-    # that side's median, rather than being dropped.
-    res["figures"], res["ratios"] = compare(runs, ns.ratios)
-    for label, (num, den) in ns.ratios.items():
-        if label not in res["ratios"]:
-            out.note(f"ratio {label!r}: {num} or {den} is in no run of either side")
-    finish_machine(res, started)
-    report(out, res)
-    write_result(out, ns.output, res)
     return 0
 
 
