@@ -49,8 +49,9 @@ PACKAGES = ("dbos", "langgraph", "langgraph-checkpoint-sqlite", "pydantic")
 # --------------------------------------------------------------------------- samples and stats
 
 
-def stats_us(samples_ns: Sequence[int]) -> dict[str, float]:
-    """n and p50/mean/p90/p99/min/max in microseconds (nearest-rank percentiles)."""
+def stats_us(samples_ns: Sequence[int], extra: Sequence[int] = ()) -> dict[str, float]:
+    """n and p50/mean/p90/p99/min/max in microseconds (nearest-rank percentiles), and a
+    ``p<k>`` for each percentile in ``extra``."""
     s = sorted(samples_ns)
     n = len(s)
 
@@ -65,6 +66,7 @@ def stats_us(samples_ns: Sequence[int]) -> dict[str, float]:
         "p99": pct(99),
         "min": s[0] / 1e3,
         "max": s[-1] / 1e3,
+        **{f"p{k}": pct(k) for k in extra},
     }
 
 
