@@ -39,7 +39,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from benchmarks.harness import (
     RESULTS_DIR,
@@ -77,25 +77,23 @@ def kv_args(i: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- surfaces
 
 
-class Surface:
+class Surface(Protocol):
     """One way in: begin, one kv.put step, commit; ``server_pid`` is whose CPU is the server's
     (``None``: this process)."""
 
-    name = ""
-    server_pid: int | None = None
+    name: str
+    server_pid: int | None
 
-    async def begin(self) -> str:
-        raise NotImplementedError
+    async def begin(self) -> str: ...
 
-    async def step(self, tx: str, step_id: int, i: int) -> None:
-        raise NotImplementedError
+    async def step(self, tx: str, step_id: int, i: int) -> None: ...
 
-    async def commit(self, tx: str) -> None:
-        raise NotImplementedError
+    async def commit(self, tx: str) -> None: ...
 
 
-class Embedded(Surface):
+class Embedded:
     name = "embedded"
+    server_pid = None  # the engine runs in this process
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -111,7 +109,7 @@ class Embedded(Surface):
         await self.engine.commit(tx)
 
 
-class Grpc(Surface):
+class Grpc:
     name = "grpc"
 
     def __init__(self, client: Any, pid: int) -> None:
@@ -128,7 +126,7 @@ class Grpc(Surface):
         await self.client.commit(tx)
 
 
-class HttpV1(Surface):
+class HttpV1:
     """One keep-alive connection; http.client blocks the loop, which nothing else needs then."""
 
     name = "http_v1"
@@ -157,7 +155,7 @@ class HttpV1(Surface):
         self.post(f"/v1/transactions/{tx}/commit", {})
 
 
-class Mcp(Surface):
+class Mcp:
     def __init__(self, name: str, client: Any, pid: int) -> None:
         self.name, self.client, self.server_pid = name, client, pid
 
