@@ -11,9 +11,8 @@ transaction the last ``compensate`` started), ``$effect`` (the first effect the 
 (a directory whose ``provider`` file says "happened", for the ``pay.*`` tools).
 
 ``LACKS`` lists the operations a surface does not offer, and why; the suite checks each is
-really absent there. ``DISAGREES`` lists the (surface, case) pairs where a surface gives
-another outcome than the engine today: each runs as a strict xfail, so the day the surfaces
-agree the suite says to drop the row.
+really absent there. ``DIFFERS`` lists the (surface, case) pairs where a surface gives another
+outcome than the engine by design, and that outcome, which the suite asserts exactly.
 """
 
 from __future__ import annotations
@@ -589,7 +588,7 @@ SAFETY: tuple[Case, ...] = (
         "ALREADY_EXISTS",
         replaces=(
             "none: test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client "
-            "keeps its ALREADY_EXISTS while this row is an xfail on `agenttx serve`",
+            "also checks the gRPC status code of the second compensation (ALREADY_EXISTS)",
         ),
     ),
     Case(
@@ -739,17 +738,30 @@ LACKS: dict[tuple[str, str], str] = {
 SERVED = ("client", "grpc", "http", "mcp-http", "mcp-remote", "cli")
 STATUS_NAMES = {code.name for code in grpc.StatusCode}
 
-# (surface, case id) → how the surface disagrees with the engine today (a strict xfail).
-DISAGREES: dict[tuple[str, str], str] = {
+# (surface, case id) → what that surface gives by design instead of the engine's outcome:
+# the differences each surface documents, asserted exactly (any other outcome fails).
+DIFFERS: dict[tuple[str, str], dict[str, Any]] = {
     # A plain gRPC client that does not say it knows RETRY (the reference's enum has none) is
-    # told LOCAL_BACKTRACK; our client and the CLI say so and get RETRY.
-    ("grpc", "a failing step is retried after its effects are undone"): "a raw stub that does "
-    "not announce RETRY is sent LOCAL_BACKTRACK (kept for the reference's clients)",
+    # told LOCAL_BACKTRACK (kept for the reference's clients); our client and the CLI announce
+    # it and get RETRY (docs/api.md).
+    ("grpc", "a failing step is retried after its effects are undone"): {
+        "strategy": "LOCAL_BACKTRACK"
+    },
     # MCP makes a step that aborted the transaction a refused call (isError) with the reason
-    # TRANSACTION_ABORTED; the engine, gRPC, /v1 and the CLI return the FAILED step as a reply.
+    # TRANSACTION_ABORTED, so a model stops there (docs/mcp.md); the other surfaces return the
+    # FAILED step as a reply.
     **{
-        (surface, "a fatal step aborts the transaction"): "MCP refuses a step that aborted the "
-        "transaction (TRANSACTION_ABORTED) instead of returning the FAILED step"
+        (surface, "a fatal step aborts the transaction"): {"reason": "TRANSACTION_ABORTED"}
         for surface in MCP_SURFACES
     },
 }
+
+
+def expected_on(case: Case, surface: str, engine: dict[str, Any]) -> dict[str, Any]:
+    """The outcome ``surface`` must give: the engine's, or its documented difference."""
+    differs = DIFFERS.get((surface, case.id))
+    if differs is None:
+        return engine
+    if "reason" in differs:  # a refusal there: no reply fields
+        return {"ok": False, "reason": differs["reason"], "fields": {}}
+    return {**engine, "fields": {**engine["fields"], **differs}}
