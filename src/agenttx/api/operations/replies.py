@@ -15,6 +15,7 @@ from agenttx.api import history, lookup_wire, receipts_wire, reconcile_wire, und
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.core.hints import reference_category
 from agenttx.core.offload import bulk_allocation
+from agenttx.fieldcopy import field_copy
 from agenttx.types import (
     REFERENCE_FALLBACK,
     BeginResult,
@@ -84,27 +85,20 @@ def step_reply(
 
 
 def commit_reply(c: CommitResult) -> pb.CommitTransactionResponse:
-    return pb.CommitTransactionResponse(
-        committed=c.committed,
-        steps_committed=c.steps_committed,
-        effects_dispatched=c.effects_dispatched,
-        dispatch_errors=c.dispatch_errors,
+    # The client reads it back with the same field_copy (client/_wire.py).
+    return field_copy(
+        c,
+        pb.CommitTransactionResponse,
         transaction_status=c.transaction_status.value,
-        revision=c.revision,
-        effects_queued=c.effects_queued,
         snapshot=receipts_wire.snapshot(c.snapshot),
     )
 
 
 def rollback_reply(b: RollbackResult) -> pb.RollbackTransactionResponse:
-    return pb.RollbackTransactionResponse(
-        rolled_back=b.rolled_back,
-        next_step_id=b.next_step_id,
-        compensations_run=b.compensations_run,
-        compensation_errors=b.compensation_errors,
+    return field_copy(
+        b,
+        pb.RollbackTransactionResponse,
         transaction_status=b.transaction_status.value,
-        revision=b.revision,
-        compensation_approval_pending=b.compensation_approval_pending,
         snapshot=receipts_wire.snapshot(b.snapshot),
     )
 
