@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from agenttx.api.operations import TRANSACTION_ROWS, HttpRoute, Row
 from agenttx.api.operations.bodies import TRANSACTION_ID_PATTERN
 from agenttx.api.operations.filters import StatusFilter
+from agenttx.api.operations.requests import refuse_clash, set_field
 from agenttx.core.limits import MAX_TRANSACTION_ID_BYTES
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size
 from agenttx.errors import InvalidArgument, clip
@@ -114,6 +115,7 @@ async def request_of(
             setattr(request, name, path_number(name, text) if name in PATH_NUMBERS else text)
     for model in (body, query):
         if model is not None:
+            refuse_clash(type(request), dict(model))  # or the later would replace the earlier
             await _fill(request, model, size, op.route.statuses)
     return request
 
@@ -127,7 +129,7 @@ async def _fill(
         if value is None:  # absent: the wire's default (or an optional field left unset)
             continue
         if name in fields:
-            _set(request, name, value)
+            set_field(request, name, value)
         elif f"{name}_json" in fields:
             if getattr(model, f"{name}_json", None) is not None:
                 raise InvalidArgument(f"send {name} (an object) or {name}_json (text), not both")
@@ -137,21 +139,6 @@ async def _fill(
             request.statuses.extend(statuses.parse(value))  # type: ignore[attr-defined]
         else:  # a model field the wire lacks is a bug of the table, not of the request
             raise TypeError(f"{type(model).__name__}.{name}: no field of {request.DESCRIPTOR.name}")
-
-
-def _set(message: Message, name: str, value: Any) -> None:
-    if isinstance(value, BaseModel):  # a nested message (a begin's policy): set, even if empty
-        nested = getattr(message, name)
-        nested.SetInParent()
-        for key in type(value).model_fields:
-            if getattr(value, key) is not None:
-                _set(nested, key, getattr(value, key))
-    elif isinstance(value, dict):  # a map field
-        getattr(message, name).update(value)
-    elif isinstance(value, list):
-        getattr(message, name).extend(value)
-    else:
-        setattr(message, name, value)
 
 
 def _json_text(value: Any) -> str:
