@@ -182,7 +182,7 @@ class BenchServer:
             self.server.add_generic_rpc_handlers(self._handlers())
             return int(self._running.address.rpartition(":")[2])
         from agenttx import Engine
-        from agenttx.api.grpc_server import build_server, mark_serving
+        from agenttx.api.grpc.server import build_server, mark_serving
 
         self._engine = await Engine.open(
             f"sqlite:///{self.data_dir / 'agenttx.db'}", sync_writes=self.sync_writes
@@ -360,7 +360,7 @@ _AREAS: list[AreaRule] = [
         "metrics: CallObserver + prometheus_client",
         lambda f, fn, b: "prometheus_client" in f or f.endswith("api/metrics.py"),
     ),
-    ("servicer (api/grpc_server.py)", lambda f, fn, b: f.endswith("api/grpc_server.py")),
+    ("servicer (api/grpc/server.py)", lambda f, fn, b: f.endswith("api/grpc/server.py")),
     ("json", lambda f, fn, b: "/json/" in f or (b and "json" in fn.lower())),
     (
         "asyncio event loop (Python + C helpers)",

@@ -58,7 +58,7 @@ async def _serve(kind: str, data_dir: Path, port: int) -> None:
     import mcp_types as types
 
     from agenttx import Engine
-    from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
+    from agenttx.api.http.app import HttpListener, HttpSettings, bind, build_http_app
     from agenttx.api.mcp import AgentTxMCP, embedded, serve_stdio
 
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import agenttx
-from agenttx.api.grpc_server import build_server, mark_serving
+from agenttx.api.grpc.server import build_server, mark_serving
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 
 T = TypeVar("T")

@@ -44,9 +44,9 @@ The import rule, by package prefix (a prefix covers that module and every module
 every module's imports — statically (module- and function-level, not ``TYPE_CHECKING`` blocks)
 and by importing each package in a fresh interpreter. ``imports only`` limits a package's
 imports from AgentTx; ``never imports`` forbids any module, ours or not. The adapters sit
-side by side: gRPC (``api.grpc_server``, ``api.grpc_requests``), HTTP (``api.v1``,
-``api.http_app``) and MCP (``api.mcp``) never import each other, and the operation table
-they derive from (``api.operations``) imports none of them.
+side by side: gRPC (``api.grpc``), HTTP (``api.http``: ``/v1`` and the listener) and MCP
+(``api.mcp``) never import each other, and the operation table they derive from
+(``api.operations``) imports none of them.
 
     -- import rule --
     agenttx.errors    imports only   agenttx.errors agenttx.types
@@ -88,20 +88,12 @@ they derive from (``api.operations``) imports none of them.
                                      agenttx.store.sql_store
                                      agenttx.store.sqlite agenttx.store.postgres agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg sqlite3
-    agenttx.api.operations  never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
-                                     agenttx.api.v1 agenttx.api.http_app agenttx.api.web
-                                     agenttx.api.mcp agenttx.api.dashboard agenttx.cli grpc
-                                     starlette mcp mcp_types click
-    agenttx.api.grpc_server  never imports  agenttx.api.v1 agenttx.api.http_app agenttx.api.web
-                                     agenttx.api.mcp
-    agenttx.api.grpc_requests  never imports  agenttx.api.v1 agenttx.api.http_app
-                                     agenttx.api.web agenttx.api.mcp
-    agenttx.api.v1    never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
-                                     agenttx.api.mcp
-    agenttx.api.http_app  never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
-                                     agenttx.api.mcp
-    agenttx.api.mcp   never imports  agenttx.api.grpc_server agenttx.api.grpc_requests
-                                     agenttx.api.v1 agenttx.api.http_app agenttx.api.web
+    agenttx.api.operations  never imports  agenttx.api.grpc agenttx.api.http agenttx.api.mcp
+                                     agenttx.api.dashboard agenttx.cli grpc starlette mcp
+                                     mcp_types click
+    agenttx.api.grpc  never imports  agenttx.api.http agenttx.api.mcp
+    agenttx.api.http  never imports  agenttx.api.grpc agenttx.api.mcp
+    agenttx.api.mcp   never imports  agenttx.api.grpc agenttx.api.http
     agenttx.client    never imports  agenttx.core agenttx.app agenttx.store agenttx.tools
                                      agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli

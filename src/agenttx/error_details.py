@@ -13,7 +13,7 @@ Both entries are ASCII so any gRPC stack passes them on:
 The fields entry is at most ``MAX_FIELDS_BYTES`` (gRPC refuses metadata past a few KiB): lists
 are shortened to fit, and "truncated" then says how many items of which list were left out.
 Reading never raises: missing or malformed details read as ``("", {})``, and the client falls
-back to the status code's family class. The server (``api/grpc_server.py``) writes with
+back to the status code's family class. The server (``api/grpc/server.py``) writes with
 ``to_metadata``; the client (``client/_errors.py``) reads with ``from_metadata``.
 """
 

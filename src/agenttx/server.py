@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import disable_created_metrics
 
 from agenttx import app
-from agenttx.api.grpc_server import build_server, mark_serving
+from agenttx.api.grpc.server import build_server, mark_serving
 from agenttx.api.metrics import CallObserver, Metrics, MetricsEndpoint, serve_metrics
 from agenttx.api.stream_slots import StreamSlots
 from agenttx.audit import AuditKeys
@@ -325,7 +325,7 @@ async def listen_http(
 ) -> Any:
     """Bind and start the HTTP listener (MCP at /mcp) on ``config.http_addr``; ``slots``: the
     server's count of open event streams, shared with gRPC."""
-    from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
+    from agenttx.api.http.app import HttpListener, HttpSettings, bind, build_http_app
     from agenttx.api.mcp import AgentTxMCP, embedded
 
     assert config.http_addr is not None
@@ -334,10 +334,10 @@ async def listen_http(
         sock = bind(host, port)
     except OSError as exc:
         raise StartupError(f"cannot listen on --http-addr {config.http_addr}: {exc}") from exc
-    from agenttx.api.v1 import ApiSettings
-    from agenttx.api.v1.events import Streams
-    from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
-    from agenttx.api.web import web_exception_handlers, web_routes
+    from agenttx.api.http.v1 import ApiSettings
+    from agenttx.api.http.v1.events import Streams
+    from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
+    from agenttx.api.http.web import web_exception_handlers, web_routes
 
     if slots is None:
         slots = StreamSlots(config.max_streams, config.max_streams_per_key)

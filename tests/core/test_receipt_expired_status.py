@@ -20,11 +20,11 @@ from click.testing import CliRunner, Result
 from mcp import Client
 
 import agenttx
-from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
+from agenttx.api.http.app import HttpListener, HttpSettings, bind, build_http_app
+from agenttx.api.http.v1 import ApiSettings
+from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
+from agenttx.api.http.web import web_exception_handlers, web_routes
 from agenttx.api.mcp import AgentTxMCP, embedded
-from agenttx.api.v1 import ApiSettings
-from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
-from agenttx.api.web import web_exception_handlers, web_routes
 from agenttx.cli import main
 from agenttx.core.reads import commit_receipt
 from agenttx.error_details import from_metadata

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
+from agenttx.api.http.app import HttpListener, HttpSettings, bind, build_http_app
+from agenttx.api.http.v1 import ApiSettings
+from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
+from agenttx.api.http.web import web_exception_handlers, web_routes
 from agenttx.api.mcp import AgentTxMCP, embedded
-from agenttx.api.v1 import ApiSettings
-from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
-from agenttx.api.web import web_exception_handlers, web_routes
 from conftest import FakeClock
 from server_process import ServerThread
 from test_dashboard_browser import browser, page, screenshot

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agenttx.api.v1.errors import ERROR_STATUSES
-from agenttx.api.v1.operations import OPERATIONS
-from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
+from agenttx.api.http.v1.errors import ERROR_STATUSES
+from agenttx.api.http.v1.operations import OPERATIONS
+from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.client import AgentTxClient
 from agenttx.errors import ERROR_CODES
 from http_harness import JSON, assert_error_shape, http_base, request, sse_events, start_http_server

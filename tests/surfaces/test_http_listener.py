@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from agenttx.api.http_app import bind
+from agenttx.api.http.app import bind
 
 
 def test_the_socket_is_tcp_by_number_so_accepted_connections_get_nodelay() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
+from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
 from http_harness import assert_error_shape, http_base, request, start_http_server
 from server_process import ServerProcess
 

@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from agenttx.api.grpc_server import AgentTxServicer
+from agenttx.api.grpc.server import AgentTxServicer
+from agenttx.api.http.v1.operations import OPERATIONS, Operation, request_of
+from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.api.operations import ROWS, Row
 from agenttx.api.operations.bodies import BeginBody, ResolveBody, StepBody
-from agenttx.api.v1.operations import OPERATIONS, Operation, request_of
-from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.errors import ERROR_CODES, InvalidArgument
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc

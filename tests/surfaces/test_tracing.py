@@ -18,10 +18,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agenttx.api.http_app import HttpListener, HttpSettings, bind, build_http_app
+from agenttx.api.http.app import HttpListener, HttpSettings, bind, build_http_app
+from agenttx.api.http.web import web_routes
 from agenttx.api.mcp import AgentTxMCP, embedded
 from agenttx.api.tracing import TracedEngine, incoming
-from agenttx.api.web import web_routes
 from agenttx.wire import agenttx_pb2 as pb
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from server_process import serving

@@ -1,6 +1,6 @@
 """Prometheus metrics and the per-call log line, both fed by one gRPC server interceptor.
 
-The servicer (``grpc_server``) stays a pure translator: ``CallObserver`` sees each unary call
+The servicer (``grpc.server``) stays a pure translator: ``CallObserver`` sees each unary call
 of ``agenttx.v1.AgentTxService`` from outside — request, reply or status code, duration — and
 turns it into counters, histograms and one log record carrying the transaction and step ids.
 Transactions by final status come from the engine's event bus instead (every terminal state

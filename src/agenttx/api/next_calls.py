@@ -14,7 +14,7 @@ surface. No surface writes its own sentences; each only brings its column of nam
 
 The HTTP column is derived from the HTTP operations table (each operation names its RPC:
 ``POST /v1/transactions/{transaction_id}/steps`` is ``ExecuteStep``), built by
-``api/v1/errors.py``; so a route is declared once. ``on(transaction_id)`` fills the
+``api/http/v1/errors.py``; so a route is declared once. ``on(transaction_id)`` fills the
 transaction's id into the names that carry it (an HTTP path, a CLI argument).
 
 This module imports nothing internal: the CLI renders its continuations with it too.

@@ -4,7 +4,7 @@ leaves the server, whichever surface it leaves by (docs/api.md, "One error polic
 ``public_error(exc, log, where)`` turns it into a ``PublicError`` — the reason, the gRPC
 status and HTTP status (the one table in ``agenttx.errors``), the public message and fields —
 and each surface renders that form in its own shape: gRPC's status, details and trailing
-metadata (``grpc_server._refuse``), HTTP's error body (``v1/errors.py``), MCP's error result
+metadata (``grpc.server._refuse``), HTTP's error body (``v1/errors.py``), MCP's error result
 (``mcp/server.py``), the CLI's one line (``cli/common.py``). No surface maps an exception
 itself, so the same fault has the same reason everywhere.
 

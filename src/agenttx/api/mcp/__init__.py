@@ -12,7 +12,7 @@ makes, shape the reply from the same wire fields. The parts:
 (failures → ``{ok: false, error, continuation, diagnostics}``, their continuations from
 ``agenttx.api.continuations``, the ladder every surface shares, with MCP's tool names)
 
-``serve_stdio`` runs one on stdin/stdout (``agenttx mcp``); ``agenttx.api.http_app`` mounts
+``serve_stdio`` runs one on stdin/stdout (``agenttx mcp``); ``agenttx.api.http.app`` mounts
 one at ``/mcp`` (``agenttx serve --http-addr``). docs/mcp.md is the user's page.
 """
 

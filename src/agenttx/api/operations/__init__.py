@@ -8,7 +8,7 @@ replies  the wire replies built from the engine's values, shared by every surfac
 bodies   the ``/v1`` JSON request models the rows' routes validate with
 filters  a listing's ``status`` query parameter, read and described from one place
 
-It imports no adapter: the gRPC servicer (``api/grpc_server.py``), ``/v1`` (``api/v1``),
+It imports no adapter: the gRPC servicer (``api/grpc/server.py``), ``/v1`` (``api/http/v1``),
 MCP (``api/mcp/rows.py``) and the CLI (``cli/rows.py``) import it.
 """
 

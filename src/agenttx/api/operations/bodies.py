@@ -1,6 +1,6 @@
 """The JSON request models of ``/v1``: each row's body and query as a strict pydantic model,
 with the engine's limits stated where JSON Schema can say them. The routes validate with
-them and the OpenAPI document shows them (``api/v1``); the validated values are then filled
+them and the OpenAPI document shows them (``api/http/v1``); the validated values are then filled
 into the row's request message by field name.
 """
 

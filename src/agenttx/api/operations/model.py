@@ -66,7 +66,7 @@ class Retry(enum.Enum):
 @dataclass(frozen=True)
 class HttpRoute:
     """One ``/v1`` route of a row: the JSON body and query are validated by their pydantic
-    models, then filled into the row's request message by field name (``api/v1``)."""
+    models, then filled into the row's request message by field name (``api/http/v1``)."""
 
     method: str
     path: str  # Starlette's syntax, the same as OpenAPI's: /v1/transactions/{transaction_id}

@@ -309,7 +309,7 @@ async def _find(
 _TX = "/v1/transactions/{transaction_id}"
 _STEP = _TX + "/steps/{step_id}"
 
-# The reference's operations and their reads; ``api/v1`` serves these routes by default.
+# The reference's operations and their reads; ``api/http/v1`` serves these routes by default.
 TRANSACTION_ROWS: tuple[Row, ...] = (
     Row(
         "begin",

@@ -10,8 +10,8 @@ the approver is the key's owner whatever the body says (``Caller.acting_as``).
 
 from __future__ import annotations
 
+from agenttx.api.http.v1.operations import http_operations
 from agenttx.api.operations import SAFETY_ROWS
-from agenttx.api.v1.operations import http_operations
 
 SAFETY_OPERATIONS = http_operations(SAFETY_ROWS)
 

@@ -40,10 +40,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from agenttx.api.http.v1.errors import invalid_response, refusal_body, refusal_response
+from agenttx.api.http.v1.operations import path_refusal
 from agenttx.api.revocable import until_revoked, watch_as
 from agenttx.api.stream_slots import Slot, StreamSlots
-from agenttx.api.v1.errors import invalid_response, refusal_body, refusal_response
-from agenttx.api.v1.operations import path_refusal
 from agenttx.auth.http_auth import grant_of
 from agenttx.auth.keys import KeyGrant
 from agenttx.errors import AgentTxError, InvalidArgument, StepFailure, TooManySubscribers

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 
 from agenttx.api.dashboard import dashboard_routes
-from agenttx.api.v1 import OPERATIONS, ApiSettings, api_app, openapi_document
+from agenttx.api.http.v1 import OPERATIONS, ApiSettings, api_app, openapi_document
 
 
 def web_routes(
@@ -34,6 +34,6 @@ def web_exception_handlers() -> dict[Any, Any]:
     """The whole app's answer to a path or method no route takes: the API's error shape."""
     from starlette.exceptions import HTTPException
 
-    from agenttx.api.v1.routes import http_error
+    from agenttx.api.http.v1.routes import http_error
 
     return {HTTPException: http_error}

@@ -37,10 +37,10 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agenttx.api.access_log import AccessLog
-from agenttx.api.http_heads import HEADER_TIMEOUT_S, MAX_WAITING, heads_protocol
+from agenttx.api.http.access_log import AccessLog
+from agenttx.api.http.heads import HEADER_TIMEOUT_S, MAX_WAITING, heads_protocol
+from agenttx.api.http.v1.errors import refusal_response
 from agenttx.api.stream_slots import StreamSlots
-from agenttx.api.v1.errors import refusal_response
 from agenttx.auth.http_auth import BearerAuth, grant_of
 from agenttx.auth.keys import KeyRing
 from agenttx.auth.tls import TlsFiles
@@ -208,7 +208,7 @@ class HttpListener:
             access_log=False,
             timeout_graceful_shutdown=5,
             # A connection idle after a response closes after this; one that has not sent a
-            # whole request head within header_timeout_s closes too (``api.http_heads``).
+            # whole request head within header_timeout_s closes too (``api.http.heads``).
             timeout_keep_alive=KEEP_ALIVE_S,
             http=heads_protocol(header_timeout_s, max_waiting),
             ws="none",

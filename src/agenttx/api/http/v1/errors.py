@@ -24,10 +24,10 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from agenttx.api.continuations import revise
+from agenttx.api.http.v1.operations import OPERATIONS
+from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.api.next_calls import http_calls
 from agenttx.api.public_errors import PublicError, guidance, internal_error, public_error
-from agenttx.api.v1.operations import OPERATIONS
-from agenttx.api.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.errors import TooManySubscribers
 from agenttx.redaction import redact
 

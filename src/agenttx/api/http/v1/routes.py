@@ -27,19 +27,19 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agenttx.api.fields import message_fields
-from agenttx.api.operations import CallContext
-from agenttx.api.operations.replies import ALL_STRATEGIES
-from agenttx.api.tracing import incoming
-from agenttx.api.v1 import events
-from agenttx.api.v1.access import AccessCheck, AccessMiddleware, open_access
-from agenttx.api.v1.body import BodyTooLarge, NotJson, lenient_body, read_body
-from agenttx.api.v1.errors import (
+from agenttx.api.http.v1 import events
+from agenttx.api.http.v1.access import AccessCheck, AccessMiddleware, open_access
+from agenttx.api.http.v1.body import BodyTooLarge, NotJson, lenient_body, read_body
+from agenttx.api.http.v1.errors import (
     internal_response,
     invalid_response,
     plain_error,
     refusal_response,
 )
-from agenttx.api.v1.operations import OPERATIONS, Operation, path_refusal, request_of
+from agenttx.api.http.v1.operations import OPERATIONS, Operation, path_refusal, request_of
+from agenttx.api.operations import CallContext
+from agenttx.api.operations.replies import ALL_STRATEGIES
+from agenttx.api.tracing import incoming
 from agenttx.auth.http_auth import caller_of
 from agenttx.core.eager import run_detached
 from agenttx.core.offload import INLINE_JSON_CHARS, by_size

@@ -13,9 +13,14 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 
 from agenttx.api.fields import enum_prefix
+from agenttx.api.http.v1.errors import ERROR_STATUSES
+from agenttx.api.http.v1.operations import (
+    OPERATIONS,
+    PATH_NUMBERS,
+    TRANSACTION_ID_SCHEMA,
+    Operation,
+)
 from agenttx.api.operations.bodies import BEGIN_WITHOUT_KEYS
-from agenttx.api.v1.errors import ERROR_STATUSES
-from agenttx.api.v1.operations import OPERATIONS, PATH_NUMBERS, TRANSACTION_ID_SCHEMA, Operation
 from agenttx.numbers import AFTER_REVISION, WholeNumber
 
 _SCALARS: dict[str, dict[str, Any]] = {

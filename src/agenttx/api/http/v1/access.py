@@ -2,7 +2,7 @@
 
 ``AccessCheck`` is the contract; ``open_access`` (the default) lets every request through,
 since without API keys the server listens on loopback only and the Host/Origin guard of
-``http_app`` stops web pages. Authentication (API keys, ``Authorization: Bearer``) plugs in
+``http.app`` stops web pages. Authentication (API keys, ``Authorization: Bearer``) plugs in
 here: a check that returns a response refuses the request with it (401 in the error shape of
 ``errors.py``), ``None`` lets it through; a check may put the caller's principal on
 ``request.state`` for the operation.

@@ -24,7 +24,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agenttx.api.grpc_requests import add_service
+from agenttx.api.grpc.requests import add_service
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
 from agenttx.api.next_calls import GRPC
 from agenttx.api.operations import ROWS, CallContext, Row

@@ -9,8 +9,8 @@ events      server-sent events of one transaction or of all
 openapi     the OpenAPI 3.1 document, built from the same table
 """
 
-from agenttx.api.v1.openapi import openapi_document
-from agenttx.api.v1.operations import OPERATIONS, Operation
-from agenttx.api.v1.routes import ApiSettings, api_app
+from agenttx.api.http.v1.openapi import openapi_document
+from agenttx.api.http.v1.operations import OPERATIONS, Operation
+from agenttx.api.http.v1.routes import ApiSettings, api_app
 
 __all__ = ["OPERATIONS", "ApiSettings", "Operation", "api_app", "openapi_document"]
