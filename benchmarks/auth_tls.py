@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from agenttx.auth.keys import hash_secret, new_secret
-from agenttx.auth.tls import TlsFiles
 from agenttx.client import AsyncAgentTxClient
 from agenttx.server import RunningServer, ServeConfig, start
 from benchmarks.harness import (
@@ -131,7 +130,7 @@ async def run(directory: Path, blocks: int, block: int) -> dict[str, Any]:
     plain_server = await start(ServeConfig(data_dir=directory / "plain", **common))
     secured_server = await start(
         ServeConfig(
-            data_dir=directory / "secured", api_keys=keys, tls=TlsFiles(cert, key), **common
+            data_dir=directory / "secured", api_keys=keys, tls_cert=cert, tls_key=key, **common
         )
     )
     plain = Side(plain_server, AsyncAgentTxClient(plain_server.address, timeout=30))

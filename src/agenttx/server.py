@@ -54,9 +54,14 @@ log = logging.getLogger("agenttx.server")
 @dataclass(frozen=True, kw_only=True)
 class ServeConfig(Settings):
     """Everything ``agenttx serve`` takes: the ``Settings`` (each with its default, range and
-    unit: ``agenttx.settings``) and the TLS files, which go together (``agenttx.auth.tls``)."""
+    unit: ``agenttx.settings``), read as the server uses them."""
 
-    tls: TlsFiles | None = None  # TLS for gRPC and HTTP iff set (mutual iff it has a client CA)
+    @property
+    def tls(self) -> TlsFiles | None:
+        """TLS for gRPC and HTTP iff the files are set (mutual iff with a client CA)."""
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        return TlsFiles(self.tls_cert, self.tls_key, self.tls_client_ca)
 
     @property
     def store_url(self) -> str:

@@ -10,7 +10,7 @@ same way whichever entry it came in by — ``Engine.open(max_constraints=5000)``
 
 What is derived from this one table: the flags of ``agenttx serve`` and ``agenttx mcp`` and
 their environment variables (``cli/engine_options.py``), the server's config (``ServeConfig``
-is ``Settings`` plus the TLS files), the engine's (``EngineConfig`` is ``Settings`` plus what
+is ``Settings``, its TLS files read together), the engine's (``EngineConfig`` is ``Settings`` plus what
 the composition root resolved), the keywords ``Engine.open`` takes (``Settings.of``), and the
 check of the flags table in docs/operations.md (``tests/core/test_settings.py``).
 
@@ -531,6 +531,25 @@ class Settings:
         "server",
         optional=True,
     )
+    # The TLS files go together: both of cert and key, or neither; a client CA needs them
+    # (``__post_init__``); ``ServeConfig.tls`` is the three as ``agenttx.auth.tls`` reads them.
+    tls_cert: Path | None = setting(
+        None,
+        "PEM certificate chain: serve gRPC and HTTP over TLS (with --tls-key).",
+        "path",
+        "server",
+        optional=True,
+    )
+    tls_key: Path | None = setting(
+        None, "PEM private key of --tls-cert (unencrypted).", "path", "server", optional=True
+    )
+    tls_client_ca: Path | None = setting(
+        None,
+        "PEM CA: require client certificates it signed (mutual TLS).",
+        "path",
+        "server",
+        optional=True,
+    )
     otlp_endpoint: str | None = setting(
         None,
         "OpenTelemetry traces to this OTLP/HTTP endpoint (e.g. "
@@ -603,6 +622,10 @@ class Settings:
             read = s.read(value)
             if read is not value:  # a list becomes a tuple, a str a Path: stored as read
                 object.__setattr__(self, name, read)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise InvalidArgument("--tls-cert and --tls-key go together: give both")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise InvalidArgument("--tls-client-ca needs --tls-cert and --tls-key")
         if self.retention_days and 0 < self.audit_retention_days < self.retention_days:
             raise InvalidArgument(
                 f"audit_retention_days (--audit-retention-days, {self.audit_retention_days:g}) "

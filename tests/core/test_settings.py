@@ -17,8 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 import agenttx
+from agenttx.auth.tls import TlsFiles
 from agenttx.cli import main
 from agenttx.core.config import EngineConfig
+from agenttx.errors import InvalidArgument
 from agenttx.server import ServeConfig
 from agenttx.settings import SETTINGS, Setting, Settings
 
@@ -26,10 +28,9 @@ pytest_plugins = ["serve_capture"]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 FLAGGED = [s for s in SETTINGS.values() if s.option is not None]
+
+
 # ``agenttx serve``'s flags that are no setting: the TLS files, one value together.
-NOT_SETTINGS = {"--tls-cert", "--tls-key", "--tls-client-ca"}
-
-
 def section(page: str, title: str) -> str:
     text = (DOCS / page).read_text()
     text = text[text.index(f"\n## {title}\n") :]
@@ -65,7 +66,7 @@ def default_forms(s: Setting) -> list[str]:
 def test_the_flags_table_shows_every_setting_with_its_variable_default_and_range() -> None:
     table = {r[0]: r for r in rows(section("operations.md", "Flags"))[1:]}
     documented = {f.strip("`") for cell in table for f in cell.split(", ")}
-    assert documented - NOT_SETTINGS == {s.option for s in FLAGGED}
+    assert documented == {s.option for s in FLAGGED}
     for s in FLAGGED:
         _, env, default, values = table[f"`{s.option}`"]
         assert env == f"`{s.env}`", s.name
@@ -130,16 +131,17 @@ def test_the_commands_take_exactly_the_settings_flags() -> None:
         return {o for p in command.params if not getattr(p, "hidden", False) for o in p.opts}
 
     serve, mcp = main.commands["serve"], main.commands["mcp"]
-    assert flags(serve) - {"--help"} - NOT_SETTINGS == {s.option for s in FLAGGED}
+    assert flags(serve) - {"--help"} == {s.option for s in FLAGGED}
     engine_flags = {s.option for s in FLAGGED if s.scope != "server"}
     assert engine_flags <= flags(mcp)
     assert not {s.option for s in FLAGGED if s.scope == "server"} & flags(mcp)
 
 
 def test_the_configs_are_the_settings_plus_what_they_resolve() -> None:
-    """Neither config restates a setting: each adds only what is not one."""
+    """Neither config restates a setting: each adds only what is not one (the server's adds
+    nothing: its TLS files are settings too, read together as ``ServeConfig.tls``)."""
     names = set(SETTINGS)
-    assert {f.name for f in dataclasses.fields(ServeConfig)} - names == {"tls"}
+    assert {f.name for f in dataclasses.fields(ServeConfig)} == names
     assert {f.name for f in dataclasses.fields(EngineConfig)} - names == {
         "default_policy",
         "owner",
@@ -206,3 +208,26 @@ def test_an_old_keyword_is_read_as_its_new_setting_with_a_warning() -> None:
     ):
         settings = Settings.of({"hint_rule_files": ["billing_rules.toml"]})
     assert settings.hint_rules == (Path("billing_rules.toml"),)
+
+
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        ({"tls_cert": "c.pem"}, "--tls-cert and --tls-key go together: give both"),
+        ({"tls_key": "k.pem"}, "--tls-cert and --tls-key go together: give both"),
+        ({"tls_client_ca": "ca.pem"}, "--tls-client-ca needs --tls-cert and --tls-key"),
+    ],
+)
+def test_the_tls_files_go_together_on_every_entry(given: dict[str, str], refusal: str) -> None:
+    with pytest.raises(InvalidArgument, match=refusal):
+        ServeConfig(**given)  # type: ignore[arg-type]
+    flags = [a for k, v in given.items() for a in ("--" + k.replace("_", "-"), v)]
+    result = CliRunner().invoke(main, ["serve", *flags])
+    assert result.exit_code == 2, result.output
+    assert refusal in result.output
+
+
+def test_tls_is_the_three_files_read_together() -> None:
+    assert ServeConfig().tls is None
+    tls = ServeConfig(tls_cert=Path("c.pem"), tls_key=Path("k.pem"), tls_client_ca=Path("a.pem"))
+    assert tls.tls == TlsFiles(Path("c.pem"), Path("k.pem"), Path("a.pem"))

@@ -13,7 +13,6 @@ import pytest
 
 import agenttx
 from agenttx.auth.keys import hash_secret, new_secret
-from agenttx.auth.tls import TlsFiles
 from agenttx.server import ServeConfig, start
 from test_auth_server import Secured, self_signed, write_keys
 
@@ -38,7 +37,8 @@ async def secured(tmp_path: Path) -> AsyncIterator[tuple[Secured, str, str]]:
             data_dir=tmp_path / "data",
             metrics_addr=None,
             api_keys=keys.file,
-            tls=TlsFiles(cert, key),
+            tls_cert=cert,
+            tls_key=key,
         )
     )
     try:

@@ -24,7 +24,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 import agenttx
 from agenttx.auth.keys import KeyRing, hash_secret, new_secret
-from agenttx.auth.tls import TlsFiles
 from agenttx.cli import main
 from agenttx.client import AsyncAgentTxClient, RetryPolicy
 from agenttx.server import RunningServer, ServeConfig, StartupError, start
@@ -129,7 +128,8 @@ async def secured(tmp_path: Path) -> AsyncIterator[Secured]:
             data_dir=tmp_path / "data",
             metrics_addr=None,
             api_keys=keys.file,
-            tls=TlsFiles(cert, key),
+            tls_cert=cert,
+            tls_key=key,
         )
     )
     try:
@@ -355,7 +355,8 @@ async def test_tls_files_that_do_not_match_stop_the_start(tmp_path: Path) -> Non
                 listen_addr="127.0.0.1:0",
                 data_dir=tmp_path / "d",
                 metrics_addr=None,
-                tls=TlsFiles(cert, other_key),
+                tls_cert=cert,
+                tls_key=other_key,
             )
         )
 
@@ -416,7 +417,9 @@ async def test_mutual_tls_needs_a_client_certificate_of_the_ca(tmp_path: Path) -
             data_dir=tmp_path / "data",
             metrics_addr=None,
             api_keys=keys.file,
-            tls=TlsFiles(cert, key, ca_cert),
+            tls_cert=cert,
+            tls_key=key,
+            tls_client_ca=ca_cert,
         )
     )
     client_cert, client_key = client_pair(tmp_path, ca_cert, ca_key)
@@ -487,7 +490,9 @@ async def test_https_with_mutual_tls_needs_a_client_certificate(tmp_path: Path) 
             data_dir=tmp_path / "data",
             metrics_addr=None,
             api_keys=keys.file,
-            tls=TlsFiles(cert, key, ca_cert),
+            tls_cert=cert,
+            tls_key=key,
+            tls_client_ca=ca_cert,
         )
     )
     try:

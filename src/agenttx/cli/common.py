@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -23,19 +23,6 @@ DEFAULT_SERVER = "127.0.0.1:50051"
 def env_var(flag: str) -> str:
     """``--max-local-depth`` → ``AGENTTX_MAX_LOCAL_DEPTH``."""
     return "AGENTTX_" + flag.removeprefix("--").replace("-", "_").upper()
-
-
-def engine_option(*decls: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A ``serve`` option with its environment variable shown in ``--help`` (a renamed flag's
-    old name is in ``agenttx.renamed``, not here)."""
-    names = [d for d in decls if d.startswith("--")]
-    return click.option(
-        *decls,
-        envvar=env_var(names[0]),
-        show_envvar=True,
-        show_default=True,
-        **kwargs,
-    )
 
 
 server_option = click.option(

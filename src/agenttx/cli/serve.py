@@ -3,48 +3,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from agenttx.cli.common import engine_option
 from agenttx.cli.engine_options import serve_config, setting_options
-
-
-def _tls(opts: dict[str, Any]) -> Any:
-    from agenttx.auth.tls import TlsFiles
-
-    cert, key, ca = opts["tls_cert"], opts["tls_key"], opts["tls_client_ca"]
-    if cert is None and key is None:
-        if ca is not None:
-            raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key")
-        return None
-    if cert is None or key is None:
-        raise click.UsageError("--tls-cert and --tls-key go together: give both")
-    return TlsFiles(cert, key, ca)
 
 
 @click.command()
 @setting_options("server", "command", "engine")
-@engine_option(
-    "--tls-cert",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="PEM certificate chain: serve gRPC and HTTP over TLS (with --tls-key).",
-)
-@engine_option(
-    "--tls-key",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="PEM private key of --tls-cert (unencrypted).",
-)
-@engine_option(
-    "--tls-client-ca",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="PEM CA: require client certificates it signed (mutual TLS).",
-)
 def serve(**opts: Any) -> None:
     """Serve AgentTx over gRPC (with health, reflection and Prometheus metrics), and MCP over
     HTTP with --http-addr.
@@ -54,9 +21,7 @@ def serve(**opts: Any) -> None:
     """
     from agenttx.server import StartupError, run
 
-    # The TLS files go together (``ServeConfig.tls``); every other flag is a setting.
-    tls = _tls(opts)
-    config = serve_config(opts, tls=tls)
+    config = serve_config(opts)  # every flag is a setting (``agenttx.settings``)
     try:
         run(config)
     except StartupError as exc:
