@@ -43,7 +43,7 @@ class Renamed:
 
 # The one table: docs/operations.md ("Names") shows it, tests/repo/test_renamed_settings.py checks
 # the rows on their surfaces ("serve": a flag of ``agenttx serve`` and ``agenttx mcp`` and its
-# environment variable; "serve only": of ``agenttx serve``).
+# environment variable; "serve only": of ``agenttx serve``; "mcp only": of ``agenttx mcp``).
 RENAMED: tuple[Renamed, ...] = (
     Renamed("agent_id", "agent", "tx begin"),
     Renamed("step_timeout_ms", "step_timeout_s", "serve", scale=0.001),
@@ -54,6 +54,8 @@ RENAMED: tuple[Renamed, ...] = (
     # their first names, when only the HTTP event streams were counted
     Renamed("http_max_streams", "max_streams", "serve only"),
     Renamed("http_max_streams_per_key", "max_streams_per_key", "serve only"),
+    # ``agenttx mcp`` had its own flag for the setting ``agenttx serve`` spells in full
+    Renamed("effect_tools", "mcp_effect_tools", "mcp only"),
     Renamed("tx_idle_timeout_secs", "tx_idle_timeout_s", "Engine.open"),
     Renamed("dispatch_lease_secs", "dispatch_lease_s", "Engine.open"),
     # the setting is hint_rules on every entry (``--hint-rules``, ``agenttx.settings``)

@@ -10,9 +10,10 @@ same way whichever entry it came in by — ``Engine.open(max_constraints=5000)``
 
 What is derived from this one table: the flags of ``agenttx serve`` and ``agenttx mcp`` and
 their environment variables (``cli/engine_options.py``), the server's config (``ServeConfig``
-is ``Settings``, its TLS files read together), the engine's (``EngineConfig`` is ``Settings`` plus what
-the composition root resolved), the keywords ``Engine.open`` takes (``Settings.of``), and the
-check of the flags table in docs/operations.md (``tests/core/test_settings.py``).
+is ``Settings``, its TLS files read together), the engine's (``EngineConfig`` is ``Settings``
+plus what the composition root resolved), the keywords ``Engine.open`` takes
+(``Settings.of``), and the check of the flags table in docs/operations.md
+(``tests/core/test_settings.py``).
 
 A field's ``scope`` says who reads it: ``engine`` the composition root (``agenttx.app``) and
 so ``Engine.open``; ``command`` the commands that open an engine (``agenttx serve`` and
@@ -517,9 +518,10 @@ class Settings:
     )
     mcp_effect_tools: bool = setting(
         False,
-        "MCP over HTTP also offers the operator's list_effects and retry_effect tools.",
+        "MCP (over HTTP, or agenttx mcp's stdio) also offers the operator's list_effects and "
+        "retry_effect tools (dead letters).",
         "bool",
-        "server",
+        "command",
     )
     # The API key file (``agenttx.auth.keys``); None: no keys, so loopback binds only.
     api_keys: Path | None = setting(

@@ -1,7 +1,7 @@
 """The operator's MCP tools over a real ``agenttx mcp`` subprocess and the SDK client: a
 webhook dead-lettered by a real HTTP receiver's 400 is listed by ``list_effects`` with its
 last error and delivered by ``retry_effect`` once the receiver accepts. Without
-``--effect-tools`` the agent's tool list does not offer them."""
+``--mcp-effect-tools`` the agent's tool list does not offer them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mcp_harness import stdio_client, structured
 async def test_list_and_retry_a_dead_letter_over_mcp(tmp_path: Path) -> None:
     with http_receiver() as hooks:
         hooks.script["/bad"] = [400]
-        flags = ("--effect-tools", "--webhook-allow", hooks.allow)
+        flags = ("--mcp-effect-tools", "--webhook-allow", hooks.allow)
         async with stdio_client(tmp_path / "data", "auto", *flags) as c:
             names = {t.name for t in (await c.list_tools()).tools}
             assert {"list_effects", "retry_effect"} <= names

@@ -27,7 +27,7 @@ SCENARIO = HERE / "every_tool.json"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agenttx-tests"
 
 # The operator's two outbox tools are offered too, so every tool AgentTx has is listed.
-EFFECT_TOOLS_STDIO = ("--effect-tools",)
+EFFECT_TOOLS_STDIO = ("--mcp-effect-tools",)
 EFFECT_TOOLS_SERVE = ("--mcp-effect-tools",)
 
 

@@ -108,6 +108,7 @@ def test_help_shows_only_the_new_names() -> None:
         assert new in shown
     for old in ("--step-timeout-ms", "-secs"):
         assert old not in shown
+    assert invoke("serve", "--effect-tools").exit_code == 2  # mcp's old name only
     begin = invoke("tx", "begin", "--help").stdout
     assert "--agent " in begin
     assert "--agent-id" not in begin
@@ -125,6 +126,7 @@ def test_mcp_takes_the_old_engine_flags_too(tmp_path: Path) -> None:
             "1500",
             "--receipt-ttl-secs",
             "60",
+            "--effect-tools",  # its own old name: mcp alone had it
         ),
         env=server_env(),
         stdin=subprocess.DEVNULL,
@@ -136,6 +138,7 @@ def test_mcp_takes_the_old_engine_flags_too(tmp_path: Path) -> None:
     assert ran.stdout == ""  # stdout is the MCP stream: a notice never goes there
     notices = [line for line in ran.stderr.splitlines() if "deprecated" in line]
     assert notices == [
+        "agenttx: --effect-tools is deprecated; use --mcp-effect-tools instead",
         "agenttx: --step-timeout-ms is deprecated; use --step-timeout-s instead",
         "agenttx: --receipt-ttl-secs is deprecated; use --receipt-ttl-s instead",
     ]

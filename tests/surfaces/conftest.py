@@ -74,7 +74,7 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
         )
         stack.push_async_callback(engine.close)
         stdio = await stack.enter_async_context(
-            held(stdio_client(root / "stdio", "auto", *tools, "--effect-tools"))
+            held(stdio_client(root / "stdio", "auto", *tools, "--mcp-effect-tools"))
         )
         server = await starting
         stack.callback(lambda: server.terminate() == 0 or server.kill())
@@ -89,7 +89,7 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
         remote = await stack.enter_async_context(
             held(
                 stdio_client(
-                    root / "unused", "legacy", "--server", server.address, "--effect-tools"
+                    root / "unused", "legacy", "--server", server.address, "--mcp-effect-tools"
                 )
             )
         )

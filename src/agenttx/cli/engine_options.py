@@ -38,6 +38,12 @@ class SettingType(click.ParamType[Any, Any]):
         self.scale = scale
         self.name = _METAVARS.get(setting.kind, "TEXT")
 
+    @property
+    def bare_flag(self) -> dict[str, Any]:
+        """How click reads the flag: for a bool setting a bare flag means true, and "--flag
+        false" and the variable say either."""
+        return {"is_flag": False, "flag_value": True} if self.setting.kind == "bool" else {}
+
     def split_envvar_value(self, rv: str) -> Sequence[str]:
         """A repeatable flag's variable: files listed as PATH lists them, else space-separated."""
         if self.setting.kind == "path":
@@ -67,9 +73,7 @@ def option(s: Setting) -> Callable[[F], F]:
     """The click option of setting ``s``."""
     assert s.option is not None
     decls = [s.option] if s.option == "--" + s.name.replace("_", "-") else [s.option, s.name]
-    extra: dict[str, Any] = {}
-    if s.kind == "bool":  # a bare flag means true; "--flag false" and the variable say either
-        extra = {"is_flag": False, "flag_value": True}
+    kind = SettingType(s)
     help_text = s.help + (f"  [{s.shown_range}]" if s.shown_range and not s.choices else "")
     shown: Any = True
     if s.shown_default:
@@ -80,25 +84,26 @@ def option(s: Setting) -> Callable[[F], F]:
         shown = s.separator.join(s.default)
     return click.option(
         *decls,
-        type=SettingType(s),
+        type=kind,
         default=s.default,
         multiple=s.many and not s.separator,
         envvar=s.env,
         show_envvar=True,
         show_default=shown,
         help=help_text,
-        **extra,
+        **kind.bare_flag,
     )
 
 
-def setting_options(*scopes: Scope) -> Callable[[F], F]:
+def setting_options(*scopes: Scope, alone: str = "serve") -> Callable[[F], F]:
     """Every flag of the settings in ``scopes`` (in ``Settings`` order), and their old names
-    (hidden, read with a notice: ``agenttx.renamed``)."""
+    on both commands and on the command ``alone`` names (hidden, read with a notice:
+    ``agenttx.renamed``)."""
     chosen = [s for s in SETTINGS.values() if s.scope in scopes and s.option is not None]
     names = {s.name for s in chosen}
 
     def decorate(command: F) -> F:
-        for where in ("serve", "serve only"):
+        for where in ("serve", f"{alone} only"):
             rows = [r for r in renamed(where) if r.new in names]
             if rows:
                 types = {r.old: SettingType(SETTINGS[r.new], r.scale) for r in rows}
@@ -111,7 +116,7 @@ def setting_options(*scopes: Scope) -> Callable[[F], F]:
 
 
 # The flags of every command that opens an engine (``agenttx serve``, ``agenttx mcp``).
-engine_options = setting_options("command", "engine")
+engine_options = setting_options("command", "engine", alone="mcp")
 
 
 def serve_config(opts: dict[str, Any], **server: Any) -> ServeConfig:

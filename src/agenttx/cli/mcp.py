@@ -31,13 +31,6 @@ from agenttx.core.offload import share_interpreter_promptly
     "engine (the engine flags are then unused).",
 )
 @click.option(
-    "--effect-tools",
-    envvar="AGENTTX_MCP_EFFECT_TOOLS",
-    show_envvar=True,
-    is_flag=True,
-    help="Also offer the operator's tools list_effects and retry_effect (dead letters).",
-)
-@click.option(
     "--principal",
     envvar="AGENTTX_MCP_PRINCIPAL",
     show_envvar=True,
@@ -93,7 +86,7 @@ def mcp(**opts: Any) -> None:
     remote = (opts["server"], opts["api_key"], opts["tls_ca"])
     share_interpreter_promptly()  # as `agenttx serve`: the loop waits less on busy threads
     try:
-        asyncio.run(_serve(config, remote, caller, opts["effect_tools"]))
+        asyncio.run(_serve(config, remote, caller, opts["mcp_effect_tools"]))
     except StartupError as exc:
         raise click.ClickException(str(exc)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):

@@ -46,13 +46,15 @@ def accepting_old_names(
 
         wrapped: Any = run
         for r in reversed(rows):
+            kind = types.get(r.old)
             wrapped = click.option(
                 r.old_flag,
                 r.old,
-                type=types.get(r.old),
+                type=kind,
                 default=None,
                 hidden=True,
                 envvar=env_var(r.old_flag) if with_env else None,
+                **getattr(kind, "bare_flag", {}),  # a bool setting's: as its new flag reads
             )(wrapped)
         return wrapped  # type: ignore[no-any-return]
 
