@@ -123,39 +123,6 @@ def _output(fields: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any
     return schema
 
 
-_OK = {
-    "type": "boolean",
-    "description": "true: the call's fields; false (isError): refused, see error and continuation.",
-}
-
-
-def _output(fields: dict[str, Any], also: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One object for both shapes a result has: ``ok: true`` with the wire fields, or
-    ``ok: false`` with error, continuation and diagnostics; only ``ok`` always appears.
-
-    ``fields`` are described and typed; ``also`` are fields a result carries that are named in
-    the schema's description only (docs/mcp.md says what each is), like every other wire
-    field not declared: the object allows them (no ``additionalProperties``).
-
-    Why so few declared fields, and no ``oneOf`` of the two shapes: the Python SDK's client
-    validates every successful result against this schema with the pure-Python
-    ``jsonschema``, which pays ~10-30 µs for each declared subschema present in the result,
-    and nothing for a field the schema does not declare. Every declared one must be a schema
-    object, and one that constrains: the TypeScript SDK refuses a property schema ``true``
-    (``tools/list`` fails as a whole), and the Inspector flags ``true`` and ``{}`` as
-    unportable; a ``{}`` costs as much as a typed field (docs/benchmarks.md, "MCP"). So the
-    fields a model acts on are declared and typed, the rest are named, and the failure-only
-    fields cost nothing on success."""
-    schema: dict[str, Any] = {
-        "type": "object",
-        "required": ["ok"],
-        "properties": {"ok": _OK, **fields, **_FAILURE_FIELDS},
-    }
-    if also:
-        schema["description"] = f"Also returned: {', '.join(also)}."
-    return schema
-
-
 def tool(row: Row) -> types.Tool:
     """``row``'s MCP tool as ``tools/list`` shows it."""
     b = row.mcp

@@ -18,6 +18,9 @@ always seen them (the table's order is the service's).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from agenttx.api.effects_wire import MAX_EFFECTS
 from agenttx.api.operations.mcp_schemas import (
     ANY_JSON,
@@ -405,7 +408,7 @@ REFUSE_COMMIT = McpTool(
 )
 
 # Undo and redo of the last step (docs/undo.md).
-_MOVE_FIELDS = {
+_MOVE_FIELDS: dict[str, Mapping[str, Any]] = {
     "transaction_id": STR,
     "step_id": INT,
     "next_step_id": INT,
