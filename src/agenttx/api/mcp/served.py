@@ -2,8 +2,8 @@
 it that is the MCP adapter's own.
 
 Every operation goes through the contract (``Served.service``): the engine in this process
-(``Engine``, or ``TracedEngine`` in front of it when traces are exported) acting for the
-session's or the request's caller, or a running ``agenttx serve`` through
+(``Engine``, or ``TracedEngine`` in front of it when traces are exported) bound to the
+session's or the request's caller (``ActingFor``), or a running ``agenttx serve`` through
 ``AsyncAgentTxClient`` (``agenttx mcp --server``). Both give the same result types and raise
 the same errors, so the tools have one code path. Beside it:
 
@@ -119,9 +119,10 @@ class Served:
     engine: LocalEngine | None = None
 
     async def send(self, row: Row, request: Message) -> Message:
-        """Run ``row`` on ``request`` for ``caller`` (a row's MCP tool, ``rows.py``): the
-        engine in this process before it was bound, told the caller as gRPC and HTTP tell it;
-        over ``--server`` the client's one generic call of the row's RPC."""
+        """Run ``row`` on ``request`` for ``caller`` (a tool served from its row alone,
+        ``handlers.generic``): the engine in this process before it was bound, told the caller
+        as gRPC and HTTP tell it; over ``--server`` the client's one generic call of the row's
+        RPC."""
         if self.engine is None:
             client = cast("AsyncAgentTxClient", self.service)
             return await client.call(row.rpc, request)

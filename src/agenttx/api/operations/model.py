@@ -112,7 +112,7 @@ class McpTool:
     from this), ``tools/call`` reads its arguments by ``inputs``, runs the row's operation and
     answers with the row's result shaper (``api/mcp/handlers.py``), or generically: the
     row's request filled from the arguments, ``{"ok": true, **the reply's fields}`` and
-    ``text`` (``api/mcp/rows.py``)."""
+    ``text`` (``handlers.generic``)."""
 
     name: str
     title: str
