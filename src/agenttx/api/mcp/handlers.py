@@ -191,26 +191,6 @@ async def _reconcile_step(call: Call, a: dict[str, Any]) -> Result:
     return reconcile.result(r)
 
 
-async def _compensate(call: Call, a: dict[str, Any]) -> Result:
-    return await compensation.compensate(call.service, a)
-
-
-async def _approve_compensation(call: Call, a: dict[str, Any]) -> Result:
-    return await compensation.approve(call.service, a)
-
-
-async def _refuse_compensation(call: Call, a: dict[str, Any]) -> Result:
-    return await compensation.refuse(call.service, a)
-
-
-async def _list_effects(call: Call, a: dict[str, Any]) -> Result:
-    return await effect_tools.list_effects(call.served, a)
-
-
-async def _retry_effect(call: Call, a: dict[str, Any]) -> Result:
-    return await effect_tools.retry_effect(call.served, a)
-
-
 # Each shaped tool's handler, by its row's name (``api.operations.ROWS``).
 HANDLERS: dict[str, Handler] = {
     "begin": _begin,
@@ -226,11 +206,12 @@ HANDLERS: dict[str, Handler] = {
     "undo_step": _undo_step,
     "redo_step": _redo_step,
     "reconcile_step": _reconcile_step,
-    "compensate": _compensate,
-    "approve_compensation": _approve_compensation,
-    "refuse_compensation": _refuse_compensation,
-    "list_effects": _list_effects,
-    "retry_effect": _retry_effect,
+    "compensate": lambda c, a: compensation.compensate(c.service, a),
+    "approve_compensation": lambda c, a: compensation.approve(c.service, a),
+    "refuse_compensation": lambda c, a: compensation.refuse(c.service, a),
+    # Over HTTP with keys each is the request's caller's: its tenant, its transactions.
+    "list_effects": lambda c, a: effect_tools.list_effects(c.served, a),
+    "retry_effect": lambda c, a: effect_tools.retry_effect(c.served, a),
 }
 
 
