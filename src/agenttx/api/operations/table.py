@@ -5,9 +5,8 @@ a retry does, the reasons it may refuse with, its ``/v1`` routes.
 The gRPC servicer's methods and the HTTP routes (with their OpenAPI document) are derived from
 ``ROWS``, and so are the MCP tool of a row that has an ``mcp`` binding (``mcp_bindings.py``)
 and the CLI command of a row that has a ``cli`` one (the older rows' commands are still
-written by hand). ``WatchTransaction``,
-a server stream, is no row: gRPC and HTTP (server-sent events) each serve it by hand, over the
-same ``api.revocable.watch_as``.
+written by hand). ``WatchTransaction``, a server stream, is no row: gRPC and HTTP
+(server-sent events) each serve it by hand, over the same ``api.revocable.watch_as``.
 """
 
 from __future__ import annotations
