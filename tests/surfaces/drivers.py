@@ -279,7 +279,7 @@ MCP: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
     "refuse_compensation": ("refuse_compensation", {}, {}),
     "list_effects": ("list_effects", {}, {}),
     "retry_effect": ("retry_effect", {}, {}),
-    "find_transaction": ("find_transaction", {}, {}),  # the operation table's tool (rows.py)
+    "find_transaction": ("find_transaction", {}, {}),  # served from its row alone (handlers.py)
 }
 
 

@@ -1,6 +1,6 @@
-"""The MCP tools' arguments are read by one table (``agenttx.api.mcp.arguments``): each tool's
-row reads exactly the properties its input schema declares, each by the kind its schema type
-says, leniently as models send them."""
+"""The MCP tools' arguments are read as their rows' bindings declare them
+(``agenttx.api.mcp.arguments``): each tool reads exactly the properties its input schema
+declares, each by the kind its schema type says, leniently as models send them."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ from typing import Any
 
 import pytest
 
-from agenttx.api.mcp import compensation, undo
 from agenttx.api.mcp.arguments import ARGUMENTS, Arguments, BadArgument
-from agenttx.api.mcp.catalog import TOOLS
-from agenttx.api.mcp.effect_tools import LIST_EFFECTS, RETRY_EFFECT
+from agenttx.api.mcp.catalog import LISTED_ROWS, tool
 
-EVERY_TOOL = [*TOOLS, *undo.UNDO_TOOLS, *compensation.TOOLS, LIST_EFFECTS, RETRY_EFFECT]
+EVERY_TOOL = [tool(r) for r in LISTED_ROWS]
 # What each kind reads, by the schema it is declared with (``mode`` is an enum of strings).
 KINDS = {"string": "text", "integer": "number", "boolean": "flag", "array": "strings"}
 KINDS |= {"object": "json"}
@@ -23,8 +21,9 @@ def _kind(schema: dict[str, Any]) -> str:
     return KINDS[schema.get("type", "string")]
 
 
-def test_every_tool_has_a_row() -> None:
+def test_every_tool_has_a_reading() -> None:
     assert sorted(ARGUMENTS) == sorted(t.name for t in EVERY_TOOL)
+    assert len(EVERY_TOOL) == 19
 
 
 @pytest.mark.parametrize("tool", EVERY_TOOL, ids=lambda t: t.name)
@@ -57,6 +56,16 @@ def test_arguments_are_read_leniently() -> None:
     assert Arguments({"transaction_id": "tx", "history": " TRUE "}).read("get_transaction")[
         "history"
     ]
+
+
+def test_a_page_size_reads_zero_as_the_default_where_a_step_id_does_not() -> None:
+    # A binding's ``reading`` bounds (``agenttx.numbers``) beside the schema's minimum 1.
+    assert Arguments({"page_size": 0}).read("list_transactions")["page_size"] == 0
+    assert Arguments({"page_size": "0"}).read("list_effects")["page_size"] == 0
+    with pytest.raises(BadArgument, match="from 0 to 500, got 501"):
+        Arguments({"page_size": 501}).read("list_transactions")
+    with pytest.raises(BadArgument, match="from 1 to 4294967295"):
+        Arguments({"transaction_id": "tx", "step_id": 0}).read("reconcile_step")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """What the MCP tools call (``agenttx.api.mcp.served``): the engine bound to the caller it acts
-for, so every call of a tool is scoped by that caller, and nothing else of the engine is
-reachable through it."""
+for (``ActingFor``, a typed class mypy checks against the contract), so every call of a tool
+is scoped by that caller, and nothing else of the engine is reachable through it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,18 @@ import inspect
 import pytest
 
 import agenttx
-from agenttx.api.mcp.served import _SCOPED, embedded
+from agenttx.api.mcp.served import ActingFor, embedded
 from agenttx.api.tracing import TracedEngine
 from agenttx.types import Caller, Role
 
 pytestmark = pytest.mark.stores("sqlite")
+
+# Every call the binding makes for its caller: each public method but ``list_tools``.
+_SCOPED = sorted(
+    name
+    for name, value in vars(ActingFor).items()
+    if callable(value) and not name.startswith("_") and name != "list_tools"
+)
 
 
 def _key(principal: str, tenant: str = "acme") -> Caller:
@@ -21,7 +28,7 @@ def _key(principal: str, tenant: str = "acme") -> Caller:
 
 
 @pytest.mark.parametrize("impl", [agenttx.Engine, TracedEngine])
-@pytest.mark.parametrize("name", sorted(_SCOPED))
+@pytest.mark.parametrize("name", _SCOPED)
 def test_each_call_the_binding_scopes_takes_the_caller(impl: type, name: str) -> None:
     method = vars(impl).get(name)  # spelled on the class, not forwarded by __getattr__
     assert method is not None, f"{impl.__name__} has no {name}"
@@ -31,8 +38,10 @@ def test_each_call_the_binding_scopes_takes_the_caller(impl: type, name: str) ->
 
 
 def test_the_scoped_calls_are_the_contract_and_the_engine_s_own() -> None:
-    assert {"begin", "execute_step", "commit", "retry_effect", "compensate"} <= _SCOPED
-    assert {"cancel_step", "list_transactions_page", "get_transaction", "list_effects"} <= _SCOPED
+    contract = {n for n, v in vars(agenttx.TransactionService).items() if inspect.isfunction(v)}
+    contract.discard("__init__")
+    own = {"cancel_step", "list_transactions_page"}
+    assert set(_SCOPED) == {n for n in contract if not n.startswith("_")} | own
     assert "list_tools" not in _SCOPED  # the same for every caller
 
 

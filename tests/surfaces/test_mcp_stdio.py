@@ -34,7 +34,7 @@ TOOLS = {
     "compensate_transaction",
     "approve_compensation",
     "refuse_compensation",  # tests/surfaces/test_compensation_refusal_surfaces.py
-    "find_transaction",  # the operation table's (api/mcp/rows.py)
+    "find_transaction",  # served from its row alone (api/mcp/handlers.py)
 }
 
 

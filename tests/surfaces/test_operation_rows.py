@@ -1,8 +1,9 @@
 """A row with an ``mcp`` or ``cli`` binding reaches MCP and the CLI by the row alone
-(``api/mcp/rows.py``, ``cli/rows.py``): its tool and its command are made from the binding
-and the row's messages, and they send the row's request. The outcome on every surface is the
-conformance suite's (``test_safety.py``: ``find_transaction``); this file checks what is
-derived, and that it cannot drift from the messages."""
+(``api/mcp/catalog.py`` and ``handlers.py``, ``cli/rows.py``): its tool and its command are
+made from the binding and the row's messages. A tool without a handler of its own is served
+generically and sends the row's request. The outcome on every surface is the conformance
+suite's (``test_safety.py``: ``find_transaction``); this file checks what is derived, and
+that it cannot drift from the messages."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from agenttx.api.fields import message_fields
-from agenttx.api.mcp import rows as mcp_rows
-from agenttx.api.mcp.arguments import ARGUMENTS, Arguments, BadArgument
-from agenttx.api.mcp.catalog import TOOL_NAMES
+from agenttx.api.mcp.arguments import Arguments, BadArgument, reading
+from agenttx.api.mcp.catalog import LISTED_ROWS, tool
+from agenttx.api.mcp.handlers import HANDLERS
 from agenttx.api.operations import ROWS, Row
+from agenttx.api.operations.mcp_bindings import LISTED
 from agenttx.api.operations.requests import clash, filled
 from agenttx.cli import main
 from agenttx.errors import InvalidArgument
@@ -24,45 +26,53 @@ from surfaces.test_mcp_schemas import unportable
 
 MCP_BOUND = [r for r in ROWS if r.mcp is not None]
 CLI_BOUND = [r for r in ROWS if r.cli is not None]
+# The bound rows served from the row alone (no handler of their own in ``handlers.py``).
+GENERIC = [r for r in MCP_BOUND if r.name not in HANDLERS]
 
 
-def test_find_transaction_is_bound_on_both() -> None:
-    assert [r.name for r in MCP_BOUND] == ["find_transaction"]
+def test_every_mcp_tool_is_a_row_s_binding_listed_once() -> None:
+    assert len(MCP_BOUND) == len(LISTED) == 19
+    assert [r.mcp for r in LISTED_ROWS] == list(LISTED)
+    assert set(HANDLERS) <= {r.name for r in MCP_BOUND}  # a handler is a bound row's
+    assert [r.name for r in GENERIC] == ["find_transaction"]
     assert [r.name for r in CLI_BOUND] == ["find_transaction"]
 
 
 @pytest.mark.parametrize("row", MCP_BOUND, ids=lambda r: r.name)
-def test_a_bound_tool_is_new_reads_request_fields_and_its_schemas_are_portable(row: Row) -> None:
-    tool = mcp_rows.tool(row)
-    assert tool.name not in TOOL_NAMES
-    assert tool.name not in ARGUMENTS
-    fields = row.request.DESCRIPTOR.fields_by_name
-    declared = tool.input_schema["properties"]
-    assert set(declared) <= set(fields)
+def test_a_bound_tool_reads_what_it_declares_and_its_schemas_are_portable(row: Row) -> None:
+    t = tool(row)
+    declared = t.input_schema["properties"]
     # Each argument is read by the kind its declared type says (``arguments.py``).
-    assert {a.name: a.kind for a in mcp_rows.reading(row)} == {
-        name: KINDS[schema["type"]] for name, schema in declared.items()
+    assert {a.name: a.kind for a in reading(row)} == {
+        name: KINDS[schema.get("type", "string")] for name, schema in declared.items()
     }
-    assert unportable(tool.input_schema) == []
-    assert tool.output_schema is not None
-    assert unportable(tool.output_schema) == []
+    assert unportable(t.input_schema) == []
+    assert t.output_schema is not None
+    assert unportable(t.output_schema) == []
+
+
+@pytest.mark.parametrize("row", GENERIC, ids=lambda r: r.name)
+def test_a_generic_tool_reads_request_fields_and_declares_every_reply_field(row: Row) -> None:
+    t = tool(row)
+    assert set(t.input_schema["properties"]) <= set(row.request.DESCRIPTOR.fields_by_name)
+    assert t.output_schema is not None
     # Every field of the reply is declared, under the name ``api.fields`` gives it.
     reply_fields = set(message_fields(row.reply()))
     assert reply_fields | {"ok", "error", "continuation", "diagnostics"} == set(
-        tool.output_schema["properties"]
+        t.output_schema["properties"]
     )
 
 
 def test_the_tools_text_formats_from_any_reply_of_the_row() -> None:
-    [row] = MCP_BOUND
+    [row] = GENERIC
     assert row.mcp is not None
     fields = message_fields(pb.FindTransactionResponse(), short_enums=True)
     assert row.mcp.text.format_map(fields).startswith("Transaction  is  (ending: )")
 
 
 def test_a_lenient_argument_is_read_and_a_wrong_one_named() -> None:
-    [row] = MCP_BOUND
-    read = {a.name: a for a in mcp_rows.reading(row)}
+    [row] = GENERIC
+    read = {a.name: a for a in reading(row)}
     assert read["receipt_id"].read(None) == ""
     with pytest.raises(BadArgument, match="receipt_id must be a string"):
         read["receipt_id"].read(7)

@@ -1,14 +1,14 @@
 """What mypy checks (never run): the engine and the async client both satisfy
 ``TransactionService`` (``agenttx.service``), and so does the tracing wrapper of the engine;
-the engine and its tracing wrapper satisfy what the MCP tools call of a local engine
-(``agenttx.api.mcp.served.LocalEngine``)."""
+so does either bound to the caller an MCP tool acts for (``agenttx.api.mcp.served.ActingFor``),
+which is also the live step the tools cancel."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agenttx.api.mcp.served import LocalEngine
+    from agenttx.api.mcp.served import ActingFor, LiveSteps
     from agenttx.api.tracing import TracedEngine
     from agenttx.client import AsyncAgentTxClient
     from agenttx.core.engine import Engine
@@ -19,6 +19,7 @@ def _conforms(engine: Engine, client: AsyncAgentTxClient, traced: TracedEngine) 
     service: TransactionService = engine
     service = client
     service = traced
-    local: LocalEngine = engine
-    local = traced
-    del service, local
+    service = ActingFor(engine, None)
+    service = ActingFor(traced, None)
+    live: LiveSteps = ActingFor(engine, None)
+    del service, live

@@ -90,7 +90,7 @@ class TracedEngine:
     Every operation of the contract (``agenttx.service``) is a method here with the engine's
     own signature (``caller`` and the engine's extra parameters included): begin, steps,
     commits and rollbacks in their spans, the others handed straight on; so are the three
-    engine calls the MCP tools make beyond it (``api.mcp.served.LocalEngine``). What else
+    engine calls the MCP tools make beyond it (``api.mcp.served.ActingFor``). What else
     only the engine has (its event bus, store, ``watch`` …) is forwarded as it is, at run
     time only: type checkers see the methods spelled here alone."""
 

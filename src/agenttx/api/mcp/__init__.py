@@ -3,12 +3,16 @@
 Thin like the gRPC adapter: read the tool call, make the same service call the gRPC servicer
 makes, shape the reply from the same wire fields. The parts:
 
-``catalog``        the seven tools (schemas, annotations, descriptions) and the instructions
-``rows``           the tools derived from the operation table's rows with an ``mcp`` binding
-``served``         what the tools call: ``TransactionService`` (the embedded engine, or a
-                   server over gRPC), a live step's progress and cancel, the listings
+``catalog``        the tools as ``tools/list`` shows them, made from the operation table's
+                   ``mcp`` bindings in one loop, and the instructions
+``arguments``      each argument read leniently, as its binding declares it
+``handlers``       each tool's call by its row's name: the service call, the result shaped
+                   (``results``, ``undo``, ``reconcile``, ``compensation``,
+                   ``effect_tools``), or the row served generically
+``served``         what the tools call: ``TransactionService`` (the embedded engine bound to
+                   its caller, or a server over gRPC), a live step's progress and cancel,
+                   the listings
 ``server``         the SDK ``Server`` with ``tools/list`` and ``tools/call``; progress, cancel
-``results``        results → text + ``structuredContent`` (wire fields, ``ok: true``)
 (failures → ``{ok: false, error, continuation, diagnostics}``, their continuations from
 ``agenttx.api.continuations``, the ladder every surface shares, with MCP's tool names)
 

@@ -1,5 +1,5 @@
-"""A tool call's arguments, read by one table: for each MCP tool, the arguments its handler
-uses, in the order they are checked, each with its kind.
+"""A tool call's arguments, read as its row's binding declares them (``McpInput``): each by
+the type of the request field of its name, or by the kind its ``reading`` names.
 
 Inputs are declared strictly in the schemas (``catalog.py``) and read leniently here: models
 often send a number as text or an object as JSON text, and refusing that would only cost
@@ -14,7 +14,7 @@ them a turn. The kinds:
 
 Anything else is a ``BadArgument`` naming the argument: the call is refused with
 INVALID_ARGUMENT and a continuation saying what to fix. ``Arguments.read`` returns every
-argument of the tool's row, by name; ``tests/surfaces/test_mcp_arguments.py`` checks each row
+argument of the tool, by name; ``tests/surfaces/test_mcp_arguments.py`` checks each reading
 against the tool's input schema.
 """
 
@@ -24,17 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
+
+from agenttx.api.operations import ROWS, McpInput, Row
 from agenttx.errors import InvalidArgument
-from agenttx.numbers import (
-    AFTER_ID,
-    EFFECT_ID,
-    EFFECTS_PAGE,
-    EXPECTED_REVISION,
-    STEP_ID,
-    TO_STEP,
-    TRANSACTIONS_PAGE,
-    WholeNumber,
-)
+from agenttx.numbers import MAX_INT64, MAX_UINT32, WholeNumber
 
 
 class BadArgument(Exception):
@@ -112,49 +106,53 @@ def json_object(name: str) -> Arg:
     return Arg(name, "json", read)
 
 
-_TX = text("transaction_id", required=True)
-_RECEIPT = text("receipt_id", required=True)
-_PRINCIPAL = text("principal", required=True)
-_REASON = text("reason", required=True)
-_STEP = number(STEP_ID, required=True)
+_T = FieldDescriptor
+# A whole-number request field's own bounds (a store's integer holds no more than int64).
+_INTEGERS = {
+    _T.TYPE_UINT32: (0, MAX_UINT32),
+    _T.TYPE_UINT64: (0, MAX_INT64),
+    _T.TYPE_INT32: (-(1 << 31), (1 << 31) - 1),
+    _T.TYPE_INT64: (-MAX_INT64 - 1, MAX_INT64),
+}
+_KINDS: dict[str, Callable[[str, bool], Arg]] = {
+    "text": lambda name, required: text(name, required=required),
+    "flag": lambda name, required: flag(name),
+    "strings": lambda name, required: strings(name),
+    "json": lambda name, required: json_object(name),
+}
 
-# Each tool's arguments in the order its handler checks them (the first wrong one is named).
+
+def reading(row: Row) -> tuple[Arg, ...]:
+    """How ``row``'s tool reads its arguments, in the order its binding declares them (the
+    first wrong one is named)."""
+    assert row.mcp is not None, row.name
+    fields = row.request.DESCRIPTOR.fields_by_name
+    return tuple(_arg(i, fields.get(i.name)) for i in row.mcp.inputs)
+
+
+def _arg(i: McpInput, fd: Any) -> Arg:
+    if isinstance(i.reading, WholeNumber):
+        return number(i.reading, required=i.required)
+    if i.reading:
+        return _KINDS[i.reading](i.name, i.required)
+    if fd is None:
+        raise TypeError(f"{i.name} is no field of the request: say how it is read")
+    if fd.is_repeated and fd.type == _T.TYPE_STRING:
+        return strings(i.name)
+    if fd.type == _T.TYPE_STRING:
+        return text(i.name, required=i.required)
+    if fd.type == _T.TYPE_BOOL:
+        return flag(i.name)
+    if fd.type in _INTEGERS and not fd.is_repeated:
+        low, high = _INTEGERS[fd.type]
+        low, high = max(low, i.schema.get("minimum", low)), min(high, i.schema.get("maximum", high))
+        return number(WholeNumber(i.name, low, high), required=i.required)
+    raise TypeError(f"no MCP argument reads {fd.full_name} (of type {fd.type})")
+
+
+# Each tool's arguments, by tool name, worked out once from its row's binding.
 ARGUMENTS: dict[str, tuple[Arg, ...]] = {
-    "begin_transaction": (text("goal"), text("agent_id"), text("mode"), text("principal")),
-    "run_step": (
-        _TX,
-        _STEP,
-        text("tool", required=True),
-        json_object("arguments"),
-        flag("dry_run"),
-        text("reasoning"),
-    ),
-    "commit_transaction": (_TX, number(EXPECTED_REVISION), text("receipt_id")),
-    "rollback_transaction": (_TX, number(TO_STEP), text("reason")),
-    "get_transaction": (_TX, flag("history")),
-    "list_tools": (),
-    "list_transactions": (
-        number(TRANSACTIONS_PAGE),
-        strings("status"),
-        text("agent_id"),
-        text("page_token"),
-    ),
-    "reconcile_step": (_TX, _STEP),
-    "preview_commit": (_TX,),
-    "approve_commit": (_TX, _RECEIPT, _PRINCIPAL, strings("roles")),
-    "refuse_commit": (_TX, _RECEIPT, _REASON, _PRINCIPAL, strings("roles")),
-    "undo_step": (_TX,),
-    "redo_step": (_TX,),
-    "compensate_transaction": (_TX, flag("preview"), text("reason"), text("principal")),
-    "approve_compensation": (_TX, strings("roles"), _PRINCIPAL),
-    "refuse_compensation": (_TX, strings("roles"), _REASON, _PRINCIPAL),
-    "list_effects": (
-        strings("status"),
-        text("transaction_id"),
-        number(AFTER_ID),
-        number(EFFECTS_PAGE),
-    ),
-    "retry_effect": (number(EFFECT_ID),),
+    row.mcp.name: reading(row) for row in ROWS if row.mcp is not None
 }
 
 
@@ -165,5 +163,5 @@ class Arguments:
     values: dict[str, Any]
 
     def read(self, tool: str) -> dict[str, Any]:
-        """Every argument of ``tool``'s row, by name, read in the row's order."""
+        """Every argument of ``tool``, by name, read in its binding's order."""
         return {arg.name: arg.read(self.values.get(arg.name)) for arg in ARGUMENTS[tool]}

@@ -1,4 +1,4 @@
-"""The MCP tools for compensation: ``compensate_transaction`` (or its preview),
+"""The MCP results for compensation: ``compensate_transaction`` (or its preview),
 ``approve_compensation`` and ``refuse_compensation``, each refusal with a continuation naming
 the next call.
 
@@ -17,7 +17,6 @@ import mcp_types as types
 from agenttx.api import continuations as cont
 from agenttx.api.compensation_wire import approval_reply, plan_reply, result_reply
 from agenttx.api.fields import message_fields
-from agenttx.api.mcp.catalog import TRANSACTION_ID, _output, _tool
 from agenttx.core.eager import run_detached
 from agenttx.errors import (
     AlreadyExists,
@@ -26,113 +25,6 @@ from agenttx.errors import (
 )
 from agenttx.service import TransactionService
 from agenttx.types import RollbackResult
-
-_STR = {"type": "string"}
-_ACTIONS = {
-    "type": "array",
-    "items": {"type": "object"},
-    "description": "Newest step first: tool, contract, verdict (run, awaiting_approval, "
-    "past_window, not_supported, refused, done, failed) and why.",
-}
-
-TOOLS: tuple[types.Tool, ...] = (
-    _tool(
-        "compensate_transaction",
-        "Compensate a committed transaction",
-        "Undo a COMMITTED transaction's outside effects in a new compensating transaction: "
-        "it runs the kept undo actions newest first and ends COMPENSATED, or FAILED with the "
-        "steps it could not undo (past their compensation window, or rollback_not_supported). "
-        "preview=true starts nothing and shows what would run. An open transaction is undone "
-        "with rollback_transaction instead.",
-        {
-            "transaction_id": TRANSACTION_ID,
-            "reason": {"type": "string", "description": "Why (at most 4 KB; audited)."},
-            "principal": {"type": "string", "description": "Who asks."},
-            "preview": {"type": "boolean", "description": "Only show what would run."},
-        },
-        ["transaction_id"],
-        _output(
-            {
-                "transaction_id": _STR,
-                "compensation_for": _STR,
-                "status": _STR,
-                "actions": _ACTIONS,
-                "requires_human": {"type": "boolean"},
-            },
-        ),
-        types.ToolAnnotations(
-            title="Compensate a committed transaction",
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=True,
-        ),
-    ),
-    _tool(
-        "approve_compensation",
-        "Approve a compensation",
-        "For an approver only: approve the undo a rollback or a compensating transaction "
-        "waits for (a tool's contract asks for an approver). The approver holds the "
-        "'approver' role and is not the transaction's own principal.",
-        {
-            "transaction_id": TRANSACTION_ID,
-            "principal": {"type": "string", "description": "The approver."},
-            "roles": {"type": "array", "items": _STR, "description": "Must hold approver."},
-        },
-        ["transaction_id", "principal"],
-        _output(
-            {
-                "transaction_id": _STR,
-                "finished": {"type": "boolean"},
-                "transaction_status": _STR,
-            },
-        ),
-        types.ToolAnnotations(
-            title="Approve a compensation",
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=True,
-        ),
-    ),
-    _tool(
-        "refuse_compensation",
-        "Refuse a compensation",
-        "For an approver only: refuse the undo a rollback or a compensating transaction "
-        "waits for, once, saying why. The refused undo actions never run; every other undo "
-        "action runs, and the transaction ends needing a person, who reads the reason. The "
-        "refuser holds the 'approver' role and is not the transaction's own principal; an "
-        "approved undo cannot be refused.",
-        {
-            "transaction_id": TRANSACTION_ID,
-            "principal": {"type": "string", "description": "The refuser."},
-            "roles": {"type": "array", "items": _STR, "description": "Must hold approver."},
-            "reason": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 4096,
-                "description": "Why the undo must not run (at most 4096 bytes of UTF-8; the "
-                "person who settles the step reads it).",
-            },
-        },
-        ["transaction_id", "principal", "reason"],
-        _output(
-            {
-                "transaction_id": _STR,
-                "finished": {"type": "boolean"},
-                "transaction_status": _STR,
-                "compensation_errors": {"type": "array", "items": _STR},
-            },
-        ),
-        types.ToolAnnotations(
-            title="Refuse a compensation",
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=True,
-        ),
-    ),
-)
 
 
 def _ok(fields: dict[str, Any], text: str) -> types.CallToolResult:
@@ -256,13 +148,6 @@ async def _decide(
         return await run_detached(decision)
     except CompensationApprovalRefused as exc:
         return cont.refused(exc, tool, args)
-
-
-HANDLERS = {
-    "compensate_transaction": compensate,
-    "approve_compensation": approve,
-    "refuse_compensation": refuse,
-}
 
 
 def waiting_undo_text(transaction_id: str) -> str:

@@ -2,8 +2,8 @@
 it that is the MCP adapter's own.
 
 Every operation goes through the contract (``Served.service``): the engine in this process
-(``Engine``, or ``TracedEngine`` in front of it when traces are exported) acting for the
-session's or the request's caller, or a running ``agenttx serve`` through
+(``Engine``, or ``TracedEngine`` in front of it when traces are exported) bound to the
+session's or the request's caller (``ActingFor``), or a running ``agenttx serve`` through
 ``AsyncAgentTxClient`` (``agenttx mcp --server``). Both give the same result types and raise
 the same errors, so the tools have one code path. Beside it:
 
@@ -17,8 +17,7 @@ the same errors, so the tools have one code path. Beside it:
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from google.protobuf.message import Message
@@ -26,12 +25,37 @@ from google.protobuf.message import Message
 from agenttx.api import effects_wire
 from agenttx.api.operations import CallContext, Row
 from agenttx.api.operations.replies import ALL_STRATEGIES
+from agenttx.audit import AuditVerification
+from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.service import TransactionService
 from agenttx.tools.context import ProgressSink
-from agenttx.types import Caller, EffectPage, StepResult, TransactionInfo, TransactionPage
+from agenttx.types import (
+    BeginResult,
+    Caller,
+    CommitResult,
+    CompensationPlan,
+    CompensationResult,
+    EffectInfo,
+    EffectPage,
+    FoundTransaction,
+    ReconcileResult,
+    RollbackPolicy,
+    RollbackResult,
+    StepResult,
+    TransactionInfo,
+    TransactionPage,
+    UndoResult,
+)
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from agenttx.api.tracing import TracedEngine
     from agenttx.client import AsyncAgentTxClient
+    from agenttx.core.engine import Engine
+
+    # The engine in this process, unbound: each call takes the ``caller`` it is made for.
+    LocalEngine: TypeAlias = Engine | TracedEngine
 
 
 class LiveSteps(Protocol):
@@ -53,37 +77,6 @@ class LiveSteps(Protocol):
     ) -> StepResult: ...
 
     def cancel_step(self, transaction_id: str, step_id: int) -> bool: ...
-
-
-class LocalEngine(LiveSteps, TransactionService, Protocol):
-    """The engine in this process as the tools call it once it acts for a caller
-    (``embedded``): the contract, a live step, and the engine's own listings. ``Engine`` and
-    ``TracedEngine`` satisfy it (mypy, ``agenttx.api.conformance``), each call taking the
-    ``caller`` it is made for besides (``tests/surfaces/test_mcp_served.py``)."""
-
-    async def get_transaction(
-        self, transaction_id: str, *, recent: int | None = ...
-    ) -> TransactionInfo: ...
-
-    async def list_transactions_page(
-        self,
-        *,
-        statuses: Sequence[str] = ...,
-        agent_id: str | None = ...,
-        page_size: int = ...,
-        page_token: str = ...,
-    ) -> TransactionPage: ...
-
-    async def list_effects(
-        self,
-        *,
-        statuses: Sequence[str] = ...,
-        transaction_id: str = ...,
-        after_id: int = ...,
-        limit: int = ...,
-    ) -> EffectPage: ...
-
-    def list_tools(self) -> list[dict[str, Any]]: ...
 
 
 class Listings(Protocol):
@@ -126,9 +119,10 @@ class Served:
     engine: LocalEngine | None = None
 
     async def send(self, row: Row, request: Message) -> Message:
-        """Run ``row`` on ``request`` for ``caller`` (a row's MCP tool, ``rows.py``): the
-        engine in this process before it was bound, told the caller as gRPC and HTTP tell it;
-        over ``--server`` the client's one generic call of the row's RPC."""
+        """Run ``row`` on ``request`` for ``caller`` (a tool served from its row alone,
+        ``handlers.generic``): the engine in this process before it was bound, told the caller
+        as gRPC and HTTP tell it; over ``--server`` the client's one generic call of the row's
+        RPC."""
         if self.engine is None:
             client = cast("AsyncAgentTxClient", self.service)
             return await client.call(row.rpc, request)
@@ -145,7 +139,7 @@ class Served:
 def embedded(engine: LocalEngine, caller: Caller | None = None) -> Served:
     """The engine in this process (``agenttx mcp``, ``agenttx serve --http-addr``) acting for
     ``caller`` (None: the local operator, as embedded use)."""
-    bound = cast(LocalEngine, _ActingFor(engine, caller))
+    bound = ActingFor(engine, caller)
     return Served(bound, _EngineListings(bound), bound, caller, engine)
 
 
@@ -156,10 +150,11 @@ def remote(client: AsyncAgentTxClient) -> Served:
     return Served(client, _ClientListings(client), None)
 
 
-class _ActingFor:
+class ActingFor:
     """``engine``'s calls, each made for ``caller``: bound once, so no call of a tool can
-    forget whom it acts for. Only the names of ``LocalEngine`` (``list_tools``, the same for
-    every caller, as it is)."""
+    forget whom it acts for. A ``TransactionService`` and ``LiveSteps`` (mypy checks both in
+    ``embedded``), with the engine's own reads the listings use; nothing else of the engine
+    is reachable through it."""
 
     __slots__ = ("_caller", "_engine")
 
@@ -167,26 +162,228 @@ class _ActingFor:
         self._engine = engine
         self._caller = caller
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "list_tools":
-            return self._engine.list_tools
-        if name not in _SCOPED:
-            raise AttributeError(name)
-        return functools.partial(getattr(self._engine, name), caller=self._caller)
+    # -- the lifecycle ------------------------------------------------------------------------
 
+    async def begin(
+        self,
+        agent_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+        policy: RollbackPolicy | Mapping[str, Any] | None = None,
+        *,
+        isolation: str = "snapshot",
+        labels: Sequence[str] = (),
+        request_id: str = "",
+        principal: str = "",
+        mode: str = "transactional",
+    ) -> BeginResult:
+        return await self._engine.begin(
+            agent_id,
+            metadata,
+            policy,
+            isolation,
+            labels=labels,
+            request_id=request_id,
+            principal=principal,
+            mode=mode,
+            caller=self._caller,
+        )
 
-# Every call of ``LocalEngine`` that takes the caller it acts for.
-_SCOPED = frozenset(
-    name
-    for cls in LocalEngine.__mro__
-    if cls not in (Protocol, object)
-    for name in vars(cls)
-    if not name.startswith("_") and name != "list_tools"
-)
+    async def execute_step(
+        self,
+        transaction_id: str,
+        step_id: int,
+        tool_name: str,
+        arguments: Any = None,
+        raw_context: str = "",
+        *,
+        request_id: str = "",
+        dry_run: bool = False,
+        progress: ProgressSink | None = None,
+    ) -> StepResult:
+        return await self._engine.execute_step(
+            transaction_id,
+            step_id,
+            tool_name,
+            arguments,
+            raw_context,
+            request_id=request_id,
+            dry_run=dry_run,
+            progress=progress,
+            caller=self._caller,
+        )
+
+    def cancel_step(self, transaction_id: str, step_id: int) -> bool:
+        return self._engine.cancel_step(transaction_id, step_id, caller=self._caller)
+
+    async def commit(
+        self,
+        transaction_id: str,
+        *,
+        request_id: str = "",
+        expected_revision: int | None = None,
+        receipt_id: str = "",
+    ) -> CommitResult:
+        return await self._engine.commit(
+            transaction_id,
+            request_id=request_id,
+            expected_revision=expected_revision,
+            receipt_id=receipt_id,
+            caller=self._caller,
+        )
+
+    async def rollback(
+        self,
+        transaction_id: str,
+        to_step: int | None = None,
+        reason: str = "",
+        *,
+        request_id: str = "",
+    ) -> RollbackResult:
+        return await self._engine.rollback(
+            transaction_id, to_step, reason, request_id=request_id, caller=self._caller
+        )
+
+    async def get_transaction(
+        self, transaction_id: str, *, recent: int | None = None
+    ) -> TransactionInfo:
+        """``recent``: the newest that many attempts and no edges (the listings' bounded read)."""
+        return await self._engine.get_transaction(
+            transaction_id, recent=recent, caller=self._caller
+        )
+
+    async def find_transaction(
+        self, *, receipt_id: str = "", request_id: str = ""
+    ) -> FoundTransaction:
+        return await self._engine.find_transaction(
+            receipt_id=receipt_id, request_id=request_id, caller=self._caller
+        )
+
+    async def list_transactions_page(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        agent_id: str | None = None,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> TransactionPage:
+        return await self._engine.list_transactions_page(
+            statuses=statuses,
+            agent_id=agent_id,
+            page_size=page_size,
+            page_token=page_token,
+            caller=self._caller,
+        )
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return self._engine.list_tools()  # the same for every caller
+
+    # -- approval, undo, outcomes, compensation -----------------------------------------------
+
+    async def preview_commit(self, transaction_id: str) -> Preview:
+        return await self._engine.preview_commit(transaction_id, caller=self._caller)
+
+    async def approve_commit(
+        self, transaction_id: str, receipt_id: str, *, principal: str, roles: Sequence[str] = ()
+    ) -> Approval:
+        return await self._engine.approve_commit(
+            transaction_id, receipt_id, principal=principal, roles=roles, caller=self._caller
+        )
+
+    async def refuse_commit(
+        self,
+        transaction_id: str,
+        receipt_id: str,
+        reason: str,
+        *,
+        principal: str,
+        roles: Sequence[str] = (),
+    ) -> Refusal:
+        return await self._engine.refuse_commit(
+            transaction_id,
+            receipt_id,
+            reason,
+            principal=principal,
+            roles=roles,
+            caller=self._caller,
+        )
+
+    async def undo_step(self, transaction_id: str, *, request_id: str = "") -> UndoResult:
+        return await self._engine.undo_step(
+            transaction_id, request_id=request_id, caller=self._caller
+        )
+
+    async def redo_step(self, transaction_id: str, *, request_id: str = "") -> UndoResult:
+        return await self._engine.redo_step(
+            transaction_id, request_id=request_id, caller=self._caller
+        )
+
+    async def reconcile_step(self, transaction_id: str, step_id: int) -> ReconcileResult:
+        return await self._engine.reconcile_step(transaction_id, step_id, caller=self._caller)
+
+    async def resolve_step(
+        self,
+        transaction_id: str,
+        step_id: int,
+        outcome: str,
+        *,
+        output: Any = None,
+        reason: str = "",
+    ) -> ReconcileResult:
+        return await self._engine.resolve_step(
+            transaction_id, step_id, outcome, output=output, reason=reason, caller=self._caller
+        )
+
+    async def compensate(
+        self, transaction_id: str, reason: str = "", *, principal: str = ""
+    ) -> CompensationResult:
+        return await self._engine.compensate(
+            transaction_id, reason, principal=principal, caller=self._caller
+        )
+
+    async def compensation_plan(self, transaction_id: str) -> CompensationPlan:
+        return await self._engine.compensation_plan(transaction_id, caller=self._caller)
+
+    async def approve_compensation(
+        self, transaction_id: str, principal: str, roles: Sequence[str] = ()
+    ) -> RollbackResult:
+        return await self._engine.approve_compensation(
+            transaction_id, principal, roles, caller=self._caller
+        )
+
+    async def refuse_compensation(
+        self, transaction_id: str, reason: str, principal: str = "", roles: Sequence[str] = ()
+    ) -> RollbackResult:
+        return await self._engine.refuse_compensation(
+            transaction_id, reason, principal, roles, caller=self._caller
+        )
+
+    # -- the audit chain and the outbox -------------------------------------------------------
+
+    async def verify_audit(self, transaction_id: str) -> AuditVerification:
+        return await self._engine.verify_audit(transaction_id, caller=self._caller)
+
+    async def list_effects(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        transaction_id: str = "",
+        after_id: int = 0,
+        limit: int = effects_wire.DEFAULT_EFFECTS,
+    ) -> EffectPage:
+        return await self._engine.list_effects(
+            statuses=statuses,
+            transaction_id=transaction_id,
+            after_id=after_id,
+            limit=limit,
+            caller=self._caller,
+        )
+
+    async def retry_effect(self, effect_id: int) -> EffectInfo:
+        return await self._engine.retry_effect(effect_id, caller=self._caller)
 
 
 class _EngineListings:
-    def __init__(self, engine: LocalEngine) -> None:
+    def __init__(self, engine: ActingFor) -> None:
         self.engine = engine  # bound to its caller (``embedded``)
 
     async def tools(self) -> list[dict[str, Any]]:

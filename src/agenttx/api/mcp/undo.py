@@ -1,5 +1,5 @@
-"""The MCP face of dry runs and undo/redo: the ``undo_step`` and ``redo_step`` tools, the reply
-of ``run_step`` with ``dry_run: true`` (their refusals' continuations are in
+"""The MCP face of dry runs and undo/redo: the results of the ``undo_step`` and ``redo_step``
+tools and of ``run_step`` with ``dry_run: true`` (their refusals' continuations are in
 ``api/continuations.py``, shared by every surface).
 
 A dry run is never an error result, even when the step would fail: the call did what it was
@@ -13,79 +13,11 @@ import mcp_types as types
 
 from agenttx.api.fields import message_fields
 from agenttx.api.mcp import results
-from agenttx.api.mcp.catalog import (
-    _BOOL,
-    _INT,
-    _SNAPSHOT,
-    _STR,
-    _STRS,
-    TRANSACTION_ID,
-    _output,
-    _tool,
-)
 from agenttx.api.mcp.compensation import waiting_undo_text
 from agenttx.api.operations.replies import ALL_STRATEGIES, step_reply
 from agenttx.api.undo_wire import redo_reply, undo_reply
 from agenttx.jsontext import compact
 from agenttx.types import StepResult, TxStatus, UndoResult
-
-_MOVE_FIELDS = {
-    "transaction_id": _STR,
-    "step_id": _INT,
-    "next_step_id": _INT,
-    "transaction_status": _STR,
-    "revision": _INT,
-    "can_undo": _BOOL,
-    "can_redo": _BOOL,
-    "snapshot": _SNAPSHOT,
-}
-
-UNDO_TOOLS: tuple[types.Tool, ...] = (
-    _tool(
-        "undo_step",
-        "Undo the last step",
-        "Undo the transaction's last successful step: its changes are dropped (an outside "
-        "action is compensated, a staged email or webhook is dropped unsent) and next_step_id "
-        "goes back to that step. An irreversible step cannot be undone. A state-only step "
-        "undone this way can be put back exactly with redo_step.",
-        {"transaction_id": TRANSACTION_ID},
-        ["transaction_id"],
-        _output(
-            {
-                **_MOVE_FIELDS,
-                "compensations_run": _INT,
-                "compensation_errors": _STRS,
-                "effects_dropped": _INT,
-            },
-        ),
-        types.ToolAnnotations(
-            title="Undo the last step",
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=True,
-        ),
-    ),
-    _tool(
-        "redo_step",
-        "Redo the undone step",
-        "Put back the step undo_step just undid, exactly as it was (same writes, same output; "
-        "nothing is run again). Only right after the undo: once another step or rollback ran, "
-        "send the step again with run_step instead.",
-        {"transaction_id": TRANSACTION_ID},
-        ["transaction_id"],
-        _output(_MOVE_FIELDS),
-        types.ToolAnnotations(
-            title="Redo the undone step",
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    ),
-)
-
-UNDO_TOOL_NAMES = frozenset(t.name for t in UNDO_TOOLS)
 
 
 def dry_run_result(r: StepResult, tool: str) -> types.CallToolResult:

@@ -7,9 +7,11 @@ table    the rows: each one's ``run`` (engine call → wire reply) and its data
 replies  the wire replies built from the engine's values, shared by every surface
 bodies   the ``/v1`` JSON request models the rows' routes validate with
 filters  a listing's ``status`` query parameter, read and described from one place
+mcp_bindings  each row's MCP tool (``McpTool``), and the order ``tools/list`` shows them in
+mcp_schemas   the JSON Schema fragments those bindings share
 
 It imports no adapter: the gRPC servicer (``api/grpc/server.py``), ``/v1`` (``api/http/v1``),
-MCP (``api/mcp/rows.py``) and the CLI (``cli/rows.py``) import it.
+MCP (``api/mcp/catalog.py``, ``handlers.py``) and the CLI (``cli/rows.py``) import it.
 """
 
 from agenttx.api.operations.model import (

@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from agenttx.api.operations.filters import StatusFilter
+from agenttx.numbers import WholeNumber
 from agenttx.types import Caller, Strategy
 
 
@@ -80,13 +81,18 @@ class HttpRoute:
 
 @dataclass(frozen=True)
 class McpInput:
-    """One argument of a row's MCP tool: a field of the row's request, of the same name. It
-    is read leniently by the field's type (``api/mcp/arguments.py``: text, a number, a flag,
-    a list of strings), and declared strictly to the model by ``schema``."""
+    """One argument of a row's MCP tool, declared strictly to the model by ``schema`` and read
+    leniently (``api/mcp/arguments.py``): by the type of the row's request field of the same
+    name (text, a number within the field's and the schema's bounds, a flag, a list of
+    strings), or as ``reading`` says when it is no such field or reads otherwise."""
 
-    name: str  # the request message's field
+    name: str  # the argument's name, a field of the row's request unless ``reading`` says
     schema: Mapping[str, Any]  # its JSON Schema, with a description written for a model
-    required: bool = False
+    required: bool = False  # in the schema's ``required``; read as required too
+    # How it is read when not by its request field: "text", "flag", "strings", "json" (an
+    # object or its text), or a whole number within these bounds (a page size that reads 0
+    # as the default, which the schema's minimum would refuse).
+    reading: str | WholeNumber = ""
 
 
 @dataclass(frozen=True)
@@ -102,19 +108,32 @@ class Hints:
 
 @dataclass(frozen=True)
 class McpTool:
-    """A row as an MCP tool (``api/mcp/rows.py``): ``tools/list`` shows it, ``tools/call``
-    fills the row's request from the arguments, runs the row and answers
-    ``{"ok": true, **the reply's fields}`` with ``text``. The output schema is the reply's
-    top-level fields, typed from the reply message."""
+    """A row as an MCP tool: ``tools/list`` shows it (``api/mcp/catalog.py`` makes the tool
+    from this), ``tools/call`` reads its arguments by ``inputs``, runs the row's operation and
+    answers with the row's result shaper (``api/mcp/handlers.py``), or generically: the
+    row's request filled from the arguments, ``{"ok": true, **the reply's fields}`` and
+    ``text`` (``handlers.generic``)."""
 
     name: str
     title: str
     description: str  # for a model: what it does, when to call it, what comes next
     hints: Hints
     inputs: tuple[McpInput, ...]
-    # The result's one line for the model: ``str.format_map`` of the reply's fields (nested
-    # ones by key: ``{transaction[status]}``).
-    text: str
+    # The generic result's one line for the model: ``str.format_map`` of the reply's fields
+    # (nested ones by key: ``{transaction[status]}``); "" for a tool whose result is shaped.
+    text: str = ""
+    # The result fields the output schema declares and types (None: every field of the
+    # reply, typed from the reply message), and those it names in its description only (the
+    # schema-cost rule: ``api/mcp/catalog.py``).
+    output: Mapping[str, Mapping[str, Any]] | None = None
+    also: tuple[str, ...] = ()
+    # True iff listed only when the operator asks (``--effect-tools``): the outbox's tools,
+    # whose retry sends an email or a webhook again, an operator's decision.
+    opt_in: bool = False
+    # True iff its schemas are as first published, bare: the output declares ``ok`` and the
+    # fields only (not the refusal's, none required), the input no empty ``required`` (the
+    # outbox's tools; ``tools/list`` stays byte for byte what clients saw).
+    bare: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,7 +173,6 @@ class Row:
     retry: Retry
     errors: tuple[str, ...]  # the reasons (``agenttx.errors.ERROR_CODES``) it may refuse with
     http: tuple[HttpRoute, ...] = ()  # none: not on /v1 (yet)
-    # None: no MCP tool, or one written by hand (``api/mcp/catalog.py``, the older rows).
-    mcp: McpTool | None = None
+    mcp: McpTool | None = None  # None: no MCP tool (``mcp_bindings.py`` holds the bindings)
     # None: no CLI command, or one written by hand (``cli/``, the older rows).
     cli: CliCommand | None = None

@@ -3,10 +3,10 @@ its ``run`` (the engine call and the reply, written once) and its data — who m
 a retry does, the reasons it may refuse with, its ``/v1`` routes.
 
 The gRPC servicer's methods and the HTTP routes (with their OpenAPI document) are derived from
-``ROWS``, and so are the MCP tool and the CLI command of a row that has an ``mcp`` or ``cli``
-binding (the older rows' tools and commands are still written by hand). ``WatchTransaction``,
-a server stream, is no row: gRPC and HTTP (server-sent events) each serve it by hand, over the
-same ``api.revocable.watch_as``.
+``ROWS``, and so are the MCP tool of a row that has an ``mcp`` binding (``mcp_bindings.py``)
+and the CLI command of a row that has a ``cli`` one (the older rows' commands are still
+written by hand). ``WatchTransaction``, a server stream, is no row: gRPC and HTTP
+(server-sent events) each serve it by hand, over the same ``api.revocable.watch_as``.
 """
 
 from __future__ import annotations
@@ -24,16 +24,14 @@ from agenttx.api import (
     undo_wire,
 )
 from agenttx.api.operations import bodies as b
+from agenttx.api.operations import mcp_bindings as m
 from agenttx.api.operations import replies
 from agenttx.api.operations.model import (
     Access,
     CallContext,
     CliCommand,
     CliOption,
-    Hints,
     HttpRoute,
-    McpInput,
-    McpTool,
     Retry,
     Row,
 )
@@ -329,6 +327,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.BEGIN_TRANSACTION,
     ),
     Row(
         "execute_step",
@@ -347,6 +346,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body=b.StepBody,
             ),
         ),
+        mcp=m.RUN_STEP,
     ),
     Row(
         "commit",
@@ -371,6 +371,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.COMMIT_TRANSACTION,
     ),
     Row(
         "rollback",
@@ -390,6 +391,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.ROLLBACK_TRANSACTION,
     ),
     Row(
         "get_transaction",
@@ -401,6 +403,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         Retry.NATURAL,
         _ON_TX,
         (HttpRoute("GET", _TX, "One transaction: status, steps, graph, constraints, context"),),
+        mcp=m.GET_TRANSACTION,
     ),
     Row(
         "list_steps",
@@ -457,6 +460,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 statuses=b.TX_STATUSES,
             ),
         ),
+        mcp=m.LIST_TRANSACTIONS,
     ),
     Row(
         "list_tools",
@@ -472,6 +476,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 "GET", "/v1/tools", "The registered tools with their effect class and JSON schemas"
             ),
         ),
+        mcp=m.LIST_TOOLS,
     ),
 )
 
@@ -496,6 +501,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.PREVIEW_COMMIT,
     ),
     Row(
         "approve_commit",
@@ -515,6 +521,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.ApproveBody,
             ),
         ),
+        mcp=m.APPROVE_COMMIT,
     ),
     Row(
         "refuse_commit",
@@ -534,6 +541,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.RefuseBody,
             ),
         ),
+        mcp=m.REFUSE_COMMIT,
     ),
     Row(
         "undo_step",
@@ -553,6 +561,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.UNDO_STEP,
     ),
     Row(
         "redo_step",
@@ -572,6 +581,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.REDO_STEP,
     ),
     Row(
         "reconcile_step",
@@ -596,6 +606,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.RECONCILE_STEP,
     ),
     Row(
         "resolve_step",
@@ -633,6 +644,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.COMPENSATE_TRANSACTION,
     ),
     Row(
         "approve_compensation",
@@ -652,6 +664,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.APPROVE_COMPENSATION,
     ),
     Row(
         "refuse_compensation",
@@ -671,6 +684,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.RefuseCompensationBody,
             ),
         ),
+        mcp=m.REFUSE_COMPENSATION,
     ),
     Row(
         "list_effects",
@@ -698,6 +712,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 statuses=b.EFFECT_STATUSES,
             ),
         ),
+        mcp=m.LIST_EFFECTS,
     ),
     Row(
         "retry_effect",
@@ -717,6 +732,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        mcp=m.RETRY_EFFECT,
     ),
     Row(
         "find_transaction",
@@ -743,38 +759,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 operation_id="FindTransactionByRequest",
             ),
         ),
-        McpTool(
-            "find_transaction",
-            "Find a transaction",
-            "Find the transaction a receipt_id (from preview_commit) or a request_id (sent with "
-            "one of its calls) names, when its transaction_id is lost: its state, how it ended "
-            "(result.ending: open, committed, rolled_back, aborted, compensated) and its newest "
-            "receipts. Give exactly one of the two. get_transaction with the transaction_id "
-            "shows its steps. Changes nothing.",
-            Hints(read_only=True, destructive=False, idempotent=True, open_world=False),
-            (
-                McpInput(
-                    "receipt_id",
-                    {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 64,
-                        "description": "A receipt_id preview_commit returned.",
-                    },
-                ),
-                McpInput(
-                    "request_id",
-                    {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 256,
-                        "description": "The request_id one of its calls was sent with.",
-                    },
-                ),
-            ),
-            "Transaction {transaction[transaction_id]} is {transaction[status]} (ending: "
-            "{result[ending]}). Next: get_transaction with this transaction_id for its steps.",
-        ),
+        m.FIND_TRANSACTION,
         CliCommand(
             "tx",
             "find",
