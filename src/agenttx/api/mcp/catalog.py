@@ -168,7 +168,7 @@ def _listed(rows: tuple[Row, ...]) -> tuple[Row, ...]:
 
 
 # Every row with an MCP tool, in ``tools/list`` order; the opt-in ones are listed only when
-# offered (``AgentTxMCP.offer``: ``--effect-tools``).
+# offered (``AgentTxMCP.offer``: ``--mcp-effect-tools``).
 LISTED_ROWS = _listed(ROWS)
 DEFAULT_ROWS = tuple(r for r in LISTED_ROWS if r.mcp is not None and not r.mcp.opt_in)
 

@@ -564,7 +564,7 @@ FIND_TRANSACTION = McpTool(
     "{result[ending]}). Next: get_transaction with this transaction_id for its steps.",
 )
 
-# The operator's outbox tools (docs/effects.md), listed only with ``--effect-tools``.
+# The operator's outbox tools (docs/effects.md), listed only with ``--mcp-effect-tools``.
 EFFECT_STATUSES = ["pending", "delivering", "delivered", "dead"]
 _EFFECT = {
     "type": "object",

@@ -127,7 +127,7 @@ class McpTool:
     # schema-cost rule: ``api/mcp/catalog.py``).
     output: Mapping[str, Mapping[str, Any]] | None = None
     also: tuple[str, ...] = ()
-    # True iff listed only when the operator asks (``--effect-tools``): the outbox's tools,
+    # True iff listed only when the operator asks (``--mcp-effect-tools``): the outbox's tools,
     # whose retry sends an email or a webhook again, an operator's decision.
     opt_in: bool = False
     # True iff its schemas are as first published, bare: the output declares ``ok`` and the
