@@ -31,7 +31,7 @@ GOLDEN = Path(__file__).with_name("mcp_tools_list.json")
 
 async def listing(engine: Any) -> str:
     """What a client is shown, as the golden file spells it: the instructions, every tool
-    (the operator's outbox tools offered, ``--effect-tools``), and the names of those listed
+    (the operator's outbox tools offered, ``--mcp-effect-tools``), and the names of those listed
     only when offered; without them the list is the others, in the same order."""
     listed: dict[bool, list[dict[str, Any]]] = {}
     for offered in (False, True):
