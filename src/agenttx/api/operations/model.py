@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
+from agenttx.api.next_calls import Next
 from agenttx.api.operations.filters import StatusFilter
 from agenttx.types import Caller, Strategy
 
@@ -152,7 +153,10 @@ class Row:
     run: Run
     access: Access
     retry: Retry
-    errors: tuple[str, ...]  # the reasons (``agenttx.errors.ERROR_CODES``) it may refuse with
+    # The reasons (``agenttx.errors.ERROR_CODES``) it may refuse with, each with what the
+    # caller does next in each of its cases (``api/next_calls.py``, ``NEXT_ON``): the kind of
+    # the continuation every surface gives and the rows it names.
+    errors: Mapping[str, tuple[Next, ...]]
     http: tuple[HttpRoute, ...] = ()  # none: not on /v1 (yet)
     # None: no MCP tool, or one written by hand (``api/mcp/catalog.py``, the older rows).
     mcp: McpTool | None = None
