@@ -27,8 +27,9 @@ here by their MCP tools:
 
 The table above is data in ``api/next_calls.py`` (``NEXT_ON``: each reason's cases), which
 the operation table's rows list (``Row.errors``): here a refusal's case is told apart by the
-error's fields (and, for a few, the operation called) and its kind and named calls are taken
-from it (``_Guide.then``); only the sentence is written here. Each sentence names its next
+error's fields (and, for a few, the operation called), the calls it names are taken from it
+(``_Guide.then``), and its sentence, written here for the case's kind, names them too
+(``tests/surfaces/test_next_steps.py`` holds the two to each other). Each sentence names its next
 calls through a ``Calls``: MCP tool names by default; the HTTP adapter passes its routes, the
 CLI its commands, the gRPC adapter its RPCs, so every surface names only its own calls.
 

@@ -5,8 +5,9 @@ surface.
 ``Next`` — one of seed 003's continuation kinds and the actions it names — per case of the
 error (a ``NOT_ACTIVE`` transaction that ended is begun anew, one rolling back is looked at,
 a busy one retried). The operation table's rows list their reasons with these cases
-(``Row.errors``), and ``api/continuations.py`` builds each continuation's kind and named calls
-from them, writing only the sentence; a test holds the two to each other for every row.
+(``Row.errors``); ``api/continuations.py`` takes each continuation's named calls from them
+and writes its sentence for the case's kind, and ``tests/surfaces/test_next_steps.py`` holds
+the two to each other for every row on every surface.
 
 An action is the operation to call next, by its row name in the operation table
 (``execute_step``, ``preview_commit``). A ``Calls`` names each action for one surface; no
