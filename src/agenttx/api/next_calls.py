@@ -36,7 +36,7 @@ operation table costs a CLI error line a third of a second to import.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -212,10 +212,6 @@ class Calls:
     def call(self, action: str, instruction: str, **extra: Any) -> dict[str, Any]:
         """A CallTool continuation: call ``action`` next, as ``instruction`` says."""
         return self.follow(_call(action), instruction, **extra)
-
-    def choose(self, actions: Sequence[str], instruction: str) -> dict[str, Any]:
-        """A ChooseTool continuation: one of ``actions`` next."""
-        return self.follow(_choose(*actions), instruction)
 
     def action_of(self, name: str) -> str:
         """The action this surface calls ``name`` (an MCP tool's, a CLI command's), or ""."""
