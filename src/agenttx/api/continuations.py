@@ -25,9 +25,13 @@ here by their MCP tools:
                        no or a wrong API key, or one whose roles
                        do not allow the call; the store is full
 
-Each sentence names its next call through a ``Calls`` (``api/next_calls.py``): MCP tool names
-by default; the HTTP adapter passes its routes, the CLI its commands, the gRPC adapter its
-RPCs, so every surface names only its own calls.
+The table above is data in ``api/next_calls.py`` (``NEXT_ON``: each reason's cases), which
+the operation table's rows list (``Row.errors``): here a refusal's case is told apart by the
+error's fields (and, for a few, the operation called), the calls it names are taken from it
+(``_Guide.then``), and its sentence, written here for the case's kind, names them too
+(``tests/surfaces/test_next_steps.py`` holds the two to each other). Each sentence names its next
+calls through a ``Calls``: MCP tool names by default; the HTTP adapter passes its routes, the
+CLI its commands, the gRPC adapter its RPCs, so every surface names only its own calls.
 
 A ``Refusal`` is built here without a correlation id; the server gives it one and writes the
 matching log line (``server.py``), so the id finds that line.
@@ -37,10 +41,21 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agenttx.api.next_calls import MCP, Calls
+from agenttx.api.next_calls import (
+    CALL,
+    CHOOSE,
+    LAST_RESORT,
+    MCP,
+    RESOLVE,
+    RETRY,
+    REVISE,
+    Calls,
+    Next,
+    next_on,
+)
 from agenttx.auth.http_auth import UNAUTHENTICATED_INSTRUCTION
 from agenttx.errors import (
     AgentTxError,
@@ -75,6 +90,8 @@ from agenttx.errors import (
 from agenttx.types import StepResult, StepStatus, TransactionInfo, TxStatus
 
 _TERMINAL = frozenset(s.value for s in TxStatus if s.terminal)
+# A step whose outcome is unknown: reconcile it (its reply's continuation, not a refusal's).
+_RECONCILE = Next(CALL, ("reconcile_step",))
 
 
 @dataclass
@@ -122,304 +139,468 @@ def unknown_tool(name: str, known: Sequence[str]) -> Refusal:
         f"there is no AgentTx tool {name!r}",
         choose_tool(
             choices,
-            f"Call {MCP.step} again, same step_id, with tool set to one of: "
+            f"Call {MCP.execute_step} again, same step_id, with tool set to one of: "
             f"{', '.join(choices)} ({MCP.list_tools} shows their arguments). No step was run.",
         ),
     )
 
 
 def refusal_of(
-    exc: AgentTxError, tool: str, arguments: dict[str, Any], calls: Calls = MCP
+    exc: AgentTxError, operation: str, arguments: dict[str, Any], calls: Calls = MCP
 ) -> Refusal:
-    """The refusal of ``exc`` as every surface gives it, its next calls named by ``calls``:
-    undo, redo and the step limit, reconcile and a commit conflict first, then ``refused``.
-    ``tool`` is the MCP tool called ("" on other surfaces)."""
-    if isinstance(exc, CommitConflict):
-        return commit_conflict(exc, None, calls)
-    return (
-        _undo_refusal(exc, calls)
-        or _reconcile_refusal(exc, calls)
-        or refused(exc, tool, arguments, calls)
-    )
+    """The refusal of ``exc`` as every surface gives it, its next calls named by ``calls``.
+    ``operation`` is the row name of the operation called (``refuse_commit``; "" when not
+    known): a few cases differ by it (``next_calls.NEXT_ON``)."""
+    return _Guide(exc, operation, arguments, calls).refusal()
 
 
-def refused(exc: AgentTxError, tool: str, arguments: dict[str, Any], calls: Calls = MCP) -> Refusal:
-    """The refusal of call ``tool`` (an MCP tool name, "" elsewhere) with ``arguments`` that
-    the service refused, naming next calls with ``calls``."""
-    tx = str(arguments.get("transaction_id", "")) or str(getattr(exc, "transaction_id", ""))
-    n = calls.on(tx)
-    reason = exc.reason
-    if isinstance(exc, WrongStep):
-        return Refusal(
-            reason,
-            exc.message,
-            retry(
-                f"Send the same {n.step} again with step_id {exc.expected}: that is the next "
-                f"step of transaction {exc.transaction_id} (step {exc.got} is not)."
-            ),
-        )
-    receipt = _receipt_refusal(exc, tx, str(arguments.get("receipt_id", "")), tool, n)
-    if receipt is not None:
-        return receipt
-    if isinstance(exc, CompensationRefused):
-        return Refusal(
-            reason,
-            exc.message,
-            revise(
-                f"Step {exc.step_id} of transaction {exc.transaction_id} cannot be undone. "
-                f"Call {n.rollback} with to_step {exc.step_id + 1} or later, or "
-                "without to_step to abort (a person then settles that step)."
-            ),
-        )
-    if isinstance(exc, OutcomeUnknownPending):
-        return Refusal(reason, exc.message, _reconcile(exc.transaction_id, exc.step_id, 0, n))
-    if isinstance(exc, NotActive):
-        if exc.status in _TERMINAL:
+def refused(
+    exc: AgentTxError, operation: str, arguments: dict[str, Any], calls: Calls = MCP
+) -> Refusal:
+    """The refusal of ``operation`` with ``arguments`` that the service refused (the same as
+    ``refusal_of``)."""
+    return refusal_of(exc, operation, arguments, calls)
+
+
+@dataclass
+class _Guide:
+    """The continuation of one refusal: its kind and named calls are the case of
+    ``next_calls.NEXT_ON`` the error's fields select (on ``operation``); the sentence, which
+    quotes the fields and names the same calls, is written here."""
+
+    exc: AgentTxError
+    operation: str
+    arguments: dict[str, Any]
+    calls: Calls
+
+    def then(
+        self, n: Calls, kind: str, instruction: str, when: str = "", **extra: Any
+    ) -> dict[str, Any]:
+        """The continuation of case ``when`` of the error's reason: ``instruction``, a sentence
+        of ``kind``, and the calls the case names, by ``n``. The case's own kind is the same
+        (``tests/surfaces/test_next_steps.py``): the sentence is written for it."""
+        case = next_on(self.exc.reason, when, self.operation)
+        return n.follow(replace(case, kind=kind), instruction, **extra)
+
+    def refusal(self) -> Refusal:
+        exc = self.exc
+        if isinstance(exc, CommitConflict):
+            return commit_conflict(exc, None, self.calls)
+        for ladder in (self._undo, self._reconcile, self._receipt, self._transaction):
+            found = ladder()
+            if found is not None:
+                return found
+        return self._service()
+
+    @property
+    def tx(self) -> str:
+        given = str(self.arguments.get("transaction_id", ""))
+        return given or str(getattr(self.exc, "transaction_id", ""))
+
+    def _undo(self) -> Refusal | None:
+        """An undo, redo or step-limit refusal. The engine's hint names no call: the
+        continuation names the caller's."""
+        exc, n = self.exc, self.calls.on(str(getattr(self.exc, "transaction_id", "")))
+        if isinstance(exc, UndoRefused):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                self.then(
+                    n,
+                    CHOOSE,
+                    f"Nothing was undone: {exc.hint} ({n.execute_step} goes on, {n.rollback} "
+                    "rolls back).",
+                ),
+            )
+        if isinstance(exc, RedoRefused):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                self.then(n, CALL, f"Nothing was redone: {exc.hint}, with {n.execute_step}."),
+            )
+        if isinstance(exc, StepLimitReached):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                self.then(
+                    n,
+                    CHOOSE,
+                    f"Transaction {exc.transaction_id} holds its maximum of {exc.limit} steps. "
+                    f"Commit it ({n.commit}) and go on in a new transaction, or undo "
+                    f"({n.undo_step}) or roll back ({n.rollback}) steps first.",
+                ),
+            )
+        return None
+
+    def _reconcile(self) -> Refusal | None:
+        """A reconcile the engine refused, or a call refused while an outcome is unknown."""
+        exc, n = self.exc, self.calls.on(str(getattr(self.exc, "transaction_id", "")))
+        if isinstance(exc, ReconcileNotDue):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                self.then(
+                    n,
+                    RETRY,
+                    f"Too early: wait {exc.retry_after_ms} ms, then send the same "
+                    f"{n.reconcile_step} again (transaction_id {exc.transaction_id}, step_id "
+                    f"{exc.step_id}). Do not run the step again meanwhile.",
+                    retry_after_ms=exc.retry_after_ms,
+                ),
+                extra={"retry_after_ms": exc.retry_after_ms},
+            )
+        if isinstance(exc, ReconcileInProgress):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    f"Another reconcile of step {exc.step_id} is running. Call "
+                    f"{n.get_transaction} with transaction_id {exc.transaction_id} in a moment: "
+                    "outcome_unknown_step is 0 once it settled.",
+                ),
+            )
+        if isinstance(exc, NoReconcileHandler):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                self.then(
+                    n,
+                    RESOLVE,
+                    f"Tool {exc.tool} cannot check its own outcome. Ask the user (an operator) "
+                    f"to check the outside system and run `agenttx tx resolve "
+                    f"{exc.transaction_id} {exc.step_id} happened|not-happened`, then continue "
+                    f"as {n.get_transaction} says; or {n.rollback} to abandon the "
+                    "transaction. Do not run the step again.",
+                ),
+            )
+        if isinstance(exc, OutcomeUnknownPending):
+            return Refusal(
+                exc.reason,
+                exc.message,
+                _reconcile(
+                    exc.transaction_id,
+                    exc.step_id,
+                    0,
+                    self.calls.on(self.tx),
+                    next_on(exc.reason, "", self.operation),
+                ),
+            )
+        return None
+
+    def _receipt(self) -> Refusal | None:
+        """Preview, receipts, approvals and the safety policy."""
+        exc, n = self.exc, self.calls.on(self.tx)
+        reason = exc.reason
+        if isinstance(exc, SnapshotMismatch):
             return Refusal(
                 reason,
                 exc.message,
-                n.call(
-                    "begin",
-                    f"Transaction {exc.transaction_id} is {exc.status} and takes no more calls. "
-                    f"Start a new one with {n.begin} and run the task's steps there.",
+                self.then(
+                    n,
+                    CALL,
+                    f"Transaction {exc.transaction_id} changed since the snapshot you sent "
+                    f"(revision {exc.expected_revision}, now {exc.revision}); nothing was "
+                    f"committed. Call {n.preview_commit}, review the current change (with the "
+                    "user, if they approved the old one), then commit with its receipt_id and "
+                    "revision.",
+                ),
+                extra={"revision": exc.revision},
+            )
+        if isinstance(exc, ReceiptRefused) and exc.why == "refused":
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    f"An approver refused receipt {exc.receipt_id}; nothing was committed and "
+                    f"transaction {exc.transaction_id} is still open. The error says who "
+                    "refused it and why: tell the user, change the transaction as the refusal "
+                    f"asks ({n.execute_step}, {n.undo_step}), then call {n.preview_commit} for "
+                    f"a new receipt and have it approved — or call {n.rollback} if the change "
+                    "cannot be made acceptable. Do not send this receipt again.",
+                    "refused by an approver",
                 ),
             )
-        if exc.status == "ROLLING_BACK":
+        if isinstance(exc, ReceiptRefused):
+            receipt_id = str(self.arguments.get("receipt_id", "")) or exc.receipt_id
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    f"Receipt {receipt_id} cannot be used ({exc.why}). Call "
+                    f"{n.preview_commit} for transaction {exc.transaction_id} to get a "
+                    "current one.",
+                    "unusable",
+                ),
+            )
+        if isinstance(exc, ApprovalRequired) and not exc.receipt_id:
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    f"Transaction {exc.transaction_id} needs an approved receipt to commit. "
+                    f"Call {n.preview_commit}, show the change to the user, and ask an approver "
+                    f"(not you, not the transaction's principal) to call {n.approve_commit} "
+                    f"with its receipt_id; then {n.commit} with that receipt_id.",
+                    "no receipt",
+                ),
+            )
+        if isinstance(exc, ApprovalRequired):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RESOLVE,
+                    f"Receipt {exc.receipt_id} is not approved yet. An approver — a principal "
+                    f"other than the one who began transaction {exc.transaction_id}, holding "
+                    f"the approver role — must call {n.approve_commit} with it; then send this "
+                    f"{n.commit} again. Do not approve it yourself and do not run more steps "
+                    "meanwhile (a step voids the receipt).",
+                    "a receipt not approved yet",
+                ),
+            )
+        if isinstance(exc, ApprovalRefused):
+            return self._approval(exc, n)
+        if isinstance(exc, PolicyViolation) and exc.rule == "max_steps":
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CHOOSE,
+                    f"Transaction {self.tx} reached the policy's step cap. Commit what is "
+                    f"done ({n.commit}), or roll back ({n.rollback}), and continue in a new "
+                    "transaction.",
+                    "the step cap",
+                ),
+            )
+        if isinstance(exc, PolicyViolation):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n, REVISE, f"The safety policy refuses this call: {exc.message}", "another rule"
+                ),
+            )
+        return None
+
+    def _approval(self, exc: ApprovalRefused, n: Calls) -> Refusal:
+        if exc.why == "already_refused":
+            instruction = (
+                f"Receipt {exc.receipt_id} was refused already; a refused receipt is never "
+                "approved or used. Its transaction's agent must change the transaction and "
+                "preview it again; decide on that new receipt."
+            )
+            kind, when = RESOLVE, "refused already"
+        elif exc.why == "already_approved":
+            when = "approved already"
+            if self.operation == "refuse_commit":  # decided once: no cue to commit it
+                kind = RESOLVE
+                instruction = (
+                    f"Receipt {exc.receipt_id} was approved already and a receipt is decided "
+                    "once. To stop its commit, the transaction must change (a new step voids "
+                    "the approval) or be rolled back; tell the user."
+                )
+            else:
+                kind = CALL
+                instruction = (
+                    f"Receipt {exc.receipt_id} is approved already; commit with it: "
+                    f"{n.commit} (transaction_id {exc.transaction_id}, receipt_id "
+                    f"{exc.receipt_id})."
+                )
+        else:
+            instruction = (
+                "Only another principal holding the approver role can approve this commit. "
+                f"Ask the user to have an approver call {n.approve_commit}."
+            )
+            kind, when = RESOLVE, "not an approver"
+        return Refusal(exc.reason, exc.message, self.then(n, kind, instruction, when))
+
+    def _transaction(self) -> Refusal | None:
+        """A call on a transaction that is not there, not open, or not this caller's."""
+        exc, n = self.exc, self.calls.on(self.tx)
+        reason = exc.reason
+        if isinstance(exc, WrongStep):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RETRY,
+                    f"Send the same {n.execute_step} again with step_id {exc.expected}: that "
+                    f"is the next step of transaction {exc.transaction_id} (step {exc.got} is "
+                    "not).",
+                ),
+            )
+        if isinstance(exc, CompensationRefused):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    REVISE,
+                    f"Step {exc.step_id} of transaction {exc.transaction_id} cannot be undone. "
+                    f"Call {n.rollback} with to_step {exc.step_id + 1} or later, or "
+                    "without to_step to abort (a person then settles that step).",
+                ),
+            )
+        if isinstance(exc, NotActive) and exc.status in _TERMINAL:
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    f"Transaction {exc.transaction_id} is {exc.status} and takes no more "
+                    f"calls. Start a new one with {n.begin} and run the task's steps there.",
+                    "ended",
+                ),
+            )
+        if isinstance(exc, NotActive) and exc.status == "ROLLING_BACK":
             # A rollback may be waiting for an approver (docs/compensation.md): retrying
             # would never end, so look first.
             return Refusal(
                 reason,
                 exc.message,
-                n.call(
-                    "get",
-                    f"Transaction {exc.transaction_id} is rolling back. Call {n.get}: "
-                    "if compensation_approval_pending is true it waits for an approver (ask "
-                    "the user to have another principal with the approver role call "
-                    f"{n.approve_compensation} or {n.refuse_compensation}); otherwise send the "
-                    "same call again in a moment.",
+                self.then(
+                    n,
+                    CALL,
+                    f"Transaction {exc.transaction_id} is rolling back. Call "
+                    f"{n.get_transaction}: if compensation_approval_pending is true it waits "
+                    "for an approver (ask the user to have another principal with the approver "
+                    f"role call {n.approve_compensation} or {n.refuse_compensation}); "
+                    "otherwise send the same call again in a moment.",
+                    "rolling back",
                 ),
             )
-        return Refusal(
-            reason,
-            exc.message,
-            retry(
-                f"Transaction {exc.transaction_id} is busy ({exc.status}); send the same call "
-                "again in a moment."
-            ),
-        )
-    if isinstance(exc, NotFound):
-        return Refusal(
-            reason,
-            exc.message,
-            n.call(
-                "begin",
-                (f"There is no transaction {tx!r}." if tx else "There is no such transaction.")
-                + f" Start one with {n.begin} and use the transaction_id it returns, from "
-                "step_id 1.",
-            ),
-        )
-    if isinstance(exc, DeadlineExceeded | RevisionConflict):
-        return Refusal(reason, exc.message, retry("Send the same call again."))
-    if isinstance(exc, InvalidArgument):
-        return Refusal(
-            reason, exc.message, revise(f"Fix the call and send it again: {exc.message}")
-        )
-    if isinstance(exc, CompensationApprovalRefused):
-        refuse = tool == "refuse_compensation"
-        verb = "refuse" if refuse else "approve"
-        return Refusal(
-            reason,
-            exc.message,
-            resolve_externally(
-                f"{exc.message}. Only a different principal holding the 'approver' role can "
-                f"{verb}, and only while the undo waits; ask the user to have one call "
-                f"{n.refuse_compensation if refuse else n.approve_compensation}."
-            ),
-        )
-    if isinstance(exc, AlreadyExists):
-        return Refusal(
-            reason,
-            exc.message,
-            revise(
-                "That request_id was used for a different request. Send this request with a "
-                "new request_id, or send the original request unchanged to get its reply."
-            ),
-        )
-    if isinstance(exc, Unauthenticated):
-        return Refusal(
-            reason,
-            exc.message,
-            resolve_externally(UNAUTHENTICATED_INSTRUCTION),
-        )
-    if isinstance(exc, PermissionDenied):
-        return Refusal(
-            reason,
-            exc.message,
-            resolve_externally(
-                "Your API key's principal and roles do not allow this call. Ask the user to "
-                "have it made by the transaction's owner or an admin of its tenant; do not "
-                "retry with the same key."
-            ),
-        )
-    if isinstance(exc, StoreFull):
-        return Refusal(
-            reason,
-            exc.message,
-            resolve_externally(
-                "The AgentTx store has no room left. Tell the user: the operator must free "
-                "space; then send the same call again."
-            ),
-        )
-    if isinstance(exc, TooManySubscribers):
-        return Refusal(
-            reason,
-            exc.message,
-            retry(
-                f"Open the stream again in {-(-exc.retry_after_ms // 1000)} s"
-                + (", or close one of this key's streams first." if exc.per_key else ".")
-            ),
-        )
-    if isinstance(exc, ServerUnavailable):
-        return Refusal(
-            reason,
-            exc.message,
-            resolve_externally(
-                "The AgentTx server cannot be reached. Ask the user to start `agenttx serve` "
-                "(or fix --server), then send the same call again."
-            ),
-        )
-    return Refusal(
-        reason,
-        exc.message or reason,
-        resolve_externally(
-            "AgentTx failed to handle the call. Tell the user, quoting the correlationId, and "
-            "do not retry blindly."
-        ),
-    )
+        if isinstance(exc, NotActive):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RETRY,
+                    f"Transaction {exc.transaction_id} is busy ({exc.status}); send the same "
+                    "call again in a moment.",
+                    "busy",
+                ),
+            )
+        if isinstance(exc, NotFound):
+            tx = self.tx
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    (f"There is no transaction {tx!r}." if tx else "There is no such transaction.")
+                    + f" Start one with {n.begin} and use the transaction_id it returns, from "
+                    "step_id 1.",
+                ),
+            )
+        if isinstance(exc, CompensationApprovalRefused):
+            refusing = self.operation == "refuse_compensation"
+            verb = "refuse" if refusing else "approve"
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RESOLVE,
+                    f"{exc.message}. Only a different principal holding the 'approver' role "
+                    f"can {verb}, and only while the undo waits; ask the user to have one call "
+                    f"{n.refuse_compensation if refusing else n.approve_compensation}.",
+                ),
+            )
+        if isinstance(exc, PermissionDenied):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RESOLVE,
+                    "Your API key's principal and roles do not allow this call. Ask the user "
+                    "to have it made by the transaction's owner or an admin of its tenant; do "
+                    "not retry with the same key.",
+                ),
+            )
+        return None
 
-
-def _receipt_refusal(
-    exc: AgentTxError, tx: str, receipt_id: str, tool: str, n: Calls
-) -> Refusal | None:
-    """The continuations of preview, receipts, approvals and the safety policy."""
-    reason = exc.reason
-    if isinstance(exc, SnapshotMismatch):
-        return Refusal(
-            reason,
-            exc.message,
-            n.call(
-                "preview",
-                f"Transaction {exc.transaction_id} changed since the snapshot you sent "
-                f"(revision {exc.expected_revision}, now {exc.revision}); nothing was committed. "
-                f"Call {n.preview}, review the current change (with the user, if they "
-                "approved the old one), then commit with its receipt_id and revision.",
-            ),
-            extra={"revision": exc.revision},
-        )
-    if isinstance(exc, ReceiptRefused) and exc.why == "refused":
-        return Refusal(
-            reason,
-            exc.message,
-            n.call(
-                "preview",
-                f"An approver refused receipt {exc.receipt_id}; nothing was committed and "
-                f"transaction {exc.transaction_id} is still open. The error says who refused "
-                "it and why: tell the user, change the transaction as the refusal asks "
-                f"({n.step}, {n.undo}), then call {n.preview} for a new receipt and have it "
-                f"approved — or call {n.rollback} if the change cannot be made "
-                "acceptable. Do not send this receipt again.",
-            ),
-        )
-    if isinstance(exc, ReceiptRefused):
-        return Refusal(
-            reason,
-            exc.message,
-            n.call(
-                "preview",
-                f"Receipt {receipt_id or exc.receipt_id} cannot be used ({exc.why}). Call "
-                f"{n.preview} for transaction {exc.transaction_id} to get a current one.",
-            ),
-        )
-    if isinstance(exc, ApprovalRequired):
-        if not exc.receipt_id:
+    def _service(self) -> Refusal:
+        """A request to fix, a call to send again, or a fault of the service or its key."""
+        exc, n = self.exc, self.calls.on(self.tx)
+        reason = exc.reason
+        if isinstance(exc, DeadlineExceeded | RevisionConflict):
+            return Refusal(reason, exc.message, self.then(n, RETRY, "Send the same call again."))
+        if isinstance(exc, InvalidArgument):
             return Refusal(
                 reason,
                 exc.message,
-                n.call(
-                    "preview",
-                    f"Transaction {exc.transaction_id} needs an approved receipt to commit. Call "
-                    f"{n.preview}, show the change to the user, and ask an approver (not "
-                    f"you, not the transaction's principal) to call {n.approve} with its "
-                    f"receipt_id; then {n.commit} with that receipt_id.",
+                self.then(n, REVISE, f"Fix the call and send it again: {exc.message}"),
+            )
+        if isinstance(exc, AlreadyExists):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    REVISE,
+                    "That request_id was used for a different request. Send this request with "
+                    "a new request_id, or send the original request unchanged to get its reply.",
+                ),
+            )
+        if isinstance(exc, Unauthenticated):
+            return Refusal(reason, exc.message, self.then(n, RESOLVE, UNAUTHENTICATED_INSTRUCTION))
+        if isinstance(exc, StoreFull):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RESOLVE,
+                    "The AgentTx store has no room left. Tell the user: the operator must free "
+                    "space; then send the same call again.",
+                ),
+            )
+        if isinstance(exc, TooManySubscribers):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RETRY,
+                    f"Open the stream again in {-(-exc.retry_after_ms // 1000)} s"
+                    + (", or close one of this key's streams first." if exc.per_key else "."),
+                ),
+            )
+        if isinstance(exc, ServerUnavailable):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    RESOLVE,
+                    "The AgentTx server cannot be reached. Ask the user to start `agenttx "
+                    "serve` (or fix --server), then send the same call again.",
                 ),
             )
         return Refusal(
             reason,
-            exc.message,
-            resolve_externally(
-                f"Receipt {exc.receipt_id} is not approved yet. An approver — a principal other "
-                f"than the one who began transaction {exc.transaction_id}, holding the approver "
-                f"role — must call {n.approve} with it; then send this {n.commit} "
-                "again. Do not approve it yourself and do not run more steps meanwhile (a step "
-                "voids the receipt).",
+            exc.message or reason,
+            n.follow(
+                LAST_RESORT,
+                "AgentTx failed to handle the call. Tell the user, quoting the correlationId, "
+                "and do not retry blindly.",
             ),
         )
-    if isinstance(exc, ApprovalRefused):
-        if exc.why == "already_refused":
-            return Refusal(
-                reason,
-                exc.message,
-                resolve_externally(
-                    f"Receipt {exc.receipt_id} was refused already; a refused receipt is never "
-                    "approved or used. Its transaction's agent must change the transaction and "
-                    "preview it again; decide on that new receipt.",
-                ),
-            )
-        if exc.why == "already_approved" and tool == "refuse_commit":
-            return Refusal(
-                reason,
-                exc.message,
-                resolve_externally(
-                    f"Receipt {exc.receipt_id} was approved already and a receipt is decided "
-                    "once. To stop its commit, the transaction must change (a new step voids "
-                    "the approval) or be rolled back; tell the user.",
-                ),
-            )
-        if exc.why == "already_approved":
-            return Refusal(
-                reason,
-                exc.message,
-                n.call(
-                    "commit",
-                    f"Receipt {exc.receipt_id} is approved already; commit with it "
-                    f"(transaction_id {exc.transaction_id}, receipt_id {exc.receipt_id}).",
-                ),
-            )
-        return Refusal(
-            reason,
-            exc.message,
-            resolve_externally(
-                "Only another principal holding the approver role can approve this commit. "
-                f"Ask the user to have an approver call {n.approve}.",
-            ),
-        )
-    if isinstance(exc, PolicyViolation):
-        if exc.rule == "max_steps":
-            return Refusal(
-                reason,
-                exc.message,
-                n.choose(
-                    ["commit", "rollback"],
-                    f"Transaction {tx} reached the policy's step cap. Commit what is done, or "
-                    "roll back, and continue in a new transaction.",
-                ),
-            )
-        return Refusal(
-            reason,
-            exc.message,
-            revise(f"The safety policy refuses this call: {exc.message}"),
-        )
-    return None
 
 
 def commit_conflict(
@@ -439,11 +620,11 @@ def commit_conflict(
     return Refusal(
         exc.reason,
         exc.message,
-        calls.call(
-            "begin",
+        calls.follow(
+            replace(next_on(exc.reason), kind=CALL),
             f"Another transaction changed {keys} first, so transaction {exc.transaction_id} "
-            f"was aborted and undone. Begin a new transaction and do the task again on the "
-            f"current values.{redo}",
+            f"was aborted and undone. Begin a new transaction ({calls.begin}) and do "
+            f"the task again on the current values.{redo}",
         ),
         diagnostics=[
             {"id": "compensation_error", "severity": "Warning", "message": e}
@@ -502,93 +683,25 @@ def outcome_unknown(r: StepResult, tool: str, reply: dict[str, Any]) -> Refusal:
 
 
 def _reconcile(
-    transaction_id: str, step_id: int, after_ms: int, calls: Calls = MCP
+    transaction_id: str,
+    step_id: int,
+    after_ms: int,
+    calls: Calls = MCP,
+    case: Next = _RECONCILE,
 ) -> dict[str, Any]:
-    """The continuation of an unknown outcome: reconcile the step, never run it again."""
+    """The continuation of an unknown outcome: reconcile the step, never run it again;
+    ``case``: a refusal's (``OUTCOME_UNKNOWN_PENDING``), or a step's own reply's."""
     n = calls.on(transaction_id)
     wait = f"Wait {after_ms} ms, then call" if after_ms > 0 else "Call"
-    return n.call(
-        "reconcile",
+    instruction = (
         f"The outside call of step {step_id} in transaction {transaction_id} may or may not "
-        f"have happened; do not run it again. {wait} {n.reconcile} with transaction_id "
+        f"have happened; do not run it again. {wait} {n.reconcile_step} with transaction_id "
         f"{transaction_id} and step_id {step_id}: it asks the outside system and settles "
         f"the step. {n.rollback} (no to_step) instead abandons the transaction and "
-        "runs its undo actions.",
-        arguments={"transaction_id": transaction_id, "step_id": step_id},
-        retry_after_ms=after_ms,
+        "runs its undo actions."
     )
-
-
-def _undo_refusal(exc: AgentTxError, calls: Calls) -> Refusal | None:
-    """The continuation of an undo, redo or step-limit refusal; None for any other error. The
-    engine's hint names no call: the continuation names the caller's (``calls``)."""
-    n = calls.on(str(getattr(exc, "transaction_id", "")))
-    if isinstance(exc, UndoRefused):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            n.choose(
-                ["step", "rollback"],
-                f"Nothing was undone: {exc.hint} ({n.step} goes on, {n.rollback} rolls back).",
-            ),
-        )
-    if isinstance(exc, RedoRefused):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            n.call("step", f"Nothing was redone: {exc.hint}, with {n.step}."),
-        )
-    if isinstance(exc, StepLimitReached):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            n.choose(
-                ["commit", "undo", "rollback"],
-                f"Transaction {exc.transaction_id} holds its maximum of {exc.limit} steps. "
-                "Commit it and go on in a new transaction, or undo or roll back steps first.",
-            ),
-        )
-    return None
-
-
-def _reconcile_refusal(exc: AgentTxError, calls: Calls) -> Refusal | None:
-    """The refusal of a reconcile the engine refused, or None (the generic mapping)."""
-    n = calls.on(str(getattr(exc, "transaction_id", "")))
-    if isinstance(exc, ReconcileNotDue):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            {
-                **retry(
-                    f"Too early: wait {exc.retry_after_ms} ms, then send the same "
-                    f"{n.reconcile} again (transaction_id {exc.transaction_id}, step_id "
-                    f"{exc.step_id}). Do not run the step again meanwhile."
-                ),
-                "retry_after_ms": exc.retry_after_ms,
-            },
-            extra={"retry_after_ms": exc.retry_after_ms},
-        )
-    if isinstance(exc, ReconcileInProgress):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            n.call(
-                "get",
-                f"Another reconcile of step {exc.step_id} is running. Call {n.get} "
-                f"with transaction_id {exc.transaction_id} in a moment: outcome_unknown_step "
-                "is 0 once it settled.",
-            ),
-        )
-    if isinstance(exc, NoReconcileHandler):
-        return Refusal(
-            exc.reason,
-            exc.message,
-            resolve_externally(
-                f"Tool {exc.tool} cannot check its own outcome. Ask the user (an operator) to "
-                f"check the outside system and run `agenttx tx resolve {exc.transaction_id} "
-                f"{exc.step_id} happened|not-happened`, then continue as {n.get} "
-                f"says; or {n.rollback} to abandon the transaction. Do not run the "
-                "step again."
-            ),
-        )
-    return None
+    extra: dict[str, Any] = {
+        "arguments": {"transaction_id": transaction_id, "step_id": step_id},
+        "retry_after_ms": after_ms,
+    }
+    return n.follow(replace(case, kind=CALL), instruction, **extra)

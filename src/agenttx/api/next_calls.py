@@ -1,62 +1,175 @@
-"""What a refusal tells its caller to call next, named in the caller's own surface.
+"""What a refusal tells its caller to do next, and the call it names in the caller's own
+surface.
 
-A continuation (``api/continuations.py``) names an abstract next action — run the step
-again, commit, preview, reconcile step N — through a ``Calls``: one name per action for one
-surface. No surface writes its own sentences; each only brings its column of names:
+``NEXT_ON`` is the one statement of what a caller refused with each reason does next: a
+``Next`` — one of seed 003's continuation kinds and the actions it names — per case of the
+error (a ``NOT_ACTIVE`` transaction that ended is begun anew, one rolling back is looked at,
+a busy one retried). The operation table's rows list their reasons with these cases
+(``Row.errors``); ``api/continuations.py`` takes each continuation's named calls from them
+and writes its sentence for the case's kind, and ``tests/surfaces/test_next_steps.py`` holds
+the two to each other for every row on every surface.
 
-    action      MCP tool              CLI command               gRPC RPC
-    begin       begin_transaction     agenttx tx begin          BeginTransaction
-    step        run_step              agenttx tx step TX        ExecuteStep
-    commit      commit_transaction    agenttx tx commit TX      CommitTransaction
-    rollback    rollback_transaction  agenttx tx rollback TX    RollbackTransaction
-    get         get_transaction       agenttx tx show TX        GetTransaction
-    …           (the table below, ``_ACTIONS``)
+An action is the operation to call next, by its row name in the operation table
+(``execute_step``, ``preview_commit``). A ``Calls`` names each action for one surface; no
+surface writes its own sentences, each only brings its column of names:
 
-The HTTP column is derived from the HTTP operations table (each operation names its RPC:
-``POST /v1/transactions/{transaction_id}/steps`` is ``ExecuteStep``), built by
-``api/http/v1/errors.py``; so a route is declared once. ``on(transaction_id)`` fills the
-transaction's id into the names that carry it (an HTTP path, a CLI argument).
+    action          MCP tool              CLI command               gRPC RPC
+    begin           begin_transaction     agenttx tx begin          BeginTransaction
+    execute_step    run_step              agenttx tx step TX        ExecuteStep
+    commit          commit_transaction    agenttx tx commit TX      CommitTransaction
+    rollback        rollback_transaction  agenttx tx rollback TX    RollbackTransaction
+    get_transaction get_transaction       agenttx tx show TX        GetTransaction
+    …               (the table below, ``_ACTIONS``)
 
-This module imports nothing internal: the CLI renders its continuations with it too.
+Derived columns: the gRPC column is each row's ``rpc`` and the HTTP column each row's first
+route (``POST /v1/transactions/{transaction_id}/steps``), built by the adapters that import
+the table (``grpc_calls`` in ``api/grpc/server.py``, ``http_calls`` in ``api/http/v1/errors.py``),
+so an RPC and a route are declared once. Listed columns: the MCP tools and CLI commands are
+written in ``_ACTIONS`` while most of them are still made by hand (``api/mcp/catalog.py``,
+``cli/``); ``tests/surfaces/test_next_steps.py`` checks each against the real ``tools/list``
+and command tree. ``on(transaction_id)`` fills the transaction's id into the names that carry
+it (an HTTP path, a CLI argument).
+
+This module imports nothing internal: the CLI renders its continuations with it, and the
+operation table costs a CLI error line a third of a second to import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
-# action → (gRPC RPC, MCP tool or "" when MCP has none, CLI command). ``{tx}`` stands for the
-# transaction's id in a CLI command.
-_ACTIONS: dict[str, tuple[str, str, str]] = {
-    "begin": ("BeginTransaction", "begin_transaction", "agenttx tx begin"),
-    "step": ("ExecuteStep", "run_step", "agenttx tx step {tx}"),
-    "commit": ("CommitTransaction", "commit_transaction", "agenttx tx commit {tx}"),
-    "rollback": ("RollbackTransaction", "rollback_transaction", "agenttx tx rollback {tx}"),
-    "get": ("GetTransaction", "get_transaction", "agenttx tx show {tx}"),
-    "list_tools": ("ListTools", "list_tools", "agenttx tools list"),
-    "preview": ("PreviewCommit", "preview_commit", "agenttx tx preview {tx}"),
-    "approve": ("ApproveCommit", "approve_commit", "agenttx tx approve {tx}"),
-    "refuse": ("RefuseCommit", "refuse_commit", "agenttx tx refuse {tx}"),
-    "undo": ("UndoStep", "undo_step", "agenttx tx undo {tx}"),
-    "redo": ("RedoStep", "redo_step", "agenttx tx redo {tx}"),
-    "reconcile": ("ReconcileStep", "reconcile_step", "agenttx tx reconcile {tx}"),
+# action (a row name) → (MCP tool or "" when MCP has none, CLI command). ``{tx}`` stands for
+# the transaction's id in a CLI command.
+_ACTIONS: dict[str, tuple[str, str]] = {
+    "begin": ("begin_transaction", "agenttx tx begin"),
+    "execute_step": ("run_step", "agenttx tx step {tx}"),
+    "commit": ("commit_transaction", "agenttx tx commit {tx}"),
+    "rollback": ("rollback_transaction", "agenttx tx rollback {tx}"),
+    "get_transaction": ("get_transaction", "agenttx tx show {tx}"),
+    "list_tools": ("list_tools", "agenttx tools"),
+    "preview_commit": ("preview_commit", "agenttx tx preview {tx}"),
+    "approve_commit": ("approve_commit", "agenttx tx approve {tx}"),
+    "refuse_commit": ("refuse_commit", "agenttx tx refuse {tx}"),
+    "undo_step": ("undo_step", "agenttx tx undo {tx}"),
+    "redo_step": ("redo_step", "agenttx tx redo {tx}"),
+    "reconcile_step": ("reconcile_step", "agenttx tx reconcile {tx}"),
     # An operator's word on an outcome: never an agent's, so no MCP tool (docs/reconcile.md).
-    "resolve": ("ResolveStep", "", "agenttx tx resolve {tx}"),
-    "approve_compensation": (
-        "ApproveCompensation",
-        "approve_compensation",
-        "agenttx tx approve-compensation {tx}",
-    ),
-    "refuse_compensation": (
-        "RefuseCompensation",
-        "refuse_compensation",
-        "agenttx tx refuse-compensation {tx}",
-    ),
+    "resolve_step": ("", "agenttx tx resolve {tx}"),
+    "approve_compensation": ("approve_compensation", "agenttx tx approve-compensation {tx}"),
+    "refuse_compensation": ("refuse_compensation", "agenttx tx refuse-compensation {tx}"),
 }
 
-# The RPC of each action, for the surfaces whose names derive from RPCs (HTTP).
-RPC_OF_ACTION: Mapping[str, str] = {a: row[0] for a, row in _ACTIONS.items()}
+ACTIONS: frozenset[str] = frozenset(_ACTIONS)
+
+# The continuation kinds (seed 003): what the caller does next.
+CALL = "CallTool"  # call one action
+CHOOSE = "ChooseTool"  # call one of several actions
+RETRY = "RetryRequest"  # send the same call again, corrected or later
+REVISE = "ReviseRequest"  # fix the request
+RESOLVE = "ResolveExternally"  # someone outside must act (an approver, the operator, the user)
+KINDS = (CALL, CHOOSE, RETRY, REVISE, RESOLVE)
+
+
+@dataclass(frozen=True)
+class Next:
+    """What a caller refused in one case of a reason does next."""
+
+    kind: str  # one of ``KINDS``
+    # The actions the continuation names (its ``tool``, or its ``tools`` to choose from): one
+    # for CALL, several for CHOOSE, none for the other kinds.
+    actions: tuple[str, ...] = ()
+    when: str = ""  # the case of the error's fields it is for; "" for a reason with one case
+    on: str = ""  # the one operation it holds for, replacing the case of the same ``when``
+
+
+def _call(action: str, when: str = "", on: str = "") -> Next:
+    return Next(CALL, (action,), when, on)
+
+
+def _choose(*actions: str, when: str = "") -> Next:
+    return Next(CHOOSE, actions, when)
+
+
+def _kind(kind: str, when: str = "", on: str = "") -> Next:
+    return Next(kind, (), when, on)
+
+
+# reason (``agenttx.errors.ERROR_CODES``) → its cases, as ``continuations.refusal_of`` tells
+# them apart. A reason missing here gets the last resort: RESOLVE, "AgentTx failed".
+NEXT_ON: Mapping[str, tuple[Next, ...]] = MappingProxyType(
+    {
+        "INVALID_ARGUMENT": (_kind(REVISE),),
+        "NOT_FOUND": (_call("begin"),),
+        "PERMISSION_DENIED": (_kind(RESOLVE),),
+        "UNAUTHENTICATED": (_kind(RESOLVE),),
+        # A rollback may wait for an approver: look, do not retry forever.
+        "NOT_ACTIVE": (
+            _call("begin", "ended"),
+            _call("get_transaction", "rolling back"),
+            _kind(RETRY, "busy"),
+        ),
+        "OUTCOME_UNKNOWN_PENDING": (_call("reconcile_step"),),  # never the step again
+        "ALREADY_EXISTS": (_kind(REVISE),),  # a new request_id, or the original request
+        "STORE_FULL": (_kind(RESOLVE),),  # the operator frees space
+        "POLICY_VIOLATION": (
+            _choose("commit", "rollback", when="the step cap"),
+            _kind(REVISE, "another rule"),
+        ),
+        "WRONG_STEP": (_kind(RETRY),),  # with the expected step id
+        "STEP_LIMIT_REACHED": (_choose("commit", "undo_step", "rollback"),),
+        "COMMIT_CONFLICT": (_call("begin"),),  # and redo the steps on the current values
+        "REVISION_CONFLICT": (_kind(RETRY),),
+        "DEADLINE_EXCEEDED": (_kind(RETRY),),
+        "SNAPSHOT_MISMATCH": (_call("preview_commit"),),  # review the current change
+        "APPROVAL_REQUIRED": (
+            _call("preview_commit", "no receipt"),
+            _kind(RESOLVE, "a receipt not approved yet"),  # an approver approves it
+        ),
+        "APPROVAL_REFUSED": (
+            _kind(RESOLVE, "refused already"),
+            _call("commit", "approved already"),
+            _kind(RESOLVE, "approved already", on="refuse_commit"),  # decided once
+            _kind(RESOLVE, "not an approver"),
+        ),
+        "RECEIPT_REFUSED": (
+            _call("preview_commit", "refused by an approver"),
+            _call("preview_commit", "unusable"),  # unknown, foreign, expired, used, stale
+        ),
+        "UNDO_REFUSED": (_choose("execute_step", "rollback"),),
+        "REDO_REFUSED": (_call("execute_step"),),
+        "RECONCILE_NOT_DUE": (_kind(RETRY),),  # after retry_after_ms
+        "RECONCILE_IN_PROGRESS": (_call("get_transaction"),),
+        "NO_RECONCILE_HANDLER": (_kind(RESOLVE),),  # an operator resolves the step
+        "COMPENSATION_REFUSED": (_kind(REVISE),),  # roll back to a later step, or abort
+        "COMPENSATION_APPROVAL_REFUSED": (_kind(RESOLVE),),  # another principal decides
+        "TOO_MANY_SUBSCRIBERS": (_kind(RETRY),),
+        "UNAVAILABLE": (_kind(RESOLVE),),  # start the server
+    }
+)
+LAST_RESORT = _kind(RESOLVE)  # a refusal with no case above (FAILED_PRECONDITION …)
+
+
+def cases(reason: str, operation: str = "") -> tuple[Next, ...]:
+    """The cases of ``reason`` when ``operation`` (a row name) refuses it, ``on`` resolved:
+    one case per ``when``."""
+    found = NEXT_ON.get(reason, (LAST_RESORT,))
+    own = {c.when for c in found if c.on == operation and c.on}
+    return tuple(
+        replace(c, on="")
+        for c in found
+        if (c.on == operation and c.on) or (not c.on and c.when not in own)
+    )
+
+
+def next_on(reason: str, when: str = "", operation: str = "") -> Next:
+    """The one case ``when`` of ``reason`` on ``operation``."""
+    for c in cases(reason, operation):
+        if c.when == when:
+            return c
+    raise KeyError((reason, when))
 
 
 @dataclass(frozen=True)
@@ -76,7 +189,7 @@ class Calls:
         return replace(self, transaction_id=transaction_id) if transaction_id else self
 
     def __getattr__(self, action: str) -> str:
-        # ``calls.step`` reads as the sentence needs it: "send the same {calls.step} again".
+        # ``calls.execute_step`` reads as the sentence needs it: "send the same {…} again".
         if action.startswith("_") or action not in _ACTIONS:
             raise AttributeError(action)
         name = self.names.get(action, "")
@@ -86,30 +199,39 @@ class Calls:
             name = CLI.names[action]
         return name.replace("{tx}", self.transaction_id or self.unknown)
 
+    def follow(self, then: Next, instruction: str, **extra: Any) -> dict[str, Any]:
+        """The continuation ``then``: its kind, the call (``key``) or calls (``key`` + s) it
+        names, ``extra`` fields, and ``instruction``."""
+        named: dict[str, Any] = {}
+        if then.kind == CALL and then.actions:
+            named = {self.key: getattr(self, then.actions[0])}
+        elif then.kind == CHOOSE:
+            named = {self.key + "s": [getattr(self, a) for a in then.actions]}
+        return {"kind": then.kind, **named, **extra, "instruction": instruction}
+
     def call(self, action: str, instruction: str, **extra: Any) -> dict[str, Any]:
         """A CallTool continuation: call ``action`` next, as ``instruction`` says."""
-        name = getattr(self, action)
-        return {"kind": "CallTool", self.key: name, **extra, "instruction": instruction}
+        return self.follow(_call(action), instruction, **extra)
 
-    def choose(self, actions: Sequence[str], instruction: str) -> dict[str, Any]:
-        """A ChooseTool continuation: one of ``actions`` next."""
-        return {
-            "kind": "ChooseTool",
-            self.key + "s": [getattr(self, a) for a in actions],
-            "instruction": instruction,
-        }
+    def action_of(self, name: str) -> str:
+        """The action this surface calls ``name`` (an MCP tool's, a CLI command's), or ""."""
+        for action, own in self.names.items():
+            if own and (own == name or own.split(" {tx}")[0] == name):
+                return action
+        return ""
 
 
-MCP = Calls("mcp", "tool", {a: row[1] for a, row in _ACTIONS.items()})
-CLI = Calls("cli", "command", {a: row[2] for a, row in _ACTIONS.items()})
-GRPC = Calls("grpc", "rpc", dict(RPC_OF_ACTION))
+MCP = Calls("mcp", "tool", {a: names[0] for a, names in _ACTIONS.items()})
+CLI = Calls("cli", "command", {a: names[1] for a, names in _ACTIONS.items()})
 
 
-def http_calls(routes: Mapping[str, str]) -> Calls:
-    """The HTTP column from ``routes``, each RPC's ``METHOD /path`` (the operations table);
-    an action with no route keeps its RPC name."""
-    names = {
-        a: routes.get(rpc, rpc).replace("{transaction_id}", "{tx}")
-        for a, rpc in RPC_OF_ACTION.items()
-    }
+def grpc_calls(rpcs: Mapping[str, str]) -> Calls:
+    """The gRPC column: ``rpcs``, each row's RPC by its name (the operation table)."""
+    return Calls("grpc", "rpc", {a: rpcs[a] for a in _ACTIONS})
+
+
+def http_calls(routes: Mapping[str, str], rpcs: Mapping[str, str]) -> Calls:
+    """The HTTP column from ``routes``, each row's first ``METHOD /path`` by its name (the
+    operation table); an action with no route keeps its RPC name (``rpcs``)."""
+    names = {a: routes.get(a, rpcs[a]).replace("{transaction_id}", "{tx}") for a in _ACTIONS}
     return Calls("http", "operation", names, unknown="{transaction_id}")

@@ -117,14 +117,17 @@ def internal_error(exc: BaseException, log: logging.Logger, where: str) -> Publi
 
 
 def guidance(
-    e: PublicError, tool: str = "", arguments: Mapping[str, Any] | None = None, calls: Calls = MCP
+    e: PublicError,
+    operation: str = "",
+    arguments: Mapping[str, Any] | None = None,
+    calls: Calls = MCP,
 ) -> Refusal:
-    """What went wrong and what to do next (``continuations``), for ``e`` of call ``tool``
-    (an MCP tool, "" elsewhere) with ``arguments``, its next calls named by ``calls``: an
-    internal error's names none."""
+    """What went wrong and what to do next (``continuations``), for ``e`` of ``operation``
+    (the row called, by name; "" when not known) with ``arguments``, its next calls named by
+    ``calls``: an internal error's names none."""
     if e.refusal is None:
         return Refusal(e.reason, e.message, resolve_externally(INTERNAL_INSTRUCTION))
-    return refusal_of(e.refusal, tool, dict(arguments or {}), calls)
+    return refusal_of(e.refusal, operation, dict(arguments or {}), calls)
 
 
 def from_wire(status: str, message: str, reason: str, fields: Mapping[str, Any]) -> PublicError:

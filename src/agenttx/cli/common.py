@@ -149,8 +149,21 @@ def next_command(status: str, message: str, metadata: Any) -> str:
     reason, fields = from_metadata(metadata)
     if not reason:
         return ""
-    cont = guidance(from_wire(status, message, reason, fields), "", fields, CLI).continuation
+    operation = CLI.action_of(_command_path())
+    then = guidance(from_wire(status, message, reason, fields), operation, fields, CLI)
+    cont = then.continuation
     return "" if cont.get("kind") in _REPEATING else str(cont.get("instruction", ""))
+
+
+def _command_path() -> str:
+    """The running command as ``next_calls`` writes it (``agenttx tx refuse``), whatever the
+    program was called; "" outside a command."""
+    ctx = click.get_current_context(silent=True)
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["agenttx", *names]) if names else ""
 
 
 def fail(message: str) -> NoReturn:

@@ -26,7 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from agenttx.api.grpc.requests import add_service
 from agenttx.api.history import MAX_MESSAGE_BYTES  # the reference's cap, both directions
-from agenttx.api.next_calls import GRPC
+from agenttx.api.next_calls import grpc_calls
 from agenttx.api.operations import ROWS, CallContext, Row
 from agenttx.api.public_errors import guidance, public_error, public_row
 from agenttx.api.revocable import watch_as
@@ -54,6 +54,9 @@ SERVICE_NAME = "agenttx.v1.AgentTxService"
 
 T = TypeVar("T")
 
+# The next calls of a continuation, by RPC: each row's.
+GRPC = grpc_calls({row.name: row.rpc for row in ROWS})
+
 
 def status_code(exc: AgentTxError) -> grpc.StatusCode:
     """The status a call refused with ``exc`` fails with (the public error policy's row of the
@@ -61,15 +64,15 @@ def status_code(exc: AgentTxError) -> grpc.StatusCode:
     return grpc.StatusCode[public_row(exc).grpc_status]
 
 
-async def _refuse(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+async def _refuse(context: grpc.aio.ServicerContext, exc: Exception, operation: str = "") -> None:
     """Fail the call with ``exc`` in its public form (``api/public_errors.py``): its status and
     message, as a reference client expects, and its reason, fields and continuation as
     trailing metadata, which such a client ignores. An internal error (a step failure that
     escaped, any exception no call is refused with) says only INTERNAL and a correlation id;
-    its text and traceback are logged once."""
+    its text and traceback are logged once. ``operation``: the row called ("" a stream)."""
     e = public_error(exc, log, "gRPC")
     # What to call next, named by RPC: the continuation MCP and HTTP give, for gRPC callers.
-    cont = guidance(e, calls=GRPC).continuation
+    cont = guidance(e, operation, calls=GRPC).continuation
     await context.abort(
         grpc.StatusCode[e.grpc_status],
         e.message,
@@ -78,9 +81,12 @@ async def _refuse(context: grpc.aio.ServicerContext, exc: Exception) -> None:
 
 
 async def _guard(
-    context: grpc.aio.ServicerContext, call: Callable[[], Coroutine[Any, Any, T]]
+    context: grpc.aio.ServicerContext,
+    call: Callable[[], Coroutine[Any, Any, T]],
+    operation: str = "",
 ) -> T:
-    """Run ``call``; fail it with any error it raises in its public form (``_refuse``)."""
+    """Run ``call`` of row ``operation``; fail it with any error it raises in its public form
+    (``_refuse``)."""
     # A client that gives up (deadline, disconnect) must not cancel a step half-way: it
     # finishes, and its reply is stored for a retry with the same request_id.
     try:
@@ -90,7 +96,7 @@ async def _guard(
     except grpc.aio.AbortError:
         raise
     except Exception as exc:
-        await _refuse(context, exc)
+        await _refuse(context, exc, operation)
     raise AssertionError("unreachable: context.abort raises")
 
 
@@ -172,7 +178,9 @@ def _unary(row: Row) -> Callable[..., Coroutine[Any, Any, Any]]:
     inside the guard, so a missing or bad key is refused like any other error."""
 
     async def method(self: AgentTxServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await _guard(context, lambda: row.run(self.engine, request, self._context(context)))
+        return await _guard(
+            context, lambda: row.run(self.engine, request, self._context(context)), row.name
+        )
 
     method.__name__ = method.__qualname__ = row.rpc
     return method

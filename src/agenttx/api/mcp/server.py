@@ -42,6 +42,7 @@ from agenttx.api.mcp.arguments import Arguments, BadArgument
 from agenttx.api.mcp.catalog import DEFAULT_ROWS, INSTRUCTIONS, LISTED_ROWS, tool
 from agenttx.api.mcp.handlers import Call, ToolNames
 from agenttx.api.mcp.served import Served
+from agenttx.api.next_calls import MCP
 from agenttx.api.operations import Row
 from agenttx.api.public_errors import guidance, public_error
 from agenttx.api.tracing import incoming
@@ -140,7 +141,9 @@ class AgentTxMCP:
             outcome = cont.bad_request(redact(str(exc)))  # it may quote the caller's value
         except Exception as exc:  # its public form: a refusal, or an internal error
             e = public_error(exc, log, f"mcp {params.name}")
-            outcome = guidance(e, params.name, call.args.values)
+            # The row a tool is: its action's (run_step is execute_step), or its own name.
+            operation = MCP.action_of(params.name) or params.name
+            outcome = guidance(e, operation, call.args.values)
             if e.internal:  # logged once already, on the line its correlation id finds
                 return _refusal_result(outcome, e.correlation_id)
         if isinstance(outcome, cont.Refusal):

@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
+from agenttx.api.next_calls import Next
 from agenttx.api.operations.filters import StatusFilter
 from agenttx.numbers import WholeNumber
 from agenttx.types import Caller, Strategy
@@ -171,7 +172,10 @@ class Row:
     run: Run
     access: Access
     retry: Retry
-    errors: tuple[str, ...]  # the reasons (``agenttx.errors.ERROR_CODES``) it may refuse with
+    # The reasons (``agenttx.errors.ERROR_CODES``) it may refuse with, each with what the
+    # caller does next in each of its cases (``api/next_calls.py``, ``NEXT_ON``): the kind of
+    # the continuation every surface gives and the rows it names.
+    errors: Mapping[str, tuple[Next, ...]]
     http: tuple[HttpRoute, ...] = ()  # none: not on /v1 (yet)
     mcp: McpTool | None = None  # None: no MCP tool (``mcp_bindings.py`` holds the bindings)
     # None: no CLI command, or one written by hand (``cli/``, the older rows).

@@ -11,6 +11,8 @@ written by hand). ``WatchTransaction``, a server stream, is no row: gRPC and HTT
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from agenttx.api import (
@@ -23,6 +25,7 @@ from agenttx.api import (
     reconcile_wire,
     undo_wire,
 )
+from agenttx.api.next_calls import Next, cases
 from agenttx.api.operations import bodies as b
 from agenttx.api.operations import mcp_bindings as m
 from agenttx.api.operations import replies
@@ -43,6 +46,12 @@ from agenttx.wire import agenttx_pb2 as pb
 _ON_TX = ("INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED", "UNAUTHENTICATED")
 _OPEN = ("NOT_ACTIVE", "OUTCOME_UNKNOWN_PENDING")  # the transaction must be open and settled
 _WRITES = ("ALREADY_EXISTS", "STORE_FULL")  # a request_id reused for another payload; no room
+
+
+def _refusals(*reasons: str, on: str = "") -> Mapping[str, tuple[Next, ...]]:
+    """Each of ``reasons`` with what the caller does next in each of its cases
+    (``next_calls.NEXT_ON``), as operation ``on`` refuses it ("": as every operation does)."""
+    return MappingProxyType({reason: cases(reason, on) for reason in reasons})
 
 
 def begin_policy(request: pb.BeginTransactionRequest) -> dict[str, Any] | None:
@@ -317,7 +326,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _begin,
         Access.KEY,
         Retry.REQUEST_ID,
-        ("INVALID_ARGUMENT", "UNAUTHENTICATED", "POLICY_VIOLATION", *_WRITES),
+        _refusals("INVALID_ARGUMENT", "UNAUTHENTICATED", "POLICY_VIOLATION", *_WRITES),
         (
             HttpRoute(
                 "POST",
@@ -337,7 +346,9 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _step,
         Access.ACT,
         Retry.REQUEST_ID,
-        (*_ON_TX, *_OPEN, "WRONG_STEP", "STEP_LIMIT_REACHED", "POLICY_VIOLATION", *_WRITES),
+        _refusals(
+            *_ON_TX, *_OPEN, "WRONG_STEP", "STEP_LIMIT_REACHED", "POLICY_VIOLATION", *_WRITES
+        ),
         (
             HttpRoute(
                 "POST",
@@ -356,7 +367,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _commit,
         Access.ACT,
         Retry.REQUEST_ID,
-        (
+        _refusals(
             *_ON_TX,
             *_OPEN,
             *("COMMIT_CONFLICT", "REVISION_CONFLICT", "SNAPSHOT_MISMATCH", "POLICY_VIOLATION"),
@@ -381,7 +392,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _rollback,
         Access.ACT,
         Retry.REQUEST_ID,
-        (*_ON_TX, *_OPEN, *_WRITES),
+        _refusals(*_ON_TX, *_OPEN, *_WRITES),
         (
             HttpRoute(
                 "POST",
@@ -401,7 +412,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _get,
         Access.READ,
         Retry.NATURAL,
-        _ON_TX,
+        _refusals(*_ON_TX),
         (HttpRoute("GET", _TX, "One transaction: status, steps, graph, constraints, context"),),
         mcp=m.GET_TRANSACTION,
     ),
@@ -413,7 +424,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _steps,
         Access.READ,
         Retry.NATURAL,
-        _ON_TX,
+        _refusals(*_ON_TX),
     ),
     Row(
         "verify_audit",
@@ -423,7 +434,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _verify,
         Access.READ,  # ``all``: every tenant's chains, the operator's only
         Retry.NATURAL,
-        _ON_TX,
+        _refusals(*_ON_TX),
         (
             HttpRoute(
                 "GET",
@@ -440,7 +451,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _audit_records,
         Access.READ,
         Retry.NATURAL,
-        _ON_TX,
+        _refusals(*_ON_TX),
     ),
     Row(
         "list_transactions",
@@ -450,7 +461,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _list,
         Access.LISTING,
         Retry.NATURAL,
-        ("INVALID_ARGUMENT", "UNAUTHENTICATED"),
+        _refusals("INVALID_ARGUMENT", "UNAUTHENTICATED"),
         (
             HttpRoute(
                 "GET",
@@ -470,7 +481,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _tools,
         Access.KEY,
         Retry.NATURAL,
-        ("UNAUTHENTICATED",),
+        _refusals("UNAUTHENTICATED"),
         (
             HttpRoute(
                 "GET", "/v1/tools", "The registered tools with their effect class and JSON schemas"
@@ -491,7 +502,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _preview,
         Access.READ,
         Retry.NATURAL,  # a new receipt each time, for the same change
-        (*_ON_TX, *_OPEN, "FAILED_PRECONDITION"),
+        _refusals(*_ON_TX, *_OPEN, "FAILED_PRECONDITION"),
         (
             HttpRoute(
                 "POST",
@@ -511,7 +522,9 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _approve,
         Access.APPROVE,
         Retry.NOT,  # one decision per receipt
-        (*_ON_TX, "NOT_ACTIVE", "RECEIPT_REFUSED", "APPROVAL_REFUSED", "SNAPSHOT_MISMATCH"),
+        _refusals(
+            *_ON_TX, "NOT_ACTIVE", "RECEIPT_REFUSED", "APPROVAL_REFUSED", "SNAPSHOT_MISMATCH"
+        ),
         (
             HttpRoute(
                 "POST",
@@ -531,7 +544,11 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _refuse,
         Access.APPROVE,
         Retry.NOT,
-        (*_ON_TX, "NOT_ACTIVE", "RECEIPT_REFUSED", "APPROVAL_REFUSED", "SNAPSHOT_MISMATCH"),
+        _refusals(
+            *_ON_TX,
+            *("NOT_ACTIVE", "RECEIPT_REFUSED", "APPROVAL_REFUSED", "SNAPSHOT_MISMATCH"),
+            on="refuse_commit",  # refusing an approved receipt: decided once
+        ),
         (
             HttpRoute(
                 "POST",
@@ -551,7 +568,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _undo,
         Access.ACT,
         Retry.REQUEST_ID,
-        (*_ON_TX, *_OPEN, "UNDO_REFUSED", *_WRITES),
+        _refusals(*_ON_TX, *_OPEN, "UNDO_REFUSED", *_WRITES),
         (
             HttpRoute(
                 "POST",
@@ -571,7 +588,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _redo,
         Access.ACT,
         Retry.REQUEST_ID,
-        (*_ON_TX, *_OPEN, "REDO_REFUSED", "STEP_LIMIT_REACHED", *_WRITES),
+        _refusals(*_ON_TX, *_OPEN, "REDO_REFUSED", "STEP_LIMIT_REACHED", *_WRITES),
         (
             HttpRoute(
                 "POST",
@@ -591,7 +608,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _reconcile,
         Access.ACT,
         Retry.NOT,  # a settled step is refused; an unsettled one is asked again
-        (
+        _refusals(
             *_ON_TX,
             *("NOT_ACTIVE", "FAILED_PRECONDITION", "RECONCILE_NOT_DUE"),
             *("RECONCILE_IN_PROGRESS", "NO_RECONCILE_HANDLER"),
@@ -616,7 +633,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _resolve,
         Access.ACT,
         Retry.NOT,
-        (*_ON_TX, "NOT_ACTIVE", "FAILED_PRECONDITION", "RECONCILE_IN_PROGRESS"),
+        _refusals(*_ON_TX, "NOT_ACTIVE", "FAILED_PRECONDITION", "RECONCILE_IN_PROGRESS"),
         (
             HttpRoute(
                 "POST",
@@ -634,7 +651,9 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _compensate,
         Access.ACT,  # ``preview``: READ
         Retry.NOT,  # a second compensation of one transaction is refused
-        (*_ON_TX, "NOT_ACTIVE", "FAILED_PRECONDITION", "COMPENSATION_REFUSED", "ALREADY_EXISTS"),
+        _refusals(
+            *_ON_TX, "NOT_ACTIVE", "FAILED_PRECONDITION", "COMPENSATION_REFUSED", "ALREADY_EXISTS"
+        ),
         (
             HttpRoute(
                 "POST",
@@ -654,7 +673,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _approve_compensation,
         Access.APPROVE,
         Retry.NOT,
-        (*_ON_TX, "COMPENSATION_APPROVAL_REFUSED", "COMPENSATION_REFUSED"),
+        _refusals(*_ON_TX, "COMPENSATION_APPROVAL_REFUSED", "COMPENSATION_REFUSED"),
         (
             HttpRoute(
                 "POST",
@@ -674,7 +693,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _refuse_compensation,
         Access.APPROVE,
         Retry.NOT,
-        (*_ON_TX, "COMPENSATION_APPROVAL_REFUSED", "COMPENSATION_REFUSED"),
+        _refusals(*_ON_TX, "COMPENSATION_APPROVAL_REFUSED", "COMPENSATION_REFUSED"),
         (
             HttpRoute(
                 "POST",
@@ -694,7 +713,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _effects,
         Access.READ,  # no transaction: LISTING, the caller's tenant's outbox
         Retry.NATURAL,
-        _ON_TX,
+        _refusals(*_ON_TX),
         (
             HttpRoute(
                 "GET",
@@ -722,7 +741,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _retry_effect,
         Access.ACT,  # on the effect's transaction: a retry sends the mail or request again
         Retry.NOT,
-        (*_ON_TX, "FAILED_PRECONDITION"),
+        _refusals(*_ON_TX, "FAILED_PRECONDITION"),
         (
             HttpRoute(
                 "POST",
@@ -742,7 +761,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
         _find,
         Access.READ,  # the found transaction's, as get_transaction's
         Retry.NATURAL,
-        _ON_TX,
+        _refusals(*_ON_TX),
         (
             HttpRoute(
                 "GET",

@@ -27,15 +27,21 @@ from agenttx.api.continuations import revise
 from agenttx.api.http.v1.operations import OPERATIONS
 from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
 from agenttx.api.next_calls import http_calls
+from agenttx.api.operations import ROWS
 from agenttx.api.public_errors import PublicError, guidance, internal_error, public_error
 from agenttx.errors import TooManySubscribers
 from agenttx.redaction import redact
 
 log = logging.getLogger("agenttx.http")
 
-# The next calls of a continuation, by route: each operation names the RPC it serves.
+# The next calls of a continuation, by route: each row's first (a row without one: its RPC).
 HTTP_CALLS = http_calls(
-    {op.operation_id: f"{op.method} {op.path}" for op in (*OPERATIONS, *SAFETY_OPERATIONS)}
+    {
+        op.row.name: f"{op.method} {op.path}"
+        for op in (*OPERATIONS, *SAFETY_OPERATIONS)
+        if op.operation_id == op.row.rpc
+    },
+    {row.name: row.rpc for row in ROWS},
 )
 
 # The statuses an error body can come with, for the OpenAPI document.
@@ -61,14 +67,15 @@ def error_body(
 
 
 def refusal_response(
-    exc: Exception, arguments: dict[str, Any], where: str = "HTTP"
+    exc: Exception, arguments: dict[str, Any], where: str = "HTTP", operation: str = ""
 ) -> JSONResponse:
     """The response of a call that raised ``exc``, in its public form
     (``api/public_errors.py``): a refusal's status and body, or an internal error's 500 (its
     text logged once, never sent). ``arguments`` are the call's (its path's transaction id
-    among them), which the continuation quotes; ``where`` names the operation in the log."""
+    among them), which the continuation quotes; ``where`` names the operation in the log,
+    ``operation`` is its row's name ("" for a stream)."""
     e = public_error(exc, log, where)
-    response = JSONResponse(_body(e, arguments), status_code=e.http_status)
+    response = JSONResponse(_body(e, arguments, operation), status_code=e.http_status)
     if isinstance(exc, TooManySubscribers):  # busy, not wrong: say when to try again
         response.headers["retry-after"] = str(-(-exc.retry_after_ms // 1000))
     return response
@@ -79,8 +86,8 @@ def refusal_body(exc: Exception, arguments: dict[str, Any]) -> dict[str, Any]:
     return _body(public_error(exc, log, "an event stream"), arguments)
 
 
-def _body(e: PublicError, arguments: dict[str, Any]) -> dict[str, Any]:
-    r = guidance(e, "", arguments, HTTP_CALLS)
+def _body(e: PublicError, arguments: dict[str, Any], operation: str = "") -> dict[str, Any]:
+    r = guidance(e, operation, arguments, HTTP_CALLS)
     return error_body(e.grpc_status, e.reason, e.message, r.continuation, _jsonable(e.fields))
 
 

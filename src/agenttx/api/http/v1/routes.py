@@ -160,7 +160,7 @@ def _endpoint(engine: Any, op: Operation, limit: int) -> _Endpoint:
         except Exception as exc:  # its public form: a refusal, or an internal 500
             # The call's arguments (its path's transaction id among them) for the continuation.
             arguments = {**path, **(body.model_dump() if isinstance(body, BaseModel) else {})}
-            return refusal_response(exc, arguments, op.operation_id)
+            return refusal_response(exc, arguments, op.operation_id, op.row.name)
         return await _json_reply(reply)
 
     return endpoint
