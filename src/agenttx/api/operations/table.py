@@ -24,12 +24,11 @@ from agenttx.api import (
     undo_wire,
 )
 from agenttx.api.operations import bodies as b
+from agenttx.api.operations import cli_bindings as cli
 from agenttx.api.operations import replies
 from agenttx.api.operations.model import (
     Access,
     CallContext,
-    CliCommand,
-    CliOption,
     Hints,
     HttpRoute,
     McpInput,
@@ -329,6 +328,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.BEGIN,
     ),
     Row(
         "execute_step",
@@ -347,6 +347,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body=b.StepBody,
             ),
         ),
+        cli=cli.STEP,
     ),
     Row(
         "commit",
@@ -371,6 +372,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.COMMIT,
     ),
     Row(
         "rollback",
@@ -390,6 +392,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.ROLLBACK,
     ),
     Row(
         "get_transaction",
@@ -401,6 +404,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         Retry.NATURAL,
         _ON_TX,
         (HttpRoute("GET", _TX, "One transaction: status, steps, graph, constraints, context"),),
+        cli=cli.SHOW,
     ),
     Row(
         "list_steps",
@@ -457,6 +461,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 statuses=b.TX_STATUSES,
             ),
         ),
+        cli=cli.LIST,
     ),
     Row(
         "list_tools",
@@ -472,6 +477,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 "GET", "/v1/tools", "The registered tools with their effect class and JSON schemas"
             ),
         ),
+        cli=cli.TOOLS,
     ),
 )
 
@@ -496,6 +502,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.PREVIEW,
     ),
     Row(
         "approve_commit",
@@ -515,6 +522,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.ApproveBody,
             ),
         ),
+        cli=cli.APPROVE,
     ),
     Row(
         "refuse_commit",
@@ -534,6 +542,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.RefuseBody,
             ),
         ),
+        cli=cli.REFUSE,
     ),
     Row(
         "undo_step",
@@ -553,6 +562,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.UNDO,
     ),
     Row(
         "redo_step",
@@ -572,6 +582,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.REDO,
     ),
     Row(
         "reconcile_step",
@@ -596,6 +607,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.RECONCILE,
     ),
     Row(
         "resolve_step",
@@ -614,6 +626,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.ResolveBody,
             ),
         ),
+        cli=cli.RESOLVE,
     ),
     Row(
         "compensate",
@@ -633,6 +646,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.COMPENSATE,
     ),
     Row(
         "approve_compensation",
@@ -652,6 +666,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.APPROVE_COMPENSATION,
     ),
     Row(
         "refuse_compensation",
@@ -671,6 +686,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.RefuseCompensationBody,
             ),
         ),
+        cli=cli.REFUSE_COMPENSATION,
     ),
     Row(
         "list_effects",
@@ -698,6 +714,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 statuses=b.EFFECT_STATUSES,
             ),
         ),
+        cli=cli.EFFECTS,
     ),
     Row(
         "retry_effect",
@@ -717,6 +734,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body_optional=True,
             ),
         ),
+        cli=cli.RETRY_EFFECT,
     ),
     Row(
         "find_transaction",
@@ -775,16 +793,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             "Transaction {transaction[transaction_id]} is {transaction[status]} (ending: "
             "{result[ending]}). Next: get_transaction with this transaction_id for its steps.",
         ),
-        CliCommand(
-            "tx",
-            "find",
-            "The transaction a receipt id or a request id names: its state, how it ended, "
-            "its newest receipts.",
-            (
-                CliOption("receipt_id", "A receipt id `tx preview` printed."),
-                CliOption("request_id", "The request id one of its calls was sent with."),
-            ),
-        ),
+        cli=cli.FIND,
     ),
 )
 
