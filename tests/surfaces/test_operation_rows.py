@@ -28,7 +28,13 @@ CLI_BOUND = [r for r in ROWS if r.cli is not None]
 
 def test_find_transaction_is_bound_on_both() -> None:
     assert [r.name for r in MCP_BOUND] == ["find_transaction"]
-    assert [r.name for r in CLI_BOUND] == ["find_transaction"]
+    assert "find_transaction" in [r.name for r in CLI_BOUND]
+
+
+def test_every_row_with_a_command_is_bound_but_the_audit_reads() -> None:
+    # ``agenttx audit`` works on a store directly too (``--store``): written by hand.
+    unbound = {r.name for r in ROWS if r.cli is None}
+    assert unbound == {"list_steps", "verify_audit", "audit_records"}
 
 
 @pytest.mark.parametrize("row", MCP_BOUND, ids=lambda r: r.name)
@@ -86,13 +92,14 @@ def test_a_request_is_filled_by_name_and_two_members_of_a_oneof_are_refused() ->
 @pytest.mark.parametrize("row", CLI_BOUND, ids=lambda r: r.name)
 def test_a_bound_command_is_in_its_group_with_an_option_per_field(row: Row) -> None:
     assert row.cli is not None
-    group = main.commands[row.cli.group]
+    group = main.commands[row.cli.group] if row.cli.group else main
     assert isinstance(group, click.Group)
     ctx = click.Context(group)
     assert row.cli.name in group.list_commands(ctx)
     command = group.get_command(ctx, row.cli.name)
     assert command is not None
-    options = {p.name for p in command.params}
+    # Hidden: an old spelling that still works (``agenttx.renamed``).
+    options = {p.name for p in command.params if not getattr(p, "hidden", False)}
     assert options == {o.name for o in row.cli.options} | {"server", "as_json", "timeout"}
 
 

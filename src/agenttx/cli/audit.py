@@ -28,7 +28,6 @@ import click
 from agenttx.audit import AuditKeys, AuditRecord, AuditVerification, ChainHead, verify_chain
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
 from agenttx.cli.common import connected, fail, server_option, timeout_option
-from agenttx.cli.rows import TableGroup
 from agenttx.errors import AgentTxError, NotFound
 from agenttx.plural import plural
 
@@ -57,7 +56,7 @@ audit_key_option = click.option(
 )
 
 
-@click.group(cls=TableGroup)
+@click.group()
 def audit() -> None:
     """Verify, anchor and export the audit hash chains of transactions."""
 

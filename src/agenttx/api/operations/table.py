@@ -4,7 +4,8 @@ a retry does, the reasons it may refuse with, its ``/v1`` routes.
 
 The gRPC servicer's methods and the HTTP routes (with their OpenAPI document) are derived from
 ``ROWS``, and so are the MCP tool and the CLI command of a row that has an ``mcp`` or ``cli``
-binding (the older rows' tools and commands are still written by hand). ``WatchTransaction``,
+binding (the older rows' tools are still written by hand; the CLI bindings are in
+cli_bindings.py, which the CLI reads without this module). ``WatchTransaction``,
 a server stream, is no row: gRPC and HTTP (server-sent events) each serve it by hand, over the
 same ``api.revocable.watch_as``.
 """
