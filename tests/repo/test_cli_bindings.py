@@ -16,6 +16,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from agenttx.api.operations import ROWS, Row
 from agenttx.api.operations.cli_bindings import COMMANDS
 from agenttx.cli.actions import ACTIONS
+from agenttx.cli.rows import action_values
 
 BOUND = [r for r in ROWS if r.cli is not None]
 _INTEGERS = {
@@ -57,7 +58,7 @@ def test_an_action_takes_exactly_its_bindings_values(row: Row) -> None:
     if row.name not in ACTIONS:
         return
     taken = set(inspect.signature(ACTIONS[row.name]).parameters)
-    assert taken == {"connect", "as_json", *(o.name for o in row.cli.options)}
+    assert taken == action_values(row.cli)
 
 
 def test_every_action_is_a_bound_rows() -> None:
@@ -70,7 +71,7 @@ def test_listing_and_making_every_bound_command_imports_no_table_or_protobuf() -
     code = """
 import json, sys, click
 from agenttx.cli import main
-for group in (main, main.commands["tx"], main.commands["effects"]):
+for group in (main, *(main.commands[g] for g in ("tx", "effects", "audit"))):
     ctx = click.Context(group)
     for name in group.list_commands(ctx):
         group.get_command(ctx, name)

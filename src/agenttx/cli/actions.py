@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agenttx.cli.audit import export, verify
 from agenttx.cli.compensation import (
     tx_approve_compensation,
     tx_compensate,
@@ -41,4 +42,6 @@ ACTIONS: dict[str, Callable[..., None]] = {
     "refuse_compensation": tx_refuse_compensation,
     "list_effects": effects_list,
     "retry_effect": effects_retry,
+    "verify_audit": verify,
+    "audit_records": export,
 }

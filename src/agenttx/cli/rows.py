@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agenttx.api.operations.cli_bindings import COMMANDS, CliCommand, CliOption
-from agenttx.cli.common import connected, echo_json, json_option, server_option, timeout_option
+from agenttx.api.operations.cli_bindings import COMMANDS, SERVER, SHARED, CliCommand, CliOption
+from agenttx.cli.common import connected, echo_json, flag, param
 from agenttx.cli.common import to_dict as fields_of
 
 if TYPE_CHECKING:
@@ -71,54 +71,31 @@ def command(binding: CliCommand) -> click.Command:
 
     action = ACTIONS.get(binding.row) or _generic(binding)
 
-    def run(server: str, as_json: bool, timeout: float, **values: Any) -> None:
-        action(lambda: connected(server, timeout), as_json=as_json, **values)
+    def run(server: str, timeout: float | None = None, **values: Any) -> None:
+        action(lambda: connected(server, timeout), **values)
 
     decorated: Callable[..., Any] = run
     if binding.renamed:
         from agenttx.cli.renamed_flags import accepting_old_names
 
         decorated = accepting_old_names(binding.renamed, with_env=False)(decorated)
-    decorated = server_option(json_option(timeout_option(decorated)))
-    for o in reversed(binding.options):
-        decorated = _param(o)(decorated)
+    for o in reversed(parameters(binding)):
+        decorated = param(o)(decorated)
     return click.command(binding.name, help=binding.help)(decorated)
 
 
-def _param(o: CliOption) -> Callable[[Callable[..., Any]], Any]:
-    kind = _kind(o)
-    if o.positional:
-        if o.default is None:
-            return click.argument(o.name, type=kind)
-        return click.argument(o.name, type=kind, required=False, default=o.default)
-    given: dict[str, Any] = {}
-    if o.default is not None:
-        given["default"] = o.default
-    if o.show_default:
-        given["show_default"] = True
-    if o.help:
-        given["help"] = o.help
-    if o.is_flag:
-        return click.option(flag(o), o.name, is_flag=True, **given)
-    return click.option(
-        flag(o), o.name, type=kind, multiple=o.multiple, required=o.required, **given
-    )
+def parameters(binding: CliCommand) -> tuple[CliOption, ...]:
+    """``binding``'s arguments and options in their order: the shared ones last unless it
+    places them itself."""
+    if SERVER in binding.options:
+        return binding.options
+    return (*binding.options, *SHARED)
 
 
-def _kind(o: CliOption) -> Any:
-    if o.number is not None:
-        from agenttx.cli.numbers import WholeNumberParam
-
-        return WholeNumberParam(o.number)
-    if o.between is not None:
-        return click.IntRange(*o.between)
-    if o.choices:
-        return click.Choice(list(o.choices), case_sensitive=o.case_sensitive)
-    return None
-
-
-def flag(o: CliOption) -> str:
-    return o.flag or "--" + o.name.replace("_", "-")
+def action_values(binding: CliCommand) -> set[str]:
+    """What ``binding``'s action is called with: ``connect`` (made of ``--server`` and
+    ``--timeout``) and every other value."""
+    return {"connect", *(o.name for o in parameters(binding))} - {"server", "timeout"}
 
 
 # --------------------------------------------------------------------------- the generic action

@@ -37,7 +37,7 @@ class CliOption:
     help: str = ""  # an argument has none (click shows arguments by name only)
     flag: str = ""  # "": ``--`` and the name with dashes; else its own (``--status``)
     positional: bool = False  # an argument (TRANSACTION_ID), in the order given
-    required: bool = False  # an argument is required unless it has a default
+    required: bool | None = None  # None: an argument is unless it has a default, an option not
     default: Any = None  # None: none (an option then reads None, a repeatable one ())
     show_default: bool = False
     multiple: bool = False  # repeatable: a list field
@@ -46,24 +46,59 @@ class CliOption:
     case_sensitive: bool = True
     number: WholeNumber | None = None  # a whole number read by ``agenttx.numbers``
     between: tuple[int, int] | None = None  # a whole number in this closed range (click's)
+    at_least: float | None = None  # a number of at least this
+    path: bool = False  # a file's path (never a directory), read as a ``Path``
+    exists: bool = False  # with ``path``: the file must exist
+    short: str = ""  # a one-letter spelling too (``-q``)
+    envvar: str = ""  # read from this environment variable when not given, shown in --help
 
 
 @dataclass(frozen=True)
 class CliCommand:
     """A row as an ``agenttx <group> <name>`` command (``cli/rows.py``), with ``--server``,
-    ``--json`` and ``--timeout`` as every command has them. Without an action the options fill
+    ``--json`` and ``--timeout`` after its options (``SHARED``), unless its options place
+    ``SERVER`` (and whichever of the others it takes) themselves. Without an action the options fill
     the row's request, sent through the client's ``call``; ``--json`` prints the reply's
     fields, otherwise they are printed as rows (``cli/output.py``). Two options of one oneof
     given together are a usage error."""
 
     row: str  # the row's name: the one its ``cli`` is, and its action's key
-    group: str  # an existing command group: tx, effects; "" for ``agenttx`` itself
+    group: str  # an existing command group: tx, effects, audit; "" for ``agenttx`` itself
     name: str
     help: str  # for a person: the first line is the group's listing of it
     options: tuple[CliOption, ...] = field(default_factory=tuple)
     # The ``agenttx.renamed`` rows (by ``where``) whose old flags still work here, hidden.
     renamed: str = ""
 
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+
+# The options every command that talks to a server has (``cli/common.py``).
+SERVER = CliOption(
+    "server",
+    "Address of a running `agenttx serve`.",
+    envvar="AGENTTX_SERVER",
+    default=DEFAULT_SERVER,
+    show_default=True,
+)
+JSON = CliOption("as_json", "Print JSON, not a table.", flag="--json", is_flag=True)
+TIMEOUT = CliOption("timeout", "Seconds.", at_least=0.1, default=10.0, show_default=True)
+SHARED = (SERVER, JSON, TIMEOUT)
+# ``agenttx audit``'s: a store read directly, and the keys to check its keyed records with.
+STORE = CliOption(
+    "store_url",
+    "Work on this store directly (sqlite:///path.db, postgresql://…), not on a server.",
+    flag="--store",
+    envvar="AGENTTX_STORE",
+)
+AUDIT_KEY = CliOption(
+    "audit_key_file",
+    "With --store: the audit key file (TOML [[key]] tables) to check keyed records with; a "
+    "server verifies with its own --audit-key.",
+    flag="--audit-key",
+    envvar="AGENTTX_AUDIT_KEY",
+    path=True,
+)
 
 _TX = CliOption("transaction_id", positional=True)
 _STEP = CliOption("step_id", positional=True, number=STEP_ID)
@@ -376,6 +411,48 @@ RETRY_EFFECT = CliCommand(
     (CliOption("effect_id", positional=True, number=EFFECT_ID),),
 )
 
+AUDIT_VERIFY = CliCommand(
+    "verify_audit",
+    "audit",
+    "verify",
+    "Check a transaction's audit chain (or, with --all, every one); exit 3 if one is bad, 4\n"
+    "if none is but keyed records could not be checked (give --audit-key).",
+    (
+        CliOption("transaction_id", positional=True, required=False),
+        CliOption("check_all", "Check every chain of the store.", flag="--all", is_flag=True),
+        STORE,
+        SERVER,
+        CliOption("as_json", "Print one JSON object per chain.", flag="--json", is_flag=True),
+        CliOption("quiet", "Print only the chains that are bad.", short="-q", is_flag=True),
+        CliOption(
+            "anchor_file",
+            "Also hold each chain to its head in this file (`agenttx audit anchor` wrote it); "
+            "with --all, a chain it names that the store lacks is bad.",
+            flag="--anchor",
+            path=True,
+            exists=True,
+        ),
+        AUDIT_KEY,
+        TIMEOUT,
+    ),
+)
+
+AUDIT_EXPORT = CliCommand(
+    "audit_records",
+    "audit",
+    "export",
+    "Write a transaction's audit chain as JSON lines, oldest record first.",
+    (
+        _TX,
+        STORE,
+        SERVER,
+        CliOption(
+            "output", "Write to this file instead of standard output.", short="-o", path=True
+        ),
+        TIMEOUT,
+    ),
+)
+
 FIND = CliCommand(
     "find_transaction",
     "tx",
@@ -409,5 +486,7 @@ COMMANDS: tuple[CliCommand, ...] = (
     REFUSE_COMPENSATION,
     EFFECTS,
     RETRY_EFFECT,
+    AUDIT_VERIFY,
+    AUDIT_EXPORT,
     FIND,
 )

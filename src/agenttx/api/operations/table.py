@@ -433,6 +433,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 "Check the transaction's audit hash chain (an edited or missing record is named)",
             ),
         ),
+        cli=cli.AUDIT_VERIFY,
     ),
     Row(
         "audit_records",
@@ -443,6 +444,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         Access.READ,
         Retry.NATURAL,
         _ON_TX,
+        cli=cli.AUDIT_EXPORT,
     ),
     Row(
         "list_transactions",
