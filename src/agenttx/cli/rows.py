@@ -1,22 +1,23 @@
 """The CLI commands derived from the operation table: one per row with a ``cli`` binding
 (``agenttx.api.operations.cli_bindings``), in its group beside the commands written by hand.
 
-A group that can hold them is a ``TableGroup`` (``agenttx`` itself, ``tx``, ``effects``): it
-makes one from its binding when asked for a command it lacks, or for its listing, and not
-before. The bindings are a light module of their own, so a run never imports the table (the
-engine's reply builders: half a second) to find its command.
+A group that can hold them is a ``TableGroup`` (``agenttx`` itself, ``tx``, ``effects``,
+``audit``): it makes one from its binding when asked for a command it lacks, or for its
+listing, and not before. The bindings are a light module of their own, so a run never imports
+the table (the engine's reply builders: half a second) to find its command.
 
 From the binding alone: an argument or option per declared one, of the kind it declares
-(text, a flag, repeatable, a whole number read by ``agenttx.numbers``, a range, choices),
-with ``--server``, ``--json`` and ``--timeout`` as every command has them, and the old
-spellings of ``agenttx.renamed`` hidden. A run calls the row's action (``cli/actions.py``) with
-the parsed values and how to reach the server (``Connect``: a ``common.connected`` client, a
-refusal its one line and exit 1, as for every command): what the command sends and prints is
-the action's. A row with no action gets the generic one: it fills the row's request (two
-options of one oneof are a usage error, exit 2), sends it through the client's one ``call`` and
-prints the reply: ``--json`` its fields (``common.to_dict``), else one ``field``/``value`` row
-per field, nested ones by dotted name, and each list of messages as a table of its own
-(``cli/output.py``: tab-separated when stdout is not a terminal).
+(text, a flag, repeatable, a whole number read by ``agenttx.numbers``, a range, choices, a
+path), then ``--server``, ``--json`` and ``--timeout`` as every command has them (where the
+binding puts them, if it does), and the old spellings of ``agenttx.renamed`` hidden. A run
+calls the row's action (``cli/actions.py``) with the parsed values and how to reach the
+server (``Connect``: a ``common.connected`` client, a refusal its one line and exit 1, as for
+every command): what the command sends and prints is the action's. A row with no action gets
+the generic one: it fills the row's request (two options of one oneof are a usage error, exit
+2), sends it through the client's one ``call`` and prints the reply: ``--json`` its fields
+(``common.to_dict``), else one ``field``/``value`` row per field, nested ones by dotted name,
+and each list of messages as a table of its own (``cli/output.py``: tab-separated when
+stdout is not a terminal).
 """
 
 from __future__ import annotations

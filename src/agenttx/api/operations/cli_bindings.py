@@ -57,10 +57,10 @@ class CliOption:
 class CliCommand:
     """A row as an ``agenttx <group> <name>`` command (``cli/rows.py``), with ``--server``,
     ``--json`` and ``--timeout`` after its options (``SHARED``), unless its options place
-    ``SERVER`` (and whichever of the others it takes) themselves. Without an action the options fill
-    the row's request, sent through the client's ``call``; ``--json`` prints the reply's
-    fields, otherwise they are printed as rows (``cli/output.py``). Two options of one oneof
-    given together are a usage error."""
+    ``SERVER`` (and whichever of the others it takes) themselves. Without an action the
+    options fill the row's request, sent through the client's ``call``; ``--json`` prints the
+    reply's fields, otherwise they are printed as rows (``cli/output.py``). Two options of
+    one oneof given together are a usage error."""
 
     row: str  # the row's name: the one its ``cli`` is, and its action's key
     group: str  # an existing command group: tx, effects, audit; "" for ``agenttx`` itself
@@ -71,19 +71,18 @@ class CliCommand:
     renamed: str = ""
 
 
-DEFAULT_SERVER = "127.0.0.1:50051"
-
 # The options every command that talks to a server has (``cli/common.py``).
 SERVER = CliOption(
     "server",
     "Address of a running `agenttx serve`.",
     envvar="AGENTTX_SERVER",
-    default=DEFAULT_SERVER,
+    default="127.0.0.1:50051",
     show_default=True,
 )
 JSON = CliOption("as_json", "Print JSON, not a table.", flag="--json", is_flag=True)
 TIMEOUT = CliOption("timeout", "Seconds.", at_least=0.1, default=10.0, show_default=True)
 SHARED = (SERVER, JSON, TIMEOUT)
+
 # ``agenttx audit``'s: a store read directly, and the keys to check its keyed records with.
 STORE = CliOption(
     "store_url",
