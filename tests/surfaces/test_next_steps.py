@@ -20,6 +20,7 @@ from mcp import Client
 from agenttx import errors
 from agenttx.api.continuations import Refusal
 from agenttx.api.grpc.server import GRPC
+from agenttx.api.http.v1.errors import HTTP_CALLS
 from agenttx.api.mcp.effect_tools import add_effect_tools
 from agenttx.api.mcp.served import embedded
 from agenttx.api.mcp.server import AgentTxMCP
@@ -38,7 +39,6 @@ from agenttx.api.next_calls import (
 )
 from agenttx.api.operations import ROWS, Row
 from agenttx.api.public_errors import guidance, public_error
-from agenttx.api.http.v1.errors import HTTP_CALLS
 from agenttx.cli import main
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"

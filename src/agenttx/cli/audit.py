@@ -10,12 +10,15 @@ holds each chain to the head ``anchor`` wrote there (``cli.audit_anchor``). ``--
 FILE`` gives a ``--store`` verification the audit keys (a server verifies with its own).
 ``export`` writes one JSON line per record, each with everything its hash covers
 (``docs/audit.md``); ``new-key`` prints a ``[[key]]`` table for the audit key file
-(``agenttx.audit_keys``).
+(``agenttx.audit_keys``). ``verify`` and ``export`` are their rows' bindings
+(``api/operations/cli_bindings.py``), their actions here; ``anchor`` and ``new-key`` are
+written here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -25,10 +28,11 @@ from typing import Any, TypeVar
 
 import click
 
+from agenttx.api.operations.cli_bindings import AUDIT_KEY, STORE
 from agenttx.audit import AuditKeys, AuditRecord, AuditVerification, ChainHead, verify_chain
 from agenttx.cli.audit_anchor import AnchorFileError, anchor_lines, header, hold, read_anchor
-from agenttx.cli.common import connected, fail, server_option, timeout_option
-from agenttx.cli.rows import TableGroup
+from agenttx.cli.common import connected, fail, param, server_option, timeout_option
+from agenttx.cli.rows import Connect, TableGroup
 from agenttx.errors import AgentTxError, NotFound
 from agenttx.plural import plural
 
@@ -37,24 +41,8 @@ T = TypeVar("T")
 BAD_CHAIN_EXIT = 3  # distinct from errors (1) and usage errors (2)
 UNCHECKED_EXIT = 4  # nothing bad found, but keyed records went unchecked (no key for them)
 
-store_option = click.option(
-    "--store",
-    "store_url",
-    envvar="AGENTTX_STORE",
-    show_envvar=True,
-    default=None,
-    help="Work on this store directly (sqlite:///path.db, postgresql://…), not on a server.",
-)
-audit_key_option = click.option(
-    "--audit-key",
-    "audit_key_file",
-    envvar="AGENTTX_AUDIT_KEY",
-    show_envvar=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="With --store: the audit key file (TOML [[key]] tables) to check keyed records "
-    "with; a server verifies with its own --audit-key.",
-)
+store_option = param(STORE)
+audit_key_option = param(AUDIT_KEY)
 
 
 @click.group(cls=TableGroup)
@@ -62,42 +50,22 @@ def audit() -> None:
     """Verify, anchor and export the audit hash chains of transactions."""
 
 
-@audit.command("verify")
-@click.argument("transaction_id", required=False)
-@click.option("--all", "check_all", is_flag=True, help="Check every chain of the store.")
-@store_option
-@server_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per chain.")
-@click.option("--quiet", "-q", is_flag=True, help="Print only the chains that are bad.")
-@click.option(
-    "--anchor",
-    "anchor_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="Also hold each chain to its head in this file (`agenttx audit anchor` wrote it); "
-    "with --all, a chain it names that the store lacks is bad.",
-)
-@audit_key_option
-@timeout_option
 def verify(
+    connect: Connect,
     transaction_id: str | None,
     check_all: bool,
     store_url: str | None,
-    server: str,
     as_json: bool,
     quiet: bool,
     anchor_file: Path | None,
     audit_key_file: Path | None,
-    timeout: float,
 ) -> None:
-    """Check a transaction's audit chain (or, with --all, every one); exit 3 if one is bad, 4
-    if none is but keyed records could not be checked (give --audit-key)."""
+    """``audit verify``: each chain checked, on the store or the server; the exit status
+    says how they stand (the module's docstring)."""
     if check_all == (transaction_id is not None):
         raise click.UsageError("give a transaction id or --all (not both)")
     keys = _keys(audit_key_file, store_url)
-    results: Iterable[AuditVerification] = _verifications(
-        transaction_id, store_url, server, timeout, keys
-    )
+    results: Iterable[AuditVerification] = _verifications(transaction_id, store_url, connect, keys)
     if anchor_file is not None:
         try:
             heads = read_anchor(anchor_file)
@@ -109,8 +77,7 @@ def verify(
             f"the anchor {anchor_file}",
             check_all,
             store_url,
-            server,
-            timeout,
+            connect,
             keys,
         )
     bad = unchecked = total = 0
@@ -155,7 +122,8 @@ def anchor(
     checked (it is left out)."""
     bad = 0
     lines = [header()]
-    for v in _verifications(None, store_url, server, timeout, _keys(audit_key_file, store_url)):
+    reach = functools.partial(connected, server, timeout)
+    for v in _verifications(None, store_url, reach, _keys(audit_key_file, store_url)):
         if not v.ok:
             bad += 1
             click.echo(_line(v), err=True)
@@ -173,25 +141,13 @@ def anchor(
         sys.exit(BAD_CHAIN_EXIT)
 
 
-@audit.command("export")
-@click.argument("transaction_id")
-@store_option
-@server_option
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write to this file instead of standard output.",
-)
-@timeout_option
 def export(
-    transaction_id: str, store_url: str | None, server: str, output: Path | None, timeout: float
+    connect: Connect, transaction_id: str, store_url: str | None, output: Path | None
 ) -> None:
-    """Write a transaction's audit chain as JSON lines, oldest record first."""
+    """``audit export``: the chain's records, one JSON line each, on the store or the server."""
     out = output.open("w", encoding="utf-8") if output is not None else None
     try:
-        for rec in _records(transaction_id, store_url, server, timeout):
+        for rec in _records(transaction_id, store_url, connect):
             click.echo(rec.line(), file=out)
     finally:
         if out is not None:
@@ -241,8 +197,7 @@ def _keys(path: Path | None, store_url: str | None) -> AuditKeys | None:
 def _verifications(
     transaction_id: str | None,
     store_url: str | None,
-    server: str,
-    timeout: float,
+    connect: Connect,
     keys: AuditKeys | None = None,
 ) -> Iterator[AuditVerification]:
     if store_url is not None:
@@ -254,7 +209,7 @@ def _verifications(
 
         yield from _on_store(store_url, on_store, keys)
         return
-    with connected(server, timeout) as client:
+    with connect() as client:
         if transaction_id is not None:
             yield client.verify_audit(transaction_id)
         else:
@@ -267,8 +222,7 @@ def _anchored(
     source: str,
     check_all: bool,
     store_url: str | None,
-    server: str,
-    timeout: float,
+    connect: Connect,
     keys: AuditKeys | None,
 ) -> list[AuditVerification]:
     """``results`` held to the anchored heads (``audit_anchor.hold``): each anchored chain's
@@ -299,7 +253,7 @@ def _anchored(
             ]
 
         return _on_store(store_url, on_store, keys)
-    with connected(server, timeout) as client:
+    with connect() as client:
 
         def at(tx: str, seq: int) -> AuditRecord | None:
             found, _ = client.audit_records(tx, after_seq=seq - 1, page_size=1)
@@ -320,9 +274,7 @@ def _anchored(
         ]
 
 
-def _records(
-    transaction_id: str, store_url: str | None, server: str, timeout: float
-) -> Iterator[AuditRecord]:
+def _records(transaction_id: str, store_url: str | None, connect: Connect) -> Iterator[AuditRecord]:
     if store_url is not None:
 
         async def on_store(reader: Any) -> list[AuditRecord]:
@@ -330,7 +282,7 @@ def _records(
 
         yield from _on_store(store_url, on_store)
         return
-    with connected(server, timeout) as client:
+    with connect() as client:
         yield from client.iter_audit_records(transaction_id)
 
 

@@ -7,17 +7,18 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from agenttx.api.operations.cli_bindings import JSON, SERVER, TIMEOUT, CliOption
+
 if TYPE_CHECKING:
     from agenttx.client import AgentTxClient
     from agenttx.errors import AgentTxError
-
-DEFAULT_SERVER = "127.0.0.1:50051"
 
 
 def env_var(flag: str) -> str:
@@ -25,18 +26,54 @@ def env_var(flag: str) -> str:
     return "AGENTTX_" + flag.removeprefix("--").replace("-", "_").upper()
 
 
-server_option = click.option(
-    "--server",
-    envvar="AGENTTX_SERVER",
-    show_envvar=True,
-    default=DEFAULT_SERVER,
-    show_default=True,
-    help="Address of a running `agenttx serve`.",
-)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON, not a table.")
-timeout_option = click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds."
-)
+def param(o: CliOption) -> Callable[[Callable[..., Any]], Any]:
+    """The click argument or option ``o`` declares (``api/operations/cli_bindings.py``)."""
+    kind = _kind(o)
+    if o.positional:
+        if o.default is not None:
+            return click.argument(o.name, type=kind, required=False, default=o.default)
+        if o.required is False:
+            return click.argument(o.name, type=kind, required=False)
+        return click.argument(o.name, type=kind)
+    given: dict[str, Any] = {}
+    if o.default is not None:
+        given["default"] = o.default
+    if o.show_default:
+        given["show_default"] = True
+    if o.help:
+        given["help"] = o.help
+    if o.envvar:
+        given.update(envvar=o.envvar, show_envvar=True)
+    decls = (flag(o), *((o.short,) if o.short else ()), o.name)
+    if o.is_flag:
+        return click.option(*decls, is_flag=True, **given)
+    return click.option(*decls, type=kind, multiple=o.multiple, required=bool(o.required), **given)
+
+
+def _kind(o: CliOption) -> Any:
+    if o.number is not None:
+        from agenttx.cli.numbers import WholeNumberParam
+
+        return WholeNumberParam(o.number)
+    if o.between is not None:
+        return click.IntRange(*o.between)
+    if o.at_least is not None:
+        return click.FloatRange(min=o.at_least)
+    if o.choices:
+        return click.Choice(list(o.choices), case_sensitive=o.case_sensitive)
+    if o.path:
+        return click.Path(dir_okay=False, exists=o.exists, path_type=Path)
+    return None
+
+
+def flag(o: CliOption) -> str:
+    """``o``'s long flag: its own, or ``--`` and its name with dashes."""
+    return o.flag or "--" + o.name.replace("_", "-")
+
+
+server_option = param(SERVER)
+json_option = param(JSON)
+timeout_option = param(TIMEOUT)
 
 
 @contextmanager

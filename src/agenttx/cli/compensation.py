@@ -1,50 +1,31 @@
-"""``agenttx tx compensate``, ``agenttx tx approve-compensation`` and ``agenttx tx
-refuse-compensation``: compensate a committed transaction on a running server, preview what
-that would run, approve or refuse a waiting undo (``docs/compensation.md``)."""
+"""What ``agenttx tx compensate``, ``agenttx tx approve-compensation`` and ``agenttx tx
+refuse-compensation`` do and print (their arguments and options are their rows' bindings,
+``api/operations/cli_bindings.py``): compensate a committed transaction on a running server, preview
+what that would run, approve or refuse a waiting undo (``docs/compensation.md``)."""
 
 from __future__ import annotations
 
-import click
 from rich.markup import escape
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    status_markup,
-    timeout_option,
-    to_dict,
-    when,
-)
+from agenttx.cli.common import echo_json, status_markup, to_dict, when
 from agenttx.cli.output import command_console
+from agenttx.cli.rows import Connect
 from agenttx.types import CompensationPlan, CompensationResult, RollbackResult
 
 
-@click.command("compensate")
-@click.argument("transaction_id")
-@click.option("--reason", default="", help="Why (kept in the compensation's audit chain).")
-@click.option("--principal", default="", help="Who asks (an approver must be someone else).")
-@click.option("--preview", is_flag=True, help="Start nothing: show what would run.")
-@server_option
-@json_option
-@timeout_option
 def tx_compensate(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     reason: str,
     principal: str,
     preview: bool,
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Undo a committed transaction's kept undo actions in a new compensating transaction.
-
-    Steps past their compensation window or whose tool declares rollback_not_supported are
-    listed, never silently skipped; the compensation then ends FAILED, needing a human."""
+    """``tx compensate``: what the compensation ran (or, ``--preview``, would run); exits 1
+    when steps were left for a human."""
     from agenttx.api import compensation_wire
 
-    with connected(server, timeout) as client:
+    with connect() as client:
         if preview:
             plan = client.compensation_plan(transaction_id)
             reply = compensation_wire.plan_reply(plan)
@@ -104,53 +85,25 @@ def _previewed(plan: CompensationPlan) -> CompensationResult:
     )
 
 
-@click.command("approve-compensation")
-@click.argument("transaction_id")
-@click.option("--principal", required=True, help="The approver (not the transaction's own).")
-@click.option("--role", "roles", multiple=True, help="A role the approver holds (approver).")
-@server_option
-@json_option
-@timeout_option
 def tx_approve_compensation(
-    transaction_id: str,
-    principal: str,
-    roles: tuple[str, ...],
-    server: str,
-    as_json: bool,
-    timeout: float,
+    connect: Connect, as_json: bool, transaction_id: str, principal: str, roles: tuple[str, ...]
 ) -> None:
-    """Approve the undo a rollback or compensating transaction waits for."""
-    with connected(server, timeout) as client:
+    """``tx approve-compensation``: how the transaction stands after the approval."""
+    with connect() as client:
         r = client.approve_compensation(transaction_id, principal, roles)
     _print_decision("approved", transaction_id, r, as_json, "compensation error")
 
 
-@click.command("refuse-compensation")
-@click.argument("transaction_id")
-@click.option(
-    "--reason",
-    required=True,
-    help="Why the undo must not run (at most 4096 bytes; the person who settles it reads it).",
-)
-@click.option("--principal", required=True, help="The refuser (not the transaction's own).")
-@click.option("--role", "roles", multiple=True, help="A role the refuser holds (approver).")
-@server_option
-@json_option
-@timeout_option
 def tx_refuse_compensation(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     reason: str,
     principal: str,
     roles: tuple[str, ...],
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Refuse the undo a rollback or compensating transaction waits for, saying why.
-
-    The refused undo actions never run; every other one does, and the transaction ends
-    needing a human, each refused step listed as not undone with your reason."""
-    with connected(server, timeout) as client:
+    """``tx refuse-compensation``: how the transaction stands, each refused step not undone."""
+    with connect() as client:
         r = client.refuse_compensation(transaction_id, reason, principal, roles)
     # Exit 0: the refusal was recorded and the rollback or compensation went on; what it
     # left undone is listed for the person who settles it.
@@ -174,6 +127,3 @@ def _print_decision(
     )
     for e in r.compensation_errors:
         console.print(f"[red]{label}[/] {escape(e)}")
-
-
-COMMANDS = (tx_compensate, tx_approve_compensation, tx_refuse_compensation)

@@ -1,5 +1,6 @@
-"""``agenttx effects``: the outbox of a running server — effects with their last error —
-and a dead letter retried."""
+"""``agenttx effects``: the group, and what ``effects list`` and ``effects retry`` do and print
+(their arguments and options are their rows' bindings, ``api/operations/cli_bindings.py``):
+the outbox of a running server — effects with their last error — and a dead letter retried."""
 
 from __future__ import annotations
 
@@ -8,23 +9,12 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    timeout_option,
-    to_dict,
-    when,
-)
-from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.common import echo_json, to_dict, when
 from agenttx.cli.output import command_console
-from agenttx.cli.rows import TableGroup
-from agenttx.numbers import EFFECT_ID
+from agenttx.cli.rows import Connect, TableGroup
 from agenttx.plural import plural
 from agenttx.types import EffectInfo
 
-STATUSES = ("pending", "delivering", "delivered", "dead")
 _STYLE = {"delivered": "green", "dead": "red", "pending": "yellow", "delivering": "cyan"}
 
 
@@ -33,35 +23,21 @@ def effects() -> None:
     """List the outbox's effects and retry dead letters on a running server."""
 
 
-@effects.command("list")
-@click.option("--dead", is_flag=True, help="Only dead letters (same as --status dead).")
-@click.option(
-    "--status",
-    "statuses",
-    multiple=True,
-    type=click.Choice(STATUSES, case_sensitive=False),
-    help="Only these statuses (repeatable).",
-)
-@click.option("--tx", "transaction_id", default="", help="Only this transaction's effects.")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
-@server_option
-@json_option
-@timeout_option
 def effects_list(
+    connect: Connect,
+    as_json: bool,
     dead: bool,
     statuses: tuple[str, ...],
     transaction_id: str,
     limit: int,
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Effects, oldest first, each with its status, attempts and last error."""
+    """``effects list``: the outbox read a page at a time up to ``--limit``, as a table with
+    the errors under it."""
     from agenttx.api.effects_wire import record
 
     wanted = sorted({s.lower() for s in statuses} | ({"dead"} if dead else set()))
     found: list[EffectInfo] = []
-    with connected(server, timeout) as client:
+    with connect() as client:
         after = 0
         while len(found) < limit:
             page = client.list_effects(
@@ -112,16 +88,11 @@ def effects_list(
     console.print(plural(len(found), "effect"))
 
 
-@effects.command("retry")
-@click.argument("effect_id", type=WholeNumberParam(EFFECT_ID))
-@server_option
-@json_option
-@timeout_option
-def effects_retry(effect_id: int, server: str, as_json: bool, timeout: float) -> None:
-    """Requeue dead effect EFFECT_ID and try it once now; prints how that went."""
+def effects_retry(connect: Connect, as_json: bool, effect_id: int) -> None:
+    """``effects retry``: how the one attempt went; exits 1 if it is still a dead letter."""
     from agenttx.api.effects_wire import record
 
-    with connected(server, timeout) as client:
+    with connect() as client:
         e = client.retry_effect(effect_id)
     if as_json:
         echo_json(to_dict(record(e)))

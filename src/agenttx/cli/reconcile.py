@@ -1,5 +1,6 @@
-"""``agenttx tx reconcile`` and ``agenttx tx resolve``: settle a step whose outside call has an
-unknown outcome, on a running server (``docs/reconcile.md``).
+"""What ``agenttx tx reconcile`` and ``agenttx tx resolve`` do and print (their arguments and
+options are their rows' bindings, ``api/operations/cli_bindings.py``): settle a step whose outside
+call has an unknown outcome, on a running server (``docs/reconcile.md``).
 
 ``reconcile`` asks the tool's reconcile handler; ``resolve`` is an operator's word after
 checking the outside system, for a tool without a handler. Neither ever sends the call again.
@@ -12,18 +13,9 @@ import json
 import click
 from rich.markup import escape
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    timeout_option,
-    to_dict,
-    when,
-)
-from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.common import echo_json, to_dict, when
 from agenttx.cli.output import command_console
-from agenttx.numbers import STEP_ID
+from agenttx.cli.rows import Connect
 from agenttx.types import ReconcileResult, TransactionInfo
 
 OUTCOME_STYLE = {"happened": "green", "not_happened": "yellow", "unknown": "magenta"}
@@ -64,57 +56,31 @@ def unknown_outcome_fact(t: TransactionInfo) -> str:
     return " · ".join(parts)
 
 
-@click.command("reconcile")
-@click.argument("transaction_id")
-@click.argument("step_id", type=WholeNumberParam(STEP_ID))
-@server_option
-@json_option
-@timeout_option
-def tx_reconcile(
-    transaction_id: str, step_id: int, server: str, as_json: bool, timeout: float
-) -> None:
-    """Ask the tool's reconcile handler whether step STEP_ID's outside call happened."""
-    with connected(server, timeout) as client:
+def tx_reconcile(connect: Connect, as_json: bool, transaction_id: str, step_id: int) -> None:
+    """``tx reconcile``: the step's outcome as its tool's handler found it."""
+    with connect() as client:
         r = client.reconcile_step(transaction_id, step_id)
     _show(r, as_json)
 
 
-@click.command("resolve")
-@click.argument("transaction_id")
-@click.argument("step_id", type=WholeNumberParam(STEP_ID))
-@click.argument("outcome", type=click.Choice(["happened", "not-happened"]))
-@click.option(
-    "--output",
-    "output_json",
-    default="",
-    help="With happened: the step's output as JSON (what later ${steps.N…} references read).",
-)
-@click.option("--reason", default="resolved from the agenttx CLI", show_default=True)
-@server_option
-@json_option
-@timeout_option
 def tx_resolve(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     step_id: int,
     outcome: str,
     output_json: str,
     reason: str,
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Settle step STEP_ID's unknown outcome after checking the outside system yourself."""
+    """``tx resolve``: ``--output`` read as JSON before anything is sent, then the outcome."""
     output = None
     if output_json:
         try:
             output = json.loads(output_json)
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--output") from None
-    with connected(server, timeout) as client:
+    with connect() as client:
         r = client.resolve_step(
             transaction_id, step_id, outcome.replace("-", "_"), output=output, reason=reason
         )
     _show(r, as_json)
-
-
-COMMANDS = (tx_reconcile, tx_resolve)

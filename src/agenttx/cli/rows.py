@@ -1,75 +1,122 @@
 """The CLI commands derived from the operation table: one per row with a ``cli`` binding
-(``agenttx.api.operations.CliCommand``), in its group beside the commands written by hand.
+(``agenttx.api.operations.cli_bindings``), in its group beside the commands written by hand.
 
-A group that can hold them is a ``TableGroup`` (``tx``, ``effects``, ``audit``): it finds
-them in the table when asked for a command it lacks, or for its listing, and not before, so
-the table (which imports the engine's reply builders: half a second) is not imported by a
-command that is not one of them.
+A group that can hold them is a ``TableGroup`` (``agenttx`` itself, ``tx``, ``effects``,
+``audit``): it makes one from its binding when asked for a command it lacks, or for its
+listing, and not before. The bindings are a light module of their own, so a run never imports
+the table (the engine's reply builders: half a second) to find its command.
 
-From the binding and the row's request alone: an option per bound field (``--receipt-id``
-for ``receipt_id``), typed by the field (text, a whole number, a flag, repeatable for a
-list), with ``--server``, ``--json`` and ``--timeout`` as every command has them. A run fills
-the row's request (two options of one oneof are a usage error, exit 2), sends it through the
-client's one generic ``call`` (``common.connected``: a refusal is its one line and exit 1, as
-for every command) and prints the reply: ``--json`` its fields (``common.to_dict``), else one
-``field``/``value`` row per field, nested ones by dotted name, and each list of messages as a
-table of its own (``cli/output.py``: tab-separated when stdout is not a terminal).
+From the binding alone: an argument or option per declared one, of the kind it declares
+(text, a flag, repeatable, a whole number read by ``agenttx.numbers``, a range, choices, a
+path), then ``--server``, ``--json`` and ``--timeout`` as every command has them (where the
+binding puts them, if it does), and the old spellings of ``agenttx.renamed`` hidden. A run
+calls the row's action (``cli/actions.py``) with the parsed values and how to reach the
+server (``Connect``: a ``common.connected`` client, a refusal its one line and exit 1, as for
+every command): what the command sends and prints is the action's. A row with no action gets
+the generic one: it fills the row's request (two options of one oneof are a usage error, exit
+2), sends it through the client's one ``call`` and prints the reply: ``--json`` its fields
+(``common.to_dict``), else one ``field``/``value`` row per field, nested ones by dotted name,
+and each list of messages as a table of its own (``cli/output.py``: tab-separated when
+stdout is not a terminal).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import click
-from google.protobuf.descriptor import FieldDescriptor
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
-from agenttx.cli.common import connected, echo_json, json_option, server_option, timeout_option
+from agenttx.api.operations.cli_bindings import COMMANDS, SERVER, SHARED, CliCommand, CliOption
+from agenttx.cli.common import connected, echo_json, flag, param
 from agenttx.cli.common import to_dict as fields_of
 
 if TYPE_CHECKING:
-    from agenttx.api.operations import CliCommand, CliOption, Row
+    from rich.table import Table
 
-_T = FieldDescriptor
-_INTEGERS = (_T.TYPE_UINT32, _T.TYPE_UINT64, _T.TYPE_INT32, _T.TYPE_INT64)
+    from agenttx.client import AgentTxClient
+
+# How an action reaches the server: a ``with connect() as client:`` block is one command
+# run's client (``common.connected``), opened after the action's own checks of its values.
+Connect = Callable[[], AbstractContextManager["AgentTxClient"]]
 
 
 class TableGroup(click.Group):
-    """A command group whose commands include the operation table's rows bound to it."""
+    """A command group whose commands include the rows bound to it (``bound``: its own name
+    unless given; "" for ``agenttx`` itself)."""
+
+    def __init__(self, *args: Any, bound: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bound = (self.name or "") if bound is None else bound
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *derived(self.name or "")})
+        return sorted({*super().list_commands(ctx), *derived(self.bound)})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
-        if found is None and (row := derived(self.name or "").get(cmd_name)) is not None:
-            found = command(row)
+        if found is None and (binding := derived(self.bound).get(cmd_name)) is not None:
+            found = command(binding)
             self.add_command(found)  # made once per process
         return found
 
 
-def derived(group: str) -> dict[str, Row]:
-    """The rows whose command is in ``group``, by command name."""
-    from agenttx.api.operations import ROWS
-
-    return {r.cli.name: r for r in ROWS if r.cli is not None and r.cli.group == group}
+def derived(group: str) -> dict[str, CliCommand]:
+    """The bindings whose command is in ``group``, by command name."""
+    return {b.name: b for b in COMMANDS if b.group == group}
 
 
-def command(row: Row) -> click.Command:
-    """``row``'s command, for its binding's group."""
-    b = _binding(row)
+def command(binding: CliCommand) -> click.Command:
+    """``binding``'s command, for its group."""
+    from agenttx.cli.actions import ACTIONS
 
-    def run(server: str, as_json: bool, timeout: float, **values: Any) -> None:
+    action = ACTIONS.get(binding.row) or _generic(binding)
+
+    def run(server: str, timeout: float | None = None, **values: Any) -> None:
+        action(lambda: connected(server, timeout), **values)
+
+    decorated: Callable[..., Any] = run
+    if binding.renamed:
+        from agenttx.cli.renamed_flags import accepting_old_names
+
+        decorated = accepting_old_names(binding.renamed, with_env=False)(decorated)
+    for o in reversed(parameters(binding)):
+        decorated = param(o)(decorated)
+    return click.command(binding.name, help=binding.help)(decorated)
+
+
+def parameters(binding: CliCommand) -> tuple[CliOption, ...]:
+    """``binding``'s arguments and options in their order: the shared ones last unless it
+    places them itself."""
+    if SERVER in binding.options:
+        return binding.options
+    return (*binding.options, *SHARED)
+
+
+def action_values(binding: CliCommand) -> set[str]:
+    """What ``binding``'s action is called with: ``connect`` (made of ``--server`` and
+    ``--timeout``) and every other value."""
+    return {"connect", *(o.name for o in parameters(binding))} - {"server", "timeout"}
+
+
+# --------------------------------------------------------------------------- the generic action
+
+
+def _generic(binding: CliCommand) -> Callable[..., None]:
+    """A row's command with no action of its own: its request filled from the values, sent
+    through ``call``, its reply printed."""
+    flags = {o.name: flag(o) for o in binding.options}
+
+    def act(connect: Connect, as_json: bool, **values: Any) -> None:
+        from agenttx.api.operations import ROWS
         from agenttx.api.operations.requests import clash, filled
 
+        [row] = [r for r in ROWS if r.name == binding.row]
         named = clash(row.request, values)
         if named:
-            raise click.UsageError(f"give only one of {', '.join(_flag(n) for n in named)}")
+            raise click.UsageError(f"give only one of {', '.join(flags[n] for n in named)}")
         request = filled(row.request, values)
-        with connected(server, timeout) as client:
+        with connect() as client:
             reply = client.call(row.rpc, request)
         fields = fields_of(reply)
         if as_json:
@@ -83,30 +130,7 @@ def command(row: Row) -> click.Command:
         for name, items in lists.items():
             console.print(_listing(name, items))
 
-    decorated: Callable[..., Any] = server_option(json_option(timeout_option(run)))
-    fields = row.request.DESCRIPTOR.fields_by_name
-    for o in reversed(b.options):
-        decorated = _option(fields[o.name], o)(decorated)
-    return click.command(b.name, help=b.help)(decorated)
-
-
-def _binding(row: Row) -> CliCommand:
-    assert row.cli is not None, row.name
-    return row.cli
-
-
-def _option(fd: Any, o: CliOption) -> Callable[[Callable[..., Any]], Any]:
-    flag = _flag(o.name)
-    if fd.type == _T.TYPE_BOOL:
-        return click.option(flag, o.name, is_flag=True, help=o.help)
-    kind: Any = click.INT if fd.type in _INTEGERS else click.STRING
-    return click.option(
-        flag, o.name, type=kind, multiple=fd.is_repeated, required=o.required, help=o.help
-    )
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return act
 
 
 def _is_messages(value: Any) -> bool:
@@ -121,7 +145,9 @@ def _flat(fields: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]
             yield prefix + name, value
 
 
-def _cell(value: Any) -> Text:
+def _cell(value: Any) -> Any:
+    from rich.text import Text
+
     # Text, not markup: a value is shown as sent, brackets and all.
     if isinstance(value, list):
         return Text(", ".join(str(v) for v in value))
@@ -129,6 +155,9 @@ def _cell(value: Any) -> Text:
 
 
 def _facts(fields: dict[str, Any]) -> Table:
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("field", no_wrap=True)
     table.add_column("value", overflow="fold")
@@ -138,6 +167,9 @@ def _facts(fields: dict[str, Any]) -> Table:
 
 
 def _listing(name: str, items: list[dict[str, Any]]) -> Table:
+    from rich import box
+    from rich.table import Table
+
     rows = [dict(_flat(item)) for item in items]
     table = Table(title=name, box=box.SIMPLE_HEAD, pad_edge=False)
     columns = list(rows[0])

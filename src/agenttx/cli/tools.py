@@ -1,35 +1,24 @@
-"""``agenttx tools``: the tools a running server offers."""
+"""What ``agenttx tools`` prints: the tools a running server offers (the command is its row's
+binding, ``api/operations/cli_bindings.py``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import click
 from rich.markup import escape
 from rich.table import Table
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    timeout_option,
-    to_dict,
-    wire_message,
-)
+from agenttx.cli.common import echo_json, to_dict, wire_message
 from agenttx.cli.output import command_console
+from agenttx.cli.rows import Connect
 
 if TYPE_CHECKING:
     from agenttx.client import ToolInfo
 
 
-@click.command()
-@server_option
-@json_option
-@timeout_option
-def tools(server: str, as_json: bool, timeout: float) -> None:
-    """The tools a running server offers, with effect class and schemas."""
-    with connected(server, timeout) as client:
+def tools(connect: Connect, as_json: bool) -> None:
+    """``agenttx tools``: the catalogue as a table."""
+    with connect() as client:
         found = client.list_tools()
     if as_json:
         echo_json([to_dict(_wire(t)) for t in found])

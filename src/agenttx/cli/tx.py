@@ -1,9 +1,10 @@
-"""``agenttx tx``: list, inspect and roll back transactions on a running server (begin, step
-and commit are in tx_step.py, preview and approval in tx_receipts.py)."""
+"""``agenttx tx``: the group, and what ``tx list``, ``tx show`` and ``tx rollback`` do and print
+on a running server (their arguments and options are their rows' bindings,
+``api/operations/cli_bindings.py``; begin, step and commit are in tx_step.py, preview and
+approval in tx_receipts.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -12,23 +13,11 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    status_markup,
-    timeout_option,
-    to_dict,
-    when,
-    wire_message,
-)
-from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.common import echo_json, status_markup, to_dict, when, wire_message
 from agenttx.cli.output import command_console
 from agenttx.cli.reconcile import unknown_outcome_fact
-from agenttx.cli.rows import TableGroup
+from agenttx.cli.rows import Connect, TableGroup
 from agenttx.cli.watch import watch
-from agenttx.numbers import TO_STEP
 from agenttx.plural import plural
 from agenttx.receipts import voided_because
 from agenttx.types import ReceiptView, TransactionInfo, TxStatus
@@ -42,32 +31,17 @@ def tx() -> None:
     """Run, list, inspect and roll back transactions on a running server."""
 
 
-@tx.command("list")
-@click.option(
-    "--status",
-    "statuses",
-    multiple=True,
-    type=click.Choice([s.value for s in TxStatus], case_sensitive=False),
-    help="Only these statuses (repeatable).",
-)
-@click.option("--agent", default=None, help="Only this agent id.")
-@click.option("--label", default=None, help="Only transactions carrying this label.")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True)
-@server_option
-@json_option
-@timeout_option
 def tx_list(
+    connect: Connect,
+    as_json: bool,
     statuses: tuple[str, ...],
     agent: str | None,
     label: str | None,
     limit: int,
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Transactions, oldest first."""
+    """``tx list``: the listing read a page at a time up to ``--limit``, as a table."""
     found: list[TransactionSummary] = []
-    with connected(server, timeout) as client:
+    with connect() as client:
         token = ""
         while len(found) < limit:
             page = client.list_transactions(
@@ -121,15 +95,10 @@ def _summary(t: TransactionSummary) -> Any:
     return wire_message(pb.TransactionSummary, t, snapshot=snapshot)
 
 
-@tx.command("show")
-@click.argument("transaction_id")
-@server_option
-@json_option
-@timeout_option
-def tx_show(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
-    """One transaction: status, policy, constraints and every step attempt (a history too
-    large for one reply is read page by page: the client's ``get_transaction``)."""
-    with connected(server, timeout) as client:
+def tx_show(connect: Connect, as_json: bool, transaction_id: str) -> None:
+    """``tx show``: the transaction's facts, receipts and steps (a history too large for one
+    reply is read page by page: the client's ``get_transaction``)."""
+    with connect() as client:
         t = client.get_transaction(transaction_id)
     if as_json:
         from agenttx.api.operations.replies import transaction_reply
@@ -221,28 +190,11 @@ def _revisions(t: TransactionInfo) -> str:
     )
 
 
-@tx.command("rollback")
-@click.argument("transaction_id")
-@click.option(
-    "--to-step",
-    type=WholeNumberParam(dataclasses.replace(TO_STEP, low=1)),
-    default=None,
-    help="Rewind to before this step and keep the transaction open (default: abort it).",
-)
-@click.option("--reason", default="rolled back from the agenttx CLI", show_default=True)
-@server_option
-@json_option
-@timeout_option
 def tx_rollback(
-    transaction_id: str,
-    to_step: int | None,
-    reason: str,
-    server: str,
-    as_json: bool,
-    timeout: float,
+    connect: Connect, as_json: bool, transaction_id: str, to_step: int | None, reason: str
 ) -> None:
-    """Abort a transaction, or rewind it to a step with --to-step."""
-    with connected(server, timeout) as client:
+    """``tx rollback``: what the abort or rewind did, and a waiting undo's next command."""
+    with connect() as client:
         b = client.rollback(transaction_id, to_step, reason)
     if as_json:
         from agenttx.api.operations.replies import rollback_reply

@@ -1,5 +1,6 @@
-"""``agenttx tx preview``, ``agenttx tx approve`` and ``agenttx tx refuse``: review the exact
-change a commit would make, and approve or refuse its receipt as an approver
+"""What ``agenttx tx preview``, ``agenttx tx approve`` and ``agenttx tx refuse`` do and print
+(their arguments and options are their rows' bindings, ``api/operations/cli_bindings.py``):
+review the exact change a commit would make, and approve or refuse its receipt as an approver
 (``docs/safety.md``). They talk to a running server through the client, like the rest of
 ``agenttx tx`` (``common.connected``); the approver names itself with ``--principal`` (until
 API keys carry it) and holds ``approver`` through ``--role``."""
@@ -12,27 +13,16 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    timeout_option,
-    to_dict,
-)
+from agenttx.cli.common import echo_json, to_dict
 from agenttx.cli.output import command_console
+from agenttx.cli.rows import Connect
 from agenttx.jsontext import compact
 from agenttx.plural import plural
 
 
-@click.command("preview")
-@click.argument("transaction_id")
-@server_option
-@json_option
-@timeout_option
-def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
-    """The exact change a commit would make now, and a receipt bound to it."""
-    with connected(server, timeout) as client:
+def tx_preview(connect: Connect, as_json: bool, transaction_id: str) -> None:
+    """``tx preview``: the change, the receipt and the command to run next."""
+    with connect() as client:
         p = client.preview_commit(transaction_id)
     if as_json:
         from agenttx.api.receipts_wire import preview_reply
@@ -89,32 +79,16 @@ def tx_preview(transaction_id: str, server: str, as_json: bool, timeout: float) 
     console.print(f"next: {next_step}")
 
 
-@click.command("approve")
-@click.argument("transaction_id")
-@click.argument("receipt_id")
-@click.option("--principal", required=True, help="Who approves (not who began the transaction).")
-@click.option(
-    "--role",
-    "roles",
-    multiple=True,
-    default=("approver",),
-    show_default=True,
-    help="Roles held (repeatable); approval needs `approver`.",
-)
-@server_option
-@json_option
-@timeout_option
 def tx_approve(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     receipt_id: str,
     principal: str,
     roles: tuple[str, ...],
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Approve a preview's receipt, once: its commit may then run, for that exact change."""
-    with connected(server, timeout) as client:
+    """``tx approve``: the approval and the commit to run next."""
+    with connect() as client:
         a = client.approve_commit(transaction_id, receipt_id, principal=principal, roles=roles)
     if as_json:
         from agenttx.api.receipts_wire import approval_reply
@@ -131,39 +105,17 @@ def tx_approve(
     )
 
 
-@click.command("refuse")
-@click.argument("transaction_id")
-@click.argument("receipt_id")
-@click.option("--principal", required=True, help="Who refuses (not who began the transaction).")
-@click.option(
-    "--reason",
-    required=True,
-    help="Why, and what would make the change acceptable (at most 4096 bytes).",
-)
-@click.option(
-    "--role",
-    "roles",
-    multiple=True,
-    default=("approver",),
-    show_default=True,
-    help="Roles held (repeatable); refusing needs `approver`.",
-)
-@server_option
-@json_option
-@timeout_option
 def tx_refuse(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     receipt_id: str,
     principal: str,
     reason: str,
     roles: tuple[str, ...],
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Refuse a preview's receipt, once, saying why: the transaction stays open, and a commit
-    with the receipt is refused with your reason."""
-    with connected(server, timeout) as client:
+    """``tx refuse``: the refusal, the transaction left open."""
+    with connect() as client:
         r = client.refuse_commit(
             transaction_id, receipt_id, reason, principal=principal, roles=roles
         )
@@ -184,6 +136,3 @@ def _value(value: Any) -> str:
         return "(absent)"
     text = compact(value)
     return text if len(text) <= 80 else text[:79] + "…"
-
-
-COMMANDS: tuple[Any, ...] = (tx_preview, tx_approve, tx_refuse)

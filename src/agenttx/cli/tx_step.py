@@ -1,7 +1,8 @@
-"""``agenttx tx begin``, ``agenttx tx step`` and ``agenttx tx commit``: run a whole transaction
-from a shell against a running server — begin it, send its steps (or dry-run one: what it
-would do, journaling nothing, ``docs/dry-run.md``), and commit it, with a receipt and the
-echoed revision where the transaction needs them (``docs/safety.md``).
+"""What ``agenttx tx begin``, ``agenttx tx step`` and ``agenttx tx commit`` do and print (their
+arguments and options are their rows' bindings, ``api/operations/cli_bindings.py``): run a whole
+transaction from a shell against a running server — begin it, send its steps (or dry-run one: what
+it would do, journaling nothing, ``docs/dry-run.md``), and commit it, with a receipt and the echoed
+revision where the transaction needs them (``docs/safety.md``).
 
 Each prints what the server replied and the command to run next. ``tx step`` exits 0 iff the
 step succeeded (a dry run: iff it would succeed) and 3 when it did not — a failed step is the
@@ -18,23 +19,12 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    status_markup,
-    timeout_option,
-    to_dict,
-)
-from agenttx.cli.numbers import WholeNumberParam
+from agenttx.cli.common import echo_json, status_markup, to_dict
 from agenttx.cli.output import CliConsole, command_console
-from agenttx.cli.renamed_flags import accepting_old_names
+from agenttx.cli.rows import Connect
 from agenttx.core.limits import MAX_ARGUMENTS_BYTES
-from agenttx.numbers import EXPECTED_REVISION, STEP_ID
 from agenttx.plural import plural
-from agenttx.receipts import Mode
-from agenttx.types import REFERENCE_FALLBACK, DryRunReport, Isolation, StepResult
+from agenttx.types import REFERENCE_FALLBACK, DryRunReport, StepResult
 
 # ``tx step``'s exit status when the server ran the call and the step did not succeed.
 EXIT_STEP_NOT_SUCCEEDED = 3
@@ -45,45 +35,17 @@ _TOOL_NOT_RUN = frozenset({"schema_only", "policy_and_schema"})
 _SHOWN_VALUE_CHARS = 200
 
 
-@click.command("begin")
-@click.option(
-    "--agent", default="", help="Who runs the transaction (its agent id, an agent's name)."
-)
-@click.option(
-    "--mode",
-    type=click.Choice([m.value for m in Mode]),
-    default=Mode.TRANSACTIONAL.value,
-    show_default=True,
-    help="How it may commit (docs/safety.md); approval_required needs --principal.",
-)
-@click.option(
-    "--principal",
-    default="",
-    help="Who acts (an approver must be someone else); needed with approval_required.",
-)
-@click.option(
-    "--isolation",
-    type=click.Choice([i.value for i in Isolation]),
-    default=None,
-    help="Isolation level (default: the server's, snapshot).",
-)
-@click.option("--label", "labels", multiple=True, help="A label for `tx list` (repeatable).")
-@server_option
-@json_option
-@timeout_option
-@accepting_old_names("tx begin", with_env=False)
 def tx_begin(
+    connect: Connect,
+    as_json: bool,
     agent: str,
     mode: str,
     principal: str,
     isolation: str | None,
     labels: tuple[str, ...],
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Begin a transaction; prints its id and the first step to send."""
-    with connected(server, timeout) as client:
+    """``tx begin``: the new transaction and the step to send next."""
+    with connect() as client:
         b = client.begin(
             agent, isolation=isolation or "", labels=labels, principal=principal, mode=mode
         )
@@ -101,30 +63,9 @@ def tx_begin(
     )
 
 
-@click.command("step")
-@click.argument("transaction_id")
-@click.argument("step_id", type=WholeNumberParam(STEP_ID))
-@click.argument("tool")
-@click.argument("arguments_json", required=False, default="")
-@click.option(
-    "--raw-context",
-    default="",
-    help="The reasoning behind the step, kept in the transaction's context log.",
-)
-@click.option(
-    "--request-id",
-    default="",
-    help="Send the same id again to get the stored reply instead of running the step twice.",
-)
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Say what the step would do and change, journaling nothing (docs/dry-run.md).",
-)
-@server_option
-@json_option
-@timeout_option
 def tx_step(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     step_id: int,
     tool: str,
@@ -132,20 +73,16 @@ def tx_step(
     raw_context: str,
     request_id: str,
     dry_run: bool,
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Send step STEP_ID (the transaction's next step) calling TOOL with ARGUMENTS_JSON, a JSON
-    object (default {}; - reads it from standard input). Exits 0 if the step succeeded (with
-    --dry-run: would succeed), 3 if not."""
+    """``tx step``: the step's outcome (or a dry run's report) and what to send next; exits
+    3 when the step did not succeed."""
     if dry_run and request_id:
         raise click.UsageError(
             "--request-id has no effect with --dry-run: a dry run stores no reply and is safe "
             "to repeat; leave one of them out"
         )
     arguments = _arguments(arguments_json)
-    with connected(server, timeout) as client:
+    with connect() as client:
         r = client.execute_step(
             transaction_id,
             step_id,
@@ -169,38 +106,16 @@ def tx_step(
         sys.exit(EXIT_STEP_NOT_SUCCEEDED)
 
 
-@click.command("commit")
-@click.argument("transaction_id")
-@click.option(
-    "--receipt-id",
-    default="",
-    help="A preview's receipt (`agenttx tx preview`): commit exactly that change.",
-)
-@click.option(
-    "--expected-revision",
-    type=WholeNumberParam(EXPECTED_REVISION),
-    default=None,
-    help="The revision your decision was based on: refused if the transaction moved since.",
-)
-@click.option(
-    "--request-id",
-    default="",
-    help="Send the same id again to get the stored reply instead of committing twice.",
-)
-@server_option
-@json_option
-@timeout_option
 def tx_commit(
+    connect: Connect,
+    as_json: bool,
     transaction_id: str,
     receipt_id: str,
     expected_revision: int | None,
     request_id: str,
-    server: str,
-    as_json: bool,
-    timeout: float,
 ) -> None:
-    """Commit a transaction: publish its writes and release its staged effects."""
-    with connected(server, timeout) as client:
+    """``tx commit``: what was published and released."""
+    with connect() as client:
         c = client.commit(
             transaction_id,
             request_id=request_id or None,
@@ -375,6 +290,3 @@ def _shown(value: Any) -> str:
         return "(absent)"
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= _SHOWN_VALUE_CHARS else text[: _SHOWN_VALUE_CHARS - 1] + "…"
-
-
-COMMANDS: tuple[Any, ...] = (tx_begin, tx_step, tx_commit)

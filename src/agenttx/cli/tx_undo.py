@@ -1,4 +1,5 @@
-"""``agenttx tx undo`` and ``agenttx tx redo``: move a transaction on a running server one step
+"""What ``agenttx tx undo`` and ``agenttx tx redo`` do and print (their arguments are their
+rows' bindings, ``api/operations/cli_bindings.py``): move a transaction on a running server one step
 back (undo the last live step) or forward again (re-apply the step just undone, exactly).
 
 A refusal (nothing to undo, an irreversible step, something ran since the undo) prints the
@@ -6,31 +7,18 @@ server's hint and exits 1, like every refused ``tx`` command (``common.connected
 
 from __future__ import annotations
 
-import click
 from rich.console import Console
 from rich.markup import escape
 
-from agenttx.cli.common import (
-    connected,
-    echo_json,
-    json_option,
-    server_option,
-    status_markup,
-    timeout_option,
-    to_dict,
-)
+from agenttx.cli.common import echo_json, status_markup, to_dict
 from agenttx.cli.output import command_console
+from agenttx.cli.rows import Connect
 from agenttx.types import UndoResult
 
 
-@click.command("undo")
-@click.argument("transaction_id")
-@server_option
-@json_option
-@timeout_option
-def tx_undo(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
-    """Undo the last live step of a transaction (docs/undo.md)."""
-    with connected(server, timeout) as client:
+def tx_undo(connect: Connect, as_json: bool, transaction_id: str) -> None:
+    """``tx undo``: the step undone, what its undo ran, what can come next."""
+    with connect() as client:
         u = client.undo_step(transaction_id)
     if as_json:
         from agenttx.api.undo_wire import undo_reply
@@ -50,14 +38,9 @@ def tx_undo(transaction_id: str, server: str, as_json: bool, timeout: float) -> 
     _next(console, u)
 
 
-@click.command("redo")
-@click.argument("transaction_id")
-@server_option
-@json_option
-@timeout_option
-def tx_redo(transaction_id: str, server: str, as_json: bool, timeout: float) -> None:
-    """Re-apply the step the last undo undid, exactly (docs/undo.md)."""
-    with connected(server, timeout) as client:
+def tx_redo(connect: Connect, as_json: bool, transaction_id: str) -> None:
+    """``tx redo``: the step re-applied, what can come next."""
+    with connect() as client:
         u = client.redo_step(transaction_id)
     if as_json:
         from agenttx.api.undo_wire import redo_reply

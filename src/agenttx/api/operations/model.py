@@ -1,6 +1,7 @@
 """What one row of the operation table holds (``Row``), what a call brings to it
 (``CallContext``), and how a row is reached over HTTP (``HttpRoute``), as an MCP tool
-(``McpTool``) and as a CLI command (``CliCommand``).
+(``McpTool``) and as a CLI command (``CliCommand``, declared in cli_bindings.py: the CLI reads
+it without importing the table).
 
 A row's ``run`` is the whole operation once: the wire request in, the engine call, the wire
 reply out. A surface only builds the request (gRPC decodes it; HTTP fills it from the path,
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from agenttx.api.next_calls import Next
+from agenttx.api.operations.cli_bindings import CliCommand
 from agenttx.api.operations.filters import StatusFilter
 from agenttx.numbers import WholeNumber
 from agenttx.types import Caller, Strategy
@@ -138,29 +140,6 @@ class McpTool:
 
 
 @dataclass(frozen=True)
-class CliOption:
-    """One option of a row's CLI command: ``--receipt-id`` for the request's ``receipt_id``;
-    its type is the field's (text, a whole number, a flag, repeatable for a list)."""
-
-    name: str  # the request message's field
-    help: str
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class CliCommand:
-    """A row as an ``agenttx <group> <name>`` command (``cli/rows.py``): the options fill the
-    row's request, sent to the server through the client's ``call``; ``--json`` prints the
-    reply's fields, otherwise they are printed as rows (``cli/output.py``). Two options of
-    one oneof given together are a usage error."""
-
-    group: str  # an existing command group: tx, effects, audit, tools
-    name: str
-    help: str  # for a person: the first line is the group's listing of it
-    options: tuple[CliOption, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
 class Row:
     """One operation. ``run`` is written once; the gRPC method, the HTTP routes, the MCP tool
     and the CLI command are derived from the rest."""
@@ -178,5 +157,5 @@ class Row:
     errors: Mapping[str, tuple[Next, ...]]
     http: tuple[HttpRoute, ...] = ()  # none: not on /v1 (yet)
     mcp: McpTool | None = None  # None: no MCP tool (``mcp_bindings.py`` holds the bindings)
-    # None: no CLI command, or one written by hand (``cli/``, the older rows).
+    # None: no CLI command (``api/operations/cli_bindings.py``: each row's, made by cli/rows.py).
     cli: CliCommand | None = None

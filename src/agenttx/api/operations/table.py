@@ -3,10 +3,10 @@ its ``run`` (the engine call and the reply, written once) and its data — who m
 a retry does, the reasons it may refuse with, its ``/v1`` routes.
 
 The gRPC servicer's methods and the HTTP routes (with their OpenAPI document) are derived from
-``ROWS``, and so are the MCP tool of a row that has an ``mcp`` binding (``mcp_bindings.py``)
-and the CLI command of a row that has a ``cli`` one (the older rows' commands are still
-written by hand). ``WatchTransaction``, a server stream, is no row: gRPC and HTTP
-(server-sent events) each serve it by hand, over the same ``api.revocable.watch_as``.
+``ROWS``, and so are the MCP tool and the CLI command of a row (its ``mcp`` binding in
+``mcp_bindings.py``, its ``cli`` one in ``cli_bindings.py``, which the CLI reads without this
+module). ``WatchTransaction``, a server stream, is no row: gRPC and HTTP (server-sent events)
+each serve it by hand, over the same ``api.revocable.watch_as``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from agenttx.api import (
 )
 from agenttx.api.next_calls import Next, cases
 from agenttx.api.operations import bodies as b
+from agenttx.api.operations import cli_bindings as cli
 from agenttx.api.operations import mcp_bindings as m
 from agenttx.api.operations import replies
 from agenttx.api.operations.model import (
     Access,
     CallContext,
-    CliCommand,
-    CliOption,
     HttpRoute,
     Retry,
     Row,
@@ -337,6 +336,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.BEGIN_TRANSACTION,
+        cli=cli.BEGIN,
     ),
     Row(
         "execute_step",
@@ -358,6 +358,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.RUN_STEP,
+        cli=cli.STEP,
     ),
     Row(
         "commit",
@@ -383,6 +384,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.COMMIT_TRANSACTION,
+        cli=cli.COMMIT,
     ),
     Row(
         "rollback",
@@ -403,6 +405,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.ROLLBACK_TRANSACTION,
+        cli=cli.ROLLBACK,
     ),
     Row(
         "get_transaction",
@@ -415,6 +418,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         _refusals(*_ON_TX),
         (HttpRoute("GET", _TX, "One transaction: status, steps, graph, constraints, context"),),
         mcp=m.GET_TRANSACTION,
+        cli=cli.SHOW,
     ),
     Row(
         "list_steps",
@@ -442,6 +446,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
                 "Check the transaction's audit hash chain (an edited or missing record is named)",
             ),
         ),
+        cli=cli.AUDIT_VERIFY,
     ),
     Row(
         "audit_records",
@@ -452,6 +457,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
         Access.READ,
         Retry.NATURAL,
         _refusals(*_ON_TX),
+        cli=cli.AUDIT_EXPORT,
     ),
     Row(
         "list_transactions",
@@ -472,6 +478,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.LIST_TRANSACTIONS,
+        cli=cli.LIST,
     ),
     Row(
         "list_tools",
@@ -488,6 +495,7 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.LIST_TOOLS,
+        cli=cli.TOOLS,
     ),
 )
 
@@ -513,6 +521,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.PREVIEW_COMMIT,
+        cli=cli.PREVIEW,
     ),
     Row(
         "approve_commit",
@@ -535,6 +544,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.APPROVE_COMMIT,
+        cli=cli.APPROVE,
     ),
     Row(
         "refuse_commit",
@@ -559,6 +569,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.REFUSE_COMMIT,
+        cli=cli.REFUSE,
     ),
     Row(
         "undo_step",
@@ -579,6 +590,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.UNDO_STEP,
+        cli=cli.UNDO,
     ),
     Row(
         "redo_step",
@@ -599,6 +611,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.REDO_STEP,
+        cli=cli.REDO,
     ),
     Row(
         "reconcile_step",
@@ -624,6 +637,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.RECONCILE_STEP,
+        cli=cli.RECONCILE,
     ),
     Row(
         "resolve_step",
@@ -642,6 +656,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 body=b.ResolveBody,
             ),
         ),
+        cli=cli.RESOLVE,
     ),
     Row(
         "compensate",
@@ -664,6 +679,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.COMPENSATE_TRANSACTION,
+        cli=cli.COMPENSATE,
     ),
     Row(
         "approve_compensation",
@@ -684,6 +700,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.APPROVE_COMPENSATION,
+        cli=cli.APPROVE_COMPENSATION,
     ),
     Row(
         "refuse_compensation",
@@ -704,6 +721,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.REFUSE_COMPENSATION,
+        cli=cli.REFUSE_COMPENSATION,
     ),
     Row(
         "list_effects",
@@ -732,6 +750,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.LIST_EFFECTS,
+        cli=cli.EFFECTS,
     ),
     Row(
         "retry_effect",
@@ -752,6 +771,7 @@ SAFETY_ROWS: tuple[Row, ...] = (
             ),
         ),
         mcp=m.RETRY_EFFECT,
+        cli=cli.RETRY_EFFECT,
     ),
     Row(
         "find_transaction",
@@ -778,17 +798,8 @@ SAFETY_ROWS: tuple[Row, ...] = (
                 operation_id="FindTransactionByRequest",
             ),
         ),
-        m.FIND_TRANSACTION,
-        CliCommand(
-            "tx",
-            "find",
-            "The transaction a receipt id or a request id names: its state, how it ended, "
-            "its newest receipts.",
-            (
-                CliOption("receipt_id", "A receipt id `tx preview` printed."),
-                CliOption("request_id", "The request id one of its calls was sent with."),
-            ),
-        ),
+        mcp=m.FIND_TRANSACTION,
+        cli=cli.FIND,
     ),
 )
 
