@@ -210,9 +210,11 @@ async def test_the_mcp_column_names_real_tools(engine: Any) -> None:
     listed = {a: name for a, name in MCP.names.items() if name}
     assert set(listed.values()) <= tools, set(listed.values()) - tools
     assert len(set(listed.values())) == len(listed)
-    # The actions with no tool have none (an operator's word: resolve_step).
-    assert {a for a, name in MCP.names.items() if not name} == {"resolve_step"}
+    # The actions with no tool have none (an operator's word: resolve_step); the rest are
+    # the tools of the rows' bindings.
+    assert ACTIONS - set(MCP.names) == {"resolve_step"}
     assert "resolve_step" not in tools
+    assert MCP.names == {r.name: r.mcp.name for r in ROWS if r.mcp and r.name in ACTIONS}
     for action, name in listed.items():
         assert MCP.action_of(name) == action
 
@@ -283,12 +285,14 @@ def test_the_docs_table_of_next_steps_is_next_on() -> None:
 
 
 def test_the_cli_renders_a_continuation_without_loading_the_table() -> None:
-    # A refused command's next: line imports the guidance; the operation table would cost it
-    # a third of a second (pydantic bodies, the engine's modules).
+    # A refused command's next: line imports the guidance and the commands' bindings (the CLI
+    # column); the operation table would cost it a third of a second (pydantic bodies, the
+    # engine's modules).
     probe = (
         "import sys; from agenttx.api.public_errors import guidance; "
         "from agenttx.api.next_calls import CLI; "
         "print(sorted(m for m in sys.modules if m.startswith('agenttx.api.operations')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout
+    loaded = "['agenttx.api.operations', 'agenttx.api.operations.cli_bindings']"
+    assert out.stdout.strip() == loaded, out.stdout

@@ -19,19 +19,19 @@ surface writes its own sentences, each only brings its column of names:
     commit          commit_transaction    agenttx tx commit TX      CommitTransaction
     rollback        rollback_transaction  agenttx tx rollback TX    RollbackTransaction
     get_transaction get_transaction       agenttx tx show TX        GetTransaction
-    …               (the table below, ``_ACTIONS``)
+    …               (every row a continuation may name: ``_ACTIONS``)
 
-Derived columns: the gRPC column is each row's ``rpc`` and the HTTP column each row's first
-route (``POST /v1/transactions/{transaction_id}/steps``), built by the adapters that import
-the table (``grpc_calls`` in ``api/grpc/server.py``, ``http_calls`` in ``api/http/v1/errors.py``),
-so an RPC and a route are declared once. Listed columns: the MCP tools and CLI commands are
-written in ``_ACTIONS`` while most of them are still made by hand (``api/mcp/catalog.py``,
-``cli/``); ``tests/surfaces/test_next_steps.py`` checks each against the real ``tools/list``
-and command tree. ``on(transaction_id)`` fills the transaction's id into the names that carry
-it (an HTTP path, a CLI argument).
+Derived columns, so a name is declared once: the gRPC column is each row's ``rpc`` and the
+HTTP column its first route (``POST /v1/transactions/{transaction_id}/steps``), each built by
+the adapter that imports the table (``grpc_calls`` in ``api/grpc/server.py``, ``http_calls``
+in ``api/http/v1/errors.py``); the CLI column is read here from the commands' bindings
+(``api/operations/cli_bindings.py``), which hold plain values only. The MCP column is
+listed, as the tools' bindings come with the table; ``tests/surfaces/test_next_steps.py``
+holds it to them. ``on(transaction_id)`` fills the transaction's id into the names that
+carry it (an HTTP path, a CLI argument).
 
-This module imports nothing internal: the CLI renders its continuations with it, and the
-operation table costs a CLI error line a third of a second to import.
+Of AgentTx this module imports only the CLI bindings: the CLI renders its continuations with
+it, and the operation table (with protobuf) would cost a CLI error line a third of a second.
 """
 
 from __future__ import annotations
@@ -41,26 +41,26 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-# action (a row name) → (MCP tool or "" when MCP has none, CLI command). ``{tx}`` stands for
-# the transaction's id in a CLI command.
-_ACTIONS: dict[str, tuple[str, str]] = {
-    "begin": ("begin_transaction", "agenttx tx begin"),
-    "execute_step": ("run_step", "agenttx tx step {tx}"),
-    "commit": ("commit_transaction", "agenttx tx commit {tx}"),
-    "rollback": ("rollback_transaction", "agenttx tx rollback {tx}"),
-    "get_transaction": ("get_transaction", "agenttx tx show {tx}"),
-    "list_tools": ("list_tools", "agenttx tools"),
-    "preview_commit": ("preview_commit", "agenttx tx preview {tx}"),
-    "approve_commit": ("approve_commit", "agenttx tx approve {tx}"),
-    "refuse_commit": ("refuse_commit", "agenttx tx refuse {tx}"),
-    "undo_step": ("undo_step", "agenttx tx undo {tx}"),
-    "redo_step": ("redo_step", "agenttx tx redo {tx}"),
-    "reconcile_step": ("reconcile_step", "agenttx tx reconcile {tx}"),
-    # An operator's word on an outcome: never an agent's, so no MCP tool (docs/reconcile.md).
-    "resolve_step": ("", "agenttx tx resolve {tx}"),
-    "approve_compensation": ("approve_compensation", "agenttx tx approve-compensation {tx}"),
-    "refuse_compensation": ("refuse_compensation", "agenttx tx refuse-compensation {tx}"),
-}
+from agenttx.api.operations.cli_bindings import COMMANDS, CliCommand
+
+# The actions a continuation may name: each an operation of the table, by its row name.
+_ACTIONS: tuple[str, ...] = (
+    "begin",
+    "execute_step",
+    "commit",
+    "rollback",
+    "get_transaction",
+    "list_tools",
+    "preview_commit",
+    "approve_commit",
+    "refuse_commit",
+    "undo_step",
+    "redo_step",
+    "reconcile_step",
+    "resolve_step",  # an operator's word on an outcome, never an agent's: no MCP tool
+    "approve_compensation",
+    "refuse_compensation",
+)
 
 ACTIONS: frozenset[str] = frozenset(_ACTIONS)
 
@@ -221,8 +221,40 @@ class Calls:
         return ""
 
 
-MCP = Calls("mcp", "tool", {a: names[0] for a, names in _ACTIONS.items()})
-CLI = Calls("cli", "command", {a: names[1] for a, names in _ACTIONS.items()})
+def _command(c: CliCommand) -> str:
+    """``agenttx tx step {tx}``: a binding as its command line begins."""
+    words = ["agenttx", *([c.group] if c.group else []), c.name]
+    if any(o.positional and o.name == "transaction_id" for o in c.options):
+        words.append("{tx}")
+    return " ".join(words)
+
+
+# The CLI column, from the commands' bindings (light: plain values, no table, no protobuf).
+CLI = Calls("cli", "command", {c.row: _command(c) for c in COMMANDS if c.row in _ACTIONS})
+
+
+# The MCP column, listed: the tools' bindings come with the table (and protobuf), which a CLI
+# error line must not load; ``tests/surfaces/test_next_steps.py`` holds it to the bindings.
+MCP = Calls(
+    "mcp",
+    "tool",
+    {
+        "begin": "begin_transaction",
+        "execute_step": "run_step",
+        "commit": "commit_transaction",
+        "rollback": "rollback_transaction",
+        "get_transaction": "get_transaction",
+        "list_tools": "list_tools",
+        "preview_commit": "preview_commit",
+        "approve_commit": "approve_commit",
+        "refuse_commit": "refuse_commit",
+        "undo_step": "undo_step",
+        "redo_step": "redo_step",
+        "reconcile_step": "reconcile_step",
+        "approve_compensation": "approve_compensation",
+        "refuse_compensation": "refuse_compensation",
+    },
+)
 
 
 def grpc_calls(rpcs: Mapping[str, str]) -> Calls:
