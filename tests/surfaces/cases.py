@@ -525,6 +525,7 @@ LIFECYCLE: tuple[Case, ...] = (
             "receipts[].status": ["refused"],
             "receipts[].decided_by": ["alice"],
             "receipts[].reason": [AT_MOST],
+            "receipts[].revision": [2],
         },
         says={"mcp": (f"refused receipt $receipt: {AT_MOST}",)},
         replaces=(

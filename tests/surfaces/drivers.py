@@ -479,6 +479,12 @@ class CliDriver:
         reply = {"effects": reply} if operation == "list_effects" else reply
         return Outcome(True, reply=reply, text=said, code=code)
 
+    async def as_a_person_runs_it(self, *argv: str) -> Any:
+        """The click result of a command line run without ``--json``, for a check of the
+        text a person reads (at a width that keeps a line whole)."""
+        argv = (*argv, "--server", self.server)
+        return await asyncio.to_thread(CliRunner().invoke, main, argv, env={"COLUMNS": "240"})
+
     async def offers(self, operation: str) -> bool:
         if operation not in CLI:
             return False

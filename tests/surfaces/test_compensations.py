@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from agenttx.cli import main
 from compensation_tools import undone
 from http_harness import assert_error_shape, request
 from surfaces.cases import (
@@ -40,10 +39,7 @@ test_each_surface_gives_the_engines_outcome = conformance_test(COMPENSATION)
 
 
 async def as_a_person_runs_it(drivers: dict[str, Driver], *argv: str) -> Result:
-    """A command line against the served engine, its text as a person reads it (no --json)."""
-    server = drivers["cli"].server  # type: ignore[attr-defined]
-    argv = (*argv, "--server", server)
-    return await asyncio.to_thread(CliRunner().invoke, main, argv, env={"COLUMNS": "240"})
+    return await drivers["cli"].as_a_person_runs_it(*argv)  # type: ignore[attr-defined, no-any-return]
 
 
 def words(r: Result) -> str:
