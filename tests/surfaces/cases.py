@@ -245,6 +245,7 @@ LIFECYCLE: tuple[Case, ...] = (
         (),
         step(1, "kv.put", {"key": "k"}, transaction_id=NO_TX),
         "NOT_FOUND",
+        next={"mcp": {"kind": "CallTool", "tool": "begin_transaction"}},
     ),
     Case(
         "an unknown transaction",
@@ -264,6 +265,13 @@ LIFECYCLE: tuple[Case, ...] = (
         (BEGIN, call("rollback", transaction_id="$tx")),
         put(1),
         "NOT_ACTIVE",
+        next={
+            "mcp": {
+                "kind": "CallTool",
+                "tool": "begin_transaction",
+                "instruction": ("ROLLED_BACK",),
+            }
+        },
     ),
     Case(
         "rollback",
