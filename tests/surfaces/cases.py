@@ -10,6 +10,17 @@ transaction the last ``compensate`` started), ``$effect`` (the first effect the 
 ``list_effects`` listed), ``$log`` (a file the ``comp.*`` tools' undos append to) and ``$dir``
 (a directory whose ``provider`` file says "happened", for the ``pay.*`` tools).
 
+A case may also say what the last call looks like in each surface's own form — keyed by a
+surface, ``mcp`` for the three MCP surfaces, or ``*`` for all: ``says``, words the caller's text
+holds (an id written as its placeholder); ``next``, the fields of the refusal's continuation
+(a tuple: words its text holds); ``codes``, the surface's own status (the gRPC status, the HTTP
+status, the CLI's exit status); ``own_call``, that the continuation names its own surface's
+call and no other's; ``details``, the refusal's fields on every surface that carries them
+(all but MCP and the CLI, which say them in words). ``undone`` is the undos the ``comp.*``
+tools ran by then, on every surface; ``only``, reply fields that some surfaces name their own
+way (the engine's and the clients' ``rolled_back`` is ``finished`` on the wire). The
+families: ``service`` (the engine and both clients), ``wire`` (the rest), ``mcp``.
+
 ``LACKS`` lists the operations a surface does not offer, and why; the suite checks each is
 really absent there. ``DIFFERS`` lists the (surface, case) pairs where a surface gives another
 outcome than the engine by design, and that outcome, which the suite asserts exactly.
@@ -17,6 +28,7 @@ outcome than the engine by design, and that outcome, which the suite asserts exa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +39,9 @@ import grpc
 class Call:
     operation: str
     inputs: dict[str, Any] = field(default_factory=dict)
+    # A set-up call a surface may refuse by design (a fatal step, which MCP refuses:
+    # ``DIFFERS``); every other set-up call must succeed.
+    anyhow: bool = False
 
 
 def call(operation: str, **inputs: Any) -> Call:
@@ -40,6 +55,13 @@ class Case:
     call: Call
     expect: dict[str, Any] | str  # the reply's fields, or the refusal's reason code
     replaces: tuple[str, ...] = ()
+    undone: tuple[tuple[str, int], ...] | None = None  # the comp.* undos run, oldest first
+    says: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    next: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    codes: Mapping[str, str] = field(default_factory=dict)
+    own_call: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)  # the refusal's fields
+    only: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -47,10 +69,20 @@ class Case:
 
     @property
     def expected(self) -> dict[str, Any]:
-        """``expect`` as ``Outcome.view`` gives it: ok, reason, the fields."""
+        """``expect`` as ``Outcome.view`` gives it: ok, reason, the fields (and the undos)."""
         if isinstance(self.expect, str):
-            return {"ok": False, "reason": self.expect, "fields": {}}
-        return {"ok": True, "reason": "", "fields": self.expect}
+            out = {"ok": False, "reason": self.expect, "fields": {}}
+        else:
+            out = {"ok": True, "reason": "", "fields": self.expect}
+        if self.undone is not None:
+            out["undone"] = [list(u) for u in self.undone]
+        return out
+
+    def on(self, surface: str, table: Mapping[str, Any]) -> list[Any]:
+        """What ``table`` (``says``, ``next``, ``codes`` or ``only``) holds for ``surface``:
+        the entry for all surfaces, for its families, for the surface itself, in that order."""
+        keys = ("*", *FAMILIES.get(surface, ()), surface)
+        return [table[k] for k in keys if k in table]
 
 
 NO_TX = "tx_" + "0" * 32  # a transaction id of the right shape that names no transaction
@@ -80,6 +112,20 @@ COMMIT = call("commit", transaction_id="$tx")
 APPROVAL = (call("begin", principal="bob", mode="approval_required"), PUT_1)
 PREVIEWED = (*APPROVAL, call("preview_commit", transaction_id="$tx"))
 ALICE = {"principal": "alice", "roles": ["approver"]}
+AT_MOST = "at most 50"  # why alice refuses a receipt
+
+
+def refuse_commit(reason: str = AT_MOST, **who: Any) -> Call:
+    return call(
+        "refuse_commit",
+        transaction_id="$tx",
+        receipt_id="$receipt",
+        reason=reason,
+        **(who or ALICE),
+    )
+
+
+REFUSED_RECEIPT = (*PREVIEWED, refuse_commit())
 APPROVED = (
     *PREVIEWED,
     call("approve_commit", transaction_id="$tx", receipt_id="$receipt", **ALICE),
@@ -179,10 +225,19 @@ LIFECYCLE: tuple[Case, ...] = (
     Case(
         "a wrong step id",
         (BEGIN,),
-        step(5, "kv.put", {"key": "k"}),
+        step(5, "kv.put", {"key": "k", "value": 1}),
         "WRONG_STEP",
+        codes={"http": "409", "cli": "1"},
+        next={
+            "http": {"kind": "RetryRequest", "instruction": ("POST /v1/transactions/$tx/steps",)},
+            "grpc": {"kind": "RetryRequest"},
+            "mcp": {"kind": "RetryRequest"},
+            "cli": {"instruction": ("agenttx tx step $tx", "step_id 1")},
+        },
+        own_call=True,
         replaces=(
-            "test_next_calls_surfaces::test_a_wrong_step_names_each_surfaces_own_call (reason)",
+            "test_next_calls_surfaces::test_a_wrong_step_names_each_surfaces_own_call",
+            "test_next_calls_surfaces::test_a_wrong_step_over_mcp_names_the_tool",
         ),
     ),
     Case(
@@ -190,6 +245,7 @@ LIFECYCLE: tuple[Case, ...] = (
         (),
         step(1, "kv.put", {"key": "k"}, transaction_id=NO_TX),
         "NOT_FOUND",
+        next={"mcp": {"kind": "CallTool", "tool": "begin_transaction"}},
     ),
     Case(
         "an unknown transaction",
@@ -209,6 +265,13 @@ LIFECYCLE: tuple[Case, ...] = (
         (BEGIN, call("rollback", transaction_id="$tx")),
         put(1),
         "NOT_ACTIVE",
+        next={
+            "mcp": {
+                "kind": "CallTool",
+                "tool": "begin_transaction",
+                "instruction": ("ROLLED_BACK",),
+            }
+        },
     ),
     Case(
         "rollback",
@@ -255,6 +318,7 @@ LIFECYCLE: tuple[Case, ...] = (
             "approval_reasons": ["mode approval_required"],
             "mode": "approval_required",
             "changes.state[].key": ["kv/k"],
+            "changes.state[].after": [1],
         },
         replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (preview)",),
     ),
@@ -263,6 +327,9 @@ LIFECYCLE: tuple[Case, ...] = (
         PREVIEWED,
         COMMIT,
         "APPROVAL_REQUIRED",
+        details={"transaction_id": "$tx"},
+        codes={"grpc": "FAILED_PRECONDITION"},
+        next={"mcp": {"kind": "CallTool", "tool": "preview_commit"}},
         replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (refusal)",),
     ),
     Case(
@@ -276,6 +343,9 @@ LIFECYCLE: tuple[Case, ...] = (
             roles=["approver"],
         ),
         "APPROVAL_REFUSED",
+        details={"why": "same_principal"},
+        codes={"grpc": "FAILED_PRECONDITION", "cli": "1"},
+        says={"*": ("began the transaction",)},
         replaces=(
             "test_receipts_surfaces::test_cli_preview_and_approve (same principal)",
             "test_refusals_surfaces::test_cli_refuse_and_show (same principal)",
@@ -292,6 +362,11 @@ LIFECYCLE: tuple[Case, ...] = (
             roles=["agent"],
         ),
         "APPROVAL_REFUSED",
+        details={"why": "not_approver"},
+        replaces=(
+            "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
+            "errors (not_approver)",
+        ),
     ),
     Case(
         "approve_commit",
@@ -332,36 +407,91 @@ LIFECYCLE: tuple[Case, ...] = (
         APPROVED,
         call("commit", transaction_id="$tx", receipt_id="$receipt", expected_revision=1),
         "SNAPSHOT_MISMATCH",
+        details={"expected_revision": 1, "revision": 2},
+        codes={"grpc": "ABORTED"},
         replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc",),
+    ),
+    *(
+        Case(
+            f"refuse_commit {without}",
+            PREVIEWED,
+            refuse_commit(reason=reason),
+            "INVALID_ARGUMENT",
+            # /v1 refuses a blank reason by its document's pattern, in the pattern's words.
+            says={"*": ("reason",), "grpc": (word,)},
+            codes={"grpc": "INVALID_ARGUMENT", "http": "400", "cli": "1"},
+            replaces=(
+                f"test_refusals_surfaces::test_refuse_commit_over_grpc ({without})",
+                f"test_refusals_surfaces::test_refuse_over_http ({without})",
+                "test_refusals_surfaces::test_the_async_client_refuses_and_rebuilds_the_errors "
+                "(blank)",
+            ),
+        )
+        for without, reason, word in (
+            ("without a reason", "  ", "reason is required"),
+            ("with a reason over the limit", "x" * 4097, "over the limit of 4096"),
+        )
+    ),
+    Case(
+        "refuse_commit as the principal who began it",
+        PREVIEWED,
+        refuse_commit(principal="bob", roles=["approver"]),
+        "APPROVAL_REFUSED",
+        details={"why": "same_principal"},
+        says={"*": ("began the transaction",)},
+        codes={"http": "409", "cli": "1"},
+        replaces=(
+            "test_refusals_surfaces::test_the_async_client_refuses_and_rebuilds_the_errors (own)",
+            "test_refusals_surfaces::test_cli_refuse_and_show (same principal)",
+            "test_refusals_surfaces::test_refuse_over_http (same)",
+        ),
     ),
     Case(
         "refuse_commit",
         PREVIEWED,
-        call(
-            "refuse_commit", transaction_id="$tx", receipt_id="$receipt", reason="too big", **ALICE
+        refuse_commit(),
+        {
+            "transaction_id": "$tx",
+            "receipt_id": "$receipt",
+            "refused_by": "alice",
+            "reason": AT_MOST,
+            "snapshot.transaction_id": "$tx",
+            "snapshot.revision": 2,
+        },
+        says={"mcp": (AT_MOST,)},
+        replaces=(
+            "test_refusals_surfaces::test_the_sync_client_refuses_too",
+            "test_refusals_surfaces::test_refuse_commit_over_grpc (refused)",
+            "test_refusals_surfaces::test_refuse_over_http (refused)",
+            "test_refusals_surfaces::test_refuse_over_mcp (refused)",
         ),
-        {"refused_by": "alice", "reason": "too big", "snapshot.revision": 2},
-        replaces=("test_refusals_surfaces::test_the_sync_client_refuses_too",),
     ),
     Case(
         "commit a refused receipt",
-        (
-            *PREVIEWED,
-            call(
-                "refuse_commit", transaction_id="$tx", receipt_id="$receipt", reason="no", **ALICE
-            ),
-        ),
+        REFUSED_RECEIPT,
         call("commit", transaction_id="$tx", receipt_id="$receipt"),
         "RECEIPT_REFUSED",
+        details={"why": "refused", "transaction_id": "$tx"},
+        says={"*": ("'alice'", AT_MOST)},
+        codes={"grpc": "FAILED_PRECONDITION", "http": "409"},
+        next={
+            "mcp": {
+                "kind": "CallTool",
+                "tool": "preview_commit",
+                "instruction": ("rollback_transaction",),
+            }
+        },
+        replaces=(
+            "test_refusals_surfaces::test_refuse_commit_over_grpc (commit)",
+            "test_refusals_surfaces::test_the_async_client_refuses_and_rebuilds_the_errors "
+            "(commit)",
+            "test_refusals_surfaces::test_refuse_over_http (commit)",
+            "test_refusals_surfaces::test_refuse_over_mcp (commit)",
+        ),
     ),
     Case(
         "approve a refused receipt",
-        (
-            *PREVIEWED,
-            call(
-                "refuse_commit", transaction_id="$tx", receipt_id="$receipt", reason="no", **ALICE
-            ),
-        ),
+        REFUSED_RECEIPT,
         call(
             "approve_commit",
             transaction_id="$tx",
@@ -370,28 +500,73 @@ LIFECYCLE: tuple[Case, ...] = (
             roles=["approver"],
         ),
         "APPROVAL_REFUSED",
+        details={"why": "already_refused"},
+        next={"mcp": {"instruction": ("refused",)}},
+        replaces=(
+            "test_refusals_surfaces::test_the_async_client_refuses_and_rebuilds_the_errors (late)",
+            "test_refusals_surfaces::test_refuse_over_mcp (late)",
+        ),
+    ),
+    Case(
+        "refuse a refused receipt",
+        REFUSED_RECEIPT,
+        refuse_commit(),
+        "APPROVAL_REFUSED",
+        next={"mcp": {"kind": "ResolveExternally"}},
+        replaces=("test_refusals_surfaces::test_refuse_over_mcp (again)",),
+    ),
+    Case(
+        "refuse an approved receipt",
+        APPROVED,
+        refuse_commit(),
+        "APPROVAL_REFUSED",
+        next={"mcp": {"kind": "ResolveExternally", "instruction": ("rolled back",)}},
+        replaces=("test_refusals_surfaces::test_refuse_over_mcp (after an approval)",),
     ),
     Case(
         "a refused receipt in get_transaction",
-        (
-            *PREVIEWED,
-            call(
-                "refuse_commit", transaction_id="$tx", receipt_id="$receipt", reason="no", **ALICE
-            ),
-        ),
+        REFUSED_RECEIPT,
         call("get_transaction", transaction_id="$tx"),
         {
             "status": "ACTIVE",
+            "receipts[].receipt_id": ["$receipt"],
             "receipts[].status": ["refused"],
             "receipts[].decided_by": ["alice"],
-            "receipts[].reason": ["no"],
+            "receipts[].reason": [AT_MOST],
+            "receipts[].revision": [2],
         },
+        says={"mcp": (f"refused receipt $receipt: {AT_MOST}",)},
+        replaces=(
+            "test_refusals_surfaces::test_refuse_commit_over_grpc (get)",
+            "test_refusals_surfaces::test_the_async_client_refuses_and_rebuilds_the_errors (info)",
+            "test_refusals_surfaces::test_refuse_over_http (get)",
+            "test_refusals_surfaces::test_refuse_over_mcp (shown)",
+        ),
+    ),
+    Case(
+        "commit a new receipt after a refused one",
+        (
+            *REFUSED_RECEIPT,
+            PUT_2,
+            call("preview_commit", transaction_id="$tx"),
+            call("approve_commit", transaction_id="$tx", receipt_id="$receipt", **ALICE),
+            call("commit", transaction_id="$tx", receipt_id="$receipt"),
+        ),
+        call("get_transaction", transaction_id="$tx"),
+        {"status": "COMMITTED", "receipts[].status": ["approved", "refused"]},
+        replaces=("test_refusals_surfaces::test_refuse_over_mcp (a new receipt commits)",),
     ),
     Case(
         "approve a voided receipt",
         (*PREVIEWED, PUT_2),
         call("approve_commit", transaction_id="$tx", receipt_id="$receipt", **ALICE),
         "SNAPSHOT_MISMATCH",
+        says={"*": ("a later change voided it",)},
+        codes={"http": "409"},
+        next={
+            "http": {"operation": "POST /v1/transactions/$tx/preview"},
+            "cli": {"instruction": ("Call agenttx tx preview $tx, review",)},
+        },
         replaces=(
             "test_receipt_voided_surfaces::test_v1_json_shows_voided_and_refuses_its_approval_as_a_"
             "snapshot_mismatch (approve)",
@@ -402,6 +577,12 @@ LIFECYCLE: tuple[Case, ...] = (
         (*PREVIEWED, PUT_2),
         call("refuse_commit", transaction_id="$tx", receipt_id="$receipt", reason="no", **ALICE),
         "SNAPSHOT_MISMATCH",
+        says={"*": ("a later change voided it",)},
+        codes={"http": "409"},
+        next={
+            "http": {"operation": "POST /v1/transactions/$tx/preview"},
+            "cli": {"instruction": ("Call agenttx tx preview $tx, review",)},
+        },
         replaces=(
             "test_receipt_voided_surfaces::test_v1_json_shows_voided_and_refuses_its_approval_as_a_"
             "snapshot_mismatch (refuse)",
@@ -411,11 +592,34 @@ LIFECYCLE: tuple[Case, ...] = (
         "a voided receipt in get_transaction",
         (*PREVIEWED, PUT_2),
         call("get_transaction", transaction_id="$tx"),
-        {"revision": 3, "receipts[].status": ["voided"], "receipts[].revision": [2]},
+        {
+            "status": "ACTIVE",
+            "revision": 3,
+            "receipts[].receipt_id": ["$receipt"],
+            "receipts[].status": ["voided"],
+            "receipts[].revision": [2],
+        },
+        replaces=(
+            "test_receipt_voided_surfaces::test_v1_json_shows_voided_and_refuses_its_approval_as_a_"
+            "snapshot_mismatch (the view)",
+        ),
+    ),
+    Case(
+        "an approved receipt voided in get_transaction",
+        (*APPROVED, PUT_2),
+        call("get_transaction", transaction_id="$tx"),
+        {
+            "revision": 3,
+            "receipts[].receipt_id": ["$receipt"],
+            "receipts[].status": ["voided"],
+            "receipts[].revision": [2],
+            "receipts[].decided_by": ["alice"],
+        },
+        replaces=("test_receipt_voided_surfaces::test_grpc_and_both_clients_show_voided",),
     ),
 )
 
-# Undo and redo, unknown outcomes, compensation, the audit chain and the outbox.
+# Undo and redo, unknown outcomes, the audit chain and the outbox.
 SAFETY: tuple[Case, ...] = (
     # -- undo and redo --------------------------------------------------------------------------
     Case(
@@ -457,8 +661,16 @@ SAFETY: tuple[Case, ...] = (
         (BEGIN, PUT_1),
         call("redo_step", transaction_id="$tx"),
         "REDO_REFUSED",
+        codes={"http": "409", "cli": "1"},
+        says={"cli": ("send step 2 again",)},
+        next={
+            "http": {"operation": "POST /v1/transactions/$tx/steps"},
+            "grpc": {"kind": "CallTool", "rpc": "ExecuteStep"},
+            "mcp": {"kind": "CallTool", "tool": "run_step"},
+        },
+        own_call=True,
         replaces=(
-            "test_next_calls_surfaces::test_a_refused_redo_names_each_surfaces_own_call (reason)",
+            "test_next_calls_surfaces::test_a_refused_redo_names_each_surfaces_own_call",
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (refused redo)",
             "test_http_safety::test_undo_then_redo_over_http (refused redo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (refused redo)",
@@ -553,128 +765,6 @@ SAFETY: tuple[Case, ...] = (
             "undo (resolve)",
         ),
     ),
-    # -- compensation ---------------------------------------------------------------------------
-    Case(
-        "compensation_plan",
-        (
-            BEGIN,
-            comp_step(1, "comp.charge"),
-            comp_step(2, "comp.launch"),
-            comp_step(3, "comp.best"),
-            COMMIT,
-        ),
-        call("compensation_plan", transaction_id="$tx"),
-        {"actions[].step_id": [3, 2, 1], "actions[].verdict": ["run", "not_supported", "run"]},
-        replaces=(
-            "test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client (plan)",
-        ),
-    ),
-    Case(
-        "compensate",
-        (BEGIN, comp_step(1, "comp.charge"), COMMIT),
-        call("compensate", transaction_id="$tx", reason="refund"),
-        {"status": "compensated", "requires_human": False},
-    ),
-    Case(
-        "compensate an active transaction",
-        (BEGIN, comp_step(1, "comp.charge")),
-        call("compensate", transaction_id="$tx", reason="refund"),
-        "NOT_ACTIVE",
-    ),
-    Case(
-        "compensate twice",
-        (BEGIN, comp_step(1, "comp.charge"), COMMIT, call("compensate", transaction_id="$tx")),
-        call("compensate", transaction_id="$tx"),
-        "ALREADY_EXISTS",
-        replaces=(
-            "none: test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client "
-            "also checks the gRPC status code of the second compensation (ALREADY_EXISTS)",
-        ),
-    ),
-    Case(
-        "a compensation waiting for an approver",
-        WAITING_COMPENSATION[:-1],
-        WAITING_COMPENSATION[-1],
-        {"status": "awaiting_approval"},
-    ),
-    Case(
-        "approve_compensation",
-        WAITING_COMPENSATION,
-        call("approve_compensation", transaction_id="$compensation", **ALICE),
-        {"transaction_status": "COMPENSATED", "compensations_run": 1},
-        replaces=(
-            "test_compensation_surfaces::test_approval_over_grpc_refuses_the_wrong_principal",
-        ),
-    ),
-    Case(
-        "approve a compensation as its own principal",
-        WAITING_COMPENSATION,
-        call(
-            "approve_compensation",
-            transaction_id="$compensation",
-            principal="bob",
-            roles=["approver"],
-        ),
-        "COMPENSATION_APPROVAL_REFUSED",
-    ),
-    Case(
-        "a rollback waiting for an approver",
-        WAITING_ROLLBACK[:-1],
-        ROLLBACK,
-        {"transaction_status": "ROLLING_BACK", "compensation_approval_pending": True},
-        replaces=(
-            "test_compensation_surfaces::test_a_waiting_rollback_over_grpc_and_the_sync_"
-            "client (waiting)",
-        ),
-    ),
-    Case(
-        "a step on a rollback waiting for an approver",
-        WAITING_ROLLBACK,
-        comp_step(3, "comp.charge"),
-        "NOT_ACTIVE",
-    ),
-    Case(
-        "refuse_compensation",
-        WAITING_ROLLBACK,
-        call("refuse_compensation", transaction_id="$tx", reason="refunded by hand", **ALICE),
-        {
-            "transaction_status": "ROLLED_BACK",
-            "compensations_run": 1,
-            "compensation_approval_pending": False,
-            "compensation_errors": [
-                "step 2 (comp.refund) not undone: compensation refused by alice: refunded by hand"
-            ],
-        },
-        replaces=(
-            "test_compensation_refusal_surfaces::test_the_sync_client_refuses_a_waiting_rollback",
-            "test_compensation_refusal_surfaces::test_cli_refuse_compensation_as_json",
-        ),
-    ),
-    Case(
-        "a refused compensation in get_transaction",
-        (
-            *WAITING_ROLLBACK,
-            call("refuse_compensation", transaction_id="$tx", reason="no", **ALICE),
-        ),
-        call("get_transaction", transaction_id="$tx"),
-        {"status": "ROLLED_BACK", "requires_human": True, "compensation_approval_pending": False},
-        replaces=(
-            "test_compensation_refusal_surfaces::test_the_sync_client_refuses_a_waiting_rollback "
-            "(the view)",
-        ),
-    ),
-    Case(
-        "refuse a compensation as its own principal",
-        WAITING_ROLLBACK,
-        call(
-            "refuse_compensation",
-            transaction_id="$tx",
-            reason="no",
-            principal="bob",
-            roles=["approver"],
-        ),
-        "COMPENSATION_APPROVAL_REFUSED",
-    ),
     # -- the audit chain and the outbox ---------------------------------------------------------
     Case(
         "verify_audit",
@@ -716,9 +806,477 @@ SAFETY: tuple[Case, ...] = (
     ),
 )
 
-CASES = (*LIFECYCLE, *SAFETY)
+# Compensation: the plan, a compensating transaction, a rollback or an abort that waits for an
+# approver, and the approver's refusal.
+WHY = "refunded by hand already"
+REFUSED = "not undone: compensation refused by alice: " + WHY
+CHARGE_REFUND = (BEGIN, comp_step(1, "comp.charge"), comp_step(2, "comp.refund"))
+CANNOT_UNDO = (
+    BEGIN,
+    comp_step(1, "comp.charge"),
+    comp_step(2, "comp.launch"),
+    comp_step(3, "comp.best"),
+    COMMIT,
+)
+COMPENSATE = call("compensate", transaction_id="$tx", reason="refund")
+WAITING_REFUSAL = (
+    *CHARGE_REFUND,
+    COMMIT,
+    call("compensate", transaction_id="$tx", reason="chargeback"),
+)
+# Its last step is refused over MCP (``DIFFERS``), a FAILED reply elsewhere.
+FATAL_WAITS = (
+    BEGIN,
+    comp_step(1, "comp.refund"),
+    Call("execute_step", step(2, "comp.fatal").inputs, anyhow=True),
+)
 
-SURFACES = ("embedded", "client", "grpc", "http", "mcp-stdio", "mcp-http", "mcp-remote", "cli")
+
+def refuse_compensation(tx: str = "$tx", reason: str = WHY, **who: Any) -> Call:
+    return call("refuse_compensation", transaction_id=tx, reason=reason, **(who or ALICE))
+
+
+def approve_compensation(tx: str = "$tx", **who: Any) -> Call:
+    return call("approve_compensation", transaction_id=tx, **(who or ALICE))
+
+
+BOB_APPROVER = {"principal": "bob", "roles": ["approver"]}
+FINISHED = {"service": {"rolled_back": True}, "wire": {"finished": True}}
+OWN_PRINCIPAL = {"*": ("own principal",)}
+
+COMPENSATION: tuple[Case, ...] = (
+    # -- the plan and a compensating transaction ------------------------------------------------
+    Case(
+        "compensation_plan",
+        CANNOT_UNDO,
+        call("compensation_plan", transaction_id="$tx"),
+        {"actions[].step_id": [3, 2, 1], "actions[].verdict": ["run", "not_supported", "run"]},
+        replaces=(
+            "test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client (plan)",
+        ),
+    ),
+    Case(
+        "compensation_plan with a step that waits for an approver",
+        (*CHARGE_REFUND, COMMIT),
+        call("compensation_plan", transaction_id="$tx"),
+        {"actions[].step_id": [2, 1], "actions[].verdict": ["awaiting_approval", "run"]},
+        undone=(),
+        replaces=(
+            "test_compensation_surfaces::test_mcp_tools_over_a_server_with_continuations (preview)",
+            "test_compensation_surfaces::test_cli_compensate_preview_and_approve (nothing undone)",
+        ),
+    ),
+    Case(
+        "compensate",
+        (BEGIN, comp_step(1, "comp.charge"), COMMIT),
+        COMPENSATE,
+        {"status": "compensated", "requires_human": False, "compensation_for": "$tx"},
+        undone=(("comp.charge", 1),),
+    ),
+    Case(
+        "compensate past a step that cannot be undone",
+        CANNOT_UNDO,
+        call("compensate", transaction_id="$tx", reason="customer refund"),
+        {
+            "status": "failed",  # step 2 cannot be undone: reported, not skipped
+            "requires_human": True,
+            "compensation_for": "$tx",
+            "evidence[].step": [2],
+            "evidence[].verdict": ["not_supported"],
+        },
+        undone=(("comp.best", 3), ("comp.charge", 1)),
+        replaces=(
+            "test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client",
+            "test_compensation_surfaces::test_mcp_embedded_refuses_a_partial_rollback_over_an_"
+            "unsupported_step (compensate)",
+        ),
+    ),
+    Case(
+        "a failed compensation in get_transaction",
+        (*CANNOT_UNDO, call("compensate", transaction_id="$tx")),
+        call("get_transaction", transaction_id="$compensation"),
+        {"compensation_for": "$tx", "status": "FAILED"},
+        replaces=("test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client",),
+    ),
+    Case(
+        "verify_audit of a compensation",
+        (*CANNOT_UNDO, call("compensate", transaction_id="$tx")),
+        call("verify_audit", transaction_id="$compensation"),
+        {"ok": True},
+        replaces=("test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client",),
+    ),
+    Case(
+        "compensate an active transaction",
+        (BEGIN, comp_step(1, "comp.charge")),
+        COMPENSATE,
+        "NOT_ACTIVE",
+        next={"mcp": {"kind": "ChooseTool", "tools": ("rollback_transaction",)}},
+        replaces=(
+            "test_compensation_surfaces::test_mcp_tools_over_a_server_with_continuations "
+            "(not committed)",
+        ),
+    ),
+    Case(
+        "compensate twice",
+        (BEGIN, comp_step(1, "comp.charge"), COMMIT, call("compensate", transaction_id="$tx")),
+        call("compensate", transaction_id="$tx"),
+        "ALREADY_EXISTS",
+        codes={"grpc": "ALREADY_EXISTS"},
+        next={"mcp": {"tool": "get_transaction"}},
+        replaces=(
+            "test_compensation_surfaces::test_compensate_over_grpc_and_the_async_client "
+            "(the second compensation's status code)",
+            "test_compensation_surfaces::test_mcp_tools_over_a_server_with_continuations (again)",
+        ),
+    ),
+    # -- a compensation that waits for an approver ----------------------------------------------
+    Case(
+        "a compensation waiting for an approver",
+        WAITING_COMPENSATION[:-1],
+        WAITING_COMPENSATION[-1],
+        {"status": "awaiting_approval"},
+        undone=(),
+        says={"mcp": ("approve_compensation",)},
+        replaces=(
+            "test_compensation_surfaces::test_approval_over_grpc_refuses_the_wrong_principal",
+            "test_compensation_surfaces::test_mcp_tools_over_a_server_with_continuations (started)",
+        ),
+    ),
+    Case(
+        "a compensation waiting in get_transaction",
+        WAITING_COMPENSATION,
+        call("get_transaction", transaction_id="$compensation"),
+        {"compensation_approval_pending": True, "compensation_for": "$tx"},
+        replaces=(
+            "test_compensation_surfaces::test_approval_over_grpc_refuses_the_wrong_principal "
+            "(pending)",
+        ),
+    ),
+    Case(
+        "approve_compensation",
+        WAITING_COMPENSATION,
+        approve_compensation("$compensation"),
+        {"transaction_status": "COMPENSATED", "compensations_run": 1},
+        undone=(("comp.refund", 1),),
+        only=FINISHED,
+        replaces=(
+            "test_compensation_surfaces::test_approval_over_grpc_refuses_the_wrong_principal",
+            "test_compensation_surfaces::test_mcp_tools_over_a_server_with_continuations (done)",
+        ),
+    ),
+    Case(
+        "approve a compensation as its own principal",
+        WAITING_COMPENSATION,
+        approve_compensation("$compensation", **BOB_APPROVER),
+        "COMPENSATION_APPROVAL_REFUSED",
+        undone=(),
+        says=OWN_PRINCIPAL,
+        codes={"grpc": "FAILED_PRECONDITION", "http": "409", "cli": "1"},
+        next={"mcp": {"kind": "ResolveExternally"}},
+        replaces=(
+            "test_compensation_surfaces::test_approval_over_grpc_refuses_the_wrong_principal",
+            "test_compensation_surfaces::test_mcp_tools_over_a_server_with_continuations (own)",
+            "test_compensation_surfaces::test_cli_compensate_preview_and_approve (own principal)",
+        ),
+    ),
+    Case(
+        "approve a compensation without the approver role",
+        WAITING_COMPENSATION,
+        approve_compensation("$compensation", principal="carol", roles=["viewer"]),
+        "COMPENSATION_APPROVAL_REFUSED",
+        undone=(),
+        codes={"grpc": "FAILED_PRECONDITION"},
+        replaces=(
+            "test_compensation_surfaces::test_approval_over_grpc_refuses_the_wrong_principal "
+            "(carol)",
+        ),
+    ),
+    # -- a rollback that waits for an approver --------------------------------------------------
+    Case(
+        "a rollback waiting for an approver",
+        CHARGE_REFUND,
+        ROLLBACK,
+        {"transaction_status": "ROLLING_BACK", "compensation_approval_pending": True},
+        undone=(),
+        says={"mcp": ("approve_compensation",)},
+        replaces=(
+            "test_compensation_surfaces::test_a_waiting_rollback_over_grpc_and_the_sync_"
+            "client (waiting)",
+            "test_compensation_surfaces::test_mcp_a_step_on_a_rollback_waiting_for_approval_"
+            "points_to_get_transaction (waiting)",
+        ),
+    ),
+    Case(
+        "a waiting rollback in get_transaction",
+        WAITING_ROLLBACK,
+        call("get_transaction", transaction_id="$tx"),
+        {"status": "ROLLING_BACK", "compensation_approval_pending": True},
+        replaces=(
+            "test_compensation_surfaces::test_a_waiting_rollback_over_grpc_and_the_sync_client "
+            "(info)",
+        ),
+    ),
+    Case(
+        "approve a waiting rollback",
+        WAITING_ROLLBACK,
+        approve_compensation(),
+        {"transaction_status": "ROLLED_BACK"},
+        undone=(("comp.refund", 2), ("comp.charge", 1)),
+        replaces=(
+            "test_compensation_surfaces::test_a_waiting_rollback_over_grpc_and_the_sync_client "
+            "(done)",
+        ),
+    ),
+    Case(
+        "a step on a rollback waiting for an approver",
+        WAITING_ROLLBACK,
+        comp_step(3, "comp.charge"),
+        "NOT_ACTIVE",
+        undone=(),
+        next={"mcp": {"tool": "get_transaction", "instruction": ("approve_compensation",)}},
+        replaces=(
+            "test_compensation_surfaces::test_mcp_a_step_on_a_rollback_waiting_for_approval_"
+            "points_to_get_transaction",
+        ),
+    ),
+    Case(
+        "a partial rollback over a step that cannot be undone",
+        (BEGIN, comp_step(1, "comp.charge"), comp_step(2, "comp.launch")),
+        call("rollback", transaction_id="$tx", to_step=1),
+        "COMPENSATION_REFUSED",
+        undone=(),
+        next={"mcp": {"kind": "ReviseRequest", "instruction": ("to_step 3",)}},
+        replaces=(
+            "test_compensation_surfaces::test_mcp_embedded_refuses_a_partial_rollback_over_an_"
+            "unsupported_step (refused)",
+        ),
+    ),
+    # -- an abort that waits for an approver ----------------------------------------------------
+    Case(
+        "a fatal step whose abort waits for an approver",
+        FATAL_WAITS[:-1],
+        step(2, "comp.fatal"),
+        {"status": "FAILED", "strategy": "ABORT"},
+        undone=(),
+        says={"mcp": ("waits for an approver",)},
+        next={
+            "mcp": {
+                "kind": "ResolveExternally",
+                "instruction": ("approve_compensation", "refuse_compensation"),
+            }
+        },
+        replaces=(
+            "test_compensation_surfaces::test_mcp_a_step_whose_abort_waits_for_an_approver_says_so",
+            "test_compensation_refusal_surfaces::test_mcp_embedded_refuses_the_abort_a_failed_"
+            "step_waits_in (aborted)",
+        ),
+    ),
+    Case(
+        "approve the abort a fatal step waits in",
+        FATAL_WAITS,
+        approve_compensation(),
+        {"transaction_status": "FAILED"},
+        undone=(("comp.refund", 1),),
+        replaces=(
+            "test_compensation_surfaces::test_mcp_a_step_whose_abort_waits_for_an_approver_says_so "
+            "(done)",
+        ),
+    ),
+    Case(
+        "refuse the abort a fatal step waits in",
+        FATAL_WAITS,
+        refuse_compensation(),
+        {"transaction_status": "FAILED"},
+        undone=(),
+        replaces=(
+            "test_compensation_refusal_surfaces::test_mcp_embedded_refuses_the_abort_a_failed_"
+            "step_waits_in (done)",
+        ),
+    ),
+    Case(
+        "a refused abort in get_transaction",
+        (*FATAL_WAITS, refuse_compensation()),
+        call("get_transaction", transaction_id="$tx"),
+        {"status": "FAILED", "requires_human": True},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_mcp_embedded_refuses_the_abort_a_failed_"
+            "step_waits_in (the view)",
+        ),
+    ),
+    # -- refusing a compensation ----------------------------------------------------------------
+    Case(
+        "refuse a compensation without a reason",
+        WAITING_ROLLBACK,
+        refuse_compensation(reason=" "),
+        "INVALID_ARGUMENT",
+        undone=(),
+        says={"*": ("reason",)},
+        codes={"grpc": "INVALID_ARGUMENT", "http": "400", "cli": "1"},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_refuse_compensation_over_grpc_with_its_"
+            "limits (no reason)",
+            "test_compensation_refusal_surfaces::test_the_async_client_refuses_a_compensating_"
+            "transaction (blank reason)",
+            "test_compensation_refusal_surfaces::test_mcp_embedded_refuses_the_abort_a_failed_"
+            "step_waits_in (no reason)",
+            "test_compensation_refusal_surfaces::test_http_refuse_compensation (no reason)",
+        ),
+    ),
+    *(
+        Case(
+            f"refuse a compensation with a reason over the limit in {unit}",
+            WAITING_ROLLBACK,
+            refuse_compensation(reason=too_long),
+            "INVALID_ARGUMENT",
+            undone=(),
+            says=says,
+            codes={"grpc": "INVALID_ARGUMENT", "http": "400"},
+            replaces=(
+                "test_compensation_refusal_surfaces::test_refuse_compensation_over_grpc_with_its_"
+                "limits (too long)",
+                "test_compensation_refusal_surfaces::test_http_refuse_compensation (too long)",
+            ),
+        )
+        for unit, too_long, says in (
+            # /v1 refuses one over 4096 characters by its document, in the schema's words.
+            ("characters", "x" * 5000, {"*": ("4096",), "grpc": ("over the limit of 4096",)}),
+            ("bytes", "é" * 4000, {"*": ("over the limit of 4096",)}),
+        )
+    ),
+    Case(
+        "refuse a compensation as its own principal",
+        WAITING_ROLLBACK,
+        refuse_compensation(**BOB_APPROVER),
+        "COMPENSATION_APPROVAL_REFUSED",
+        undone=(),
+        says=OWN_PRINCIPAL,
+        codes={"grpc": "FAILED_PRECONDITION", "http": "409", "cli": "1"},
+        next={"mcp": {"kind": "ResolveExternally", "instruction": ("refuse_compensation",)}},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_refuse_compensation_over_grpc_with_its_"
+            "limits (bob)",
+            "test_compensation_refusal_surfaces::test_http_refuse_compensation (own)",
+        ),
+    ),
+    Case(
+        "refuse_compensation",
+        WAITING_ROLLBACK,
+        refuse_compensation(),
+        {
+            "transaction_status": "ROLLED_BACK",
+            "revision": 9,
+            "snapshot.revision": 9,
+            "compensations_run": 1,
+            "compensation_approval_pending": False,
+            "compensation_errors": ["step 2 (comp.refund) " + REFUSED],
+        },
+        undone=(("comp.charge", 1),),
+        only=FINISHED,
+        replaces=(
+            "test_compensation_refusal_surfaces::test_refuse_compensation_over_grpc_with_its_"
+            "limits",
+            "test_compensation_refusal_surfaces::test_the_sync_client_refuses_a_waiting_rollback",
+            "test_compensation_refusal_surfaces::test_cli_refuse_compensation_as_json",
+            "test_compensation_refusal_surfaces::test_http_refuse_compensation (ok)",
+        ),
+    ),
+    Case(
+        "a refused compensation in get_transaction",
+        (*WAITING_ROLLBACK, refuse_compensation()),
+        call("get_transaction", transaction_id="$tx"),
+        {"status": "ROLLED_BACK", "requires_human": True, "compensation_approval_pending": False},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_the_sync_client_refuses_a_waiting_rollback "
+            "(the view)",
+        ),
+    ),
+    Case(
+        "refuse a refused compensation",
+        (*WAITING_ROLLBACK, refuse_compensation()),
+        refuse_compensation(),
+        "COMPENSATION_APPROVAL_REFUSED",
+        codes={"grpc": "FAILED_PRECONDITION", "http": "409"},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_refuse_compensation_over_grpc_with_its_"
+            "limits (again)",
+            "test_compensation_refusal_surfaces::test_http_refuse_compensation (again)",
+        ),
+    ),
+    Case(
+        "refuse a compensating transaction as its own principal",
+        WAITING_REFUSAL,
+        refuse_compensation("$compensation", **BOB_APPROVER),
+        "COMPENSATION_APPROVAL_REFUSED",
+        undone=(),
+        says=OWN_PRINCIPAL,
+        next={"mcp": {"kind": "ResolveExternally", "instruction": ("refuse_compensation",)}},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_the_async_client_refuses_a_compensating_"
+            "transaction (own)",
+            "test_compensation_refusal_surfaces::test_cli_refuse_compensation (own)",
+            "test_compensation_refusal_surfaces::test_mcp_refuse_compensation_over_a_server (own)",
+        ),
+    ),
+    Case(
+        "refuse a compensating transaction",
+        WAITING_REFUSAL,
+        refuse_compensation("$compensation"),
+        {
+            "transaction_status": "FAILED",
+            "compensation_errors": ["step 2 (comp.refund) " + REFUSED],
+        },
+        undone=(("comp.charge", 1),),
+        only=FINISHED,
+        says={"mcp": ("a person must settle",)},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_the_async_client_refuses_a_compensating_"
+            "transaction",
+            "test_compensation_refusal_surfaces::test_cli_refuse_compensation (ok, as JSON)",
+            "test_compensation_refusal_surfaces::test_mcp_refuse_compensation_over_a_server (done)",
+        ),
+    ),
+    Case(
+        "a refused compensating transaction in get_transaction",
+        (*WAITING_REFUSAL, refuse_compensation("$compensation")),
+        call("get_transaction", transaction_id="$compensation"),
+        {"requires_human": True},
+        replaces=(
+            "test_compensation_refusal_surfaces::test_the_async_client_refuses_a_compensating_"
+            "transaction (info)",
+        ),
+    ),
+    *(
+        Case(
+            f"{verb} a refused compensating transaction",
+            (*WAITING_REFUSAL, refuse_compensation("$compensation")),
+            decide("$compensation"),
+            "COMPENSATION_APPROVAL_REFUSED",
+            says={"*": ("refused already",)},
+            replaces=(
+                "test_compensation_refusal_surfaces::test_the_async_client_refuses_a_"
+                "compensating_transaction (approve after)",
+                "test_compensation_refusal_surfaces::test_cli_refuse_compensation (again)",
+                "test_compensation_refusal_surfaces::test_mcp_refuse_compensation_over_a_server "
+                "(again)",
+            ),
+        )
+        for verb, decide in (("approve", approve_compensation), ("refuse", refuse_compensation))
+    ),
+)
+
+CASES = (*LIFECYCLE, *SAFETY, *COMPENSATION)
+
+SURFACES = (
+    "embedded",
+    "client",
+    "sync-client",
+    "grpc",
+    "http",
+    "mcp-stdio",
+    "mcp-http",
+    "mcp-remote",
+    "cli",
+)
 MCP_SURFACES = ("mcp-stdio", "mcp-http", "mcp-remote")
 
 # What a surface does not offer, and why; each is checked to be really absent there.
@@ -735,7 +1293,13 @@ LACKS: dict[tuple[str, str], str] = {
 }
 
 # The surfaces in front of `agenttx serve`'s engine.
-SERVED = ("client", "grpc", "http", "mcp-http", "mcp-remote", "cli")
+FAMILIES = {
+    **dict.fromkeys(("embedded", "client", "sync-client"), ("service",)),
+    **dict.fromkeys(("grpc", "http", "cli"), ("wire",)),
+    **dict.fromkeys(MCP_SURFACES, ("wire", "mcp")),
+}
+
+SERVED = ("client", "sync-client", "grpc", "http", "mcp-http", "mcp-remote", "cli")
 STATUS_NAMES = {code.name for code in grpc.StatusCode}
 
 # (surface, case id) → what that surface gives by design instead of the engine's outcome:
@@ -751,8 +1315,12 @@ DIFFERS: dict[tuple[str, str], dict[str, Any]] = {
     # TRANSACTION_ABORTED, so a model stops there (docs/mcp.md); the other surfaces return the
     # FAILED step as a reply.
     **{
-        (surface, "a fatal step aborts the transaction"): {"reason": "TRANSACTION_ABORTED"}
+        (surface, case): {"reason": "TRANSACTION_ABORTED"}
         for surface in MCP_SURFACES
+        for case in (
+            "a fatal step aborts the transaction",
+            "a fatal step whose abort waits for an approver",
+        )
     },
 }
 
@@ -762,6 +1330,6 @@ def expected_on(case: Case, surface: str, engine: dict[str, Any]) -> dict[str, A
     differs = DIFFERS.get((surface, case.id))
     if differs is None:
         return engine
-    if "reason" in differs:  # a refusal there: no reply fields
-        return {"ok": False, "reason": differs["reason"], "fields": {}}
+    if "reason" in differs:  # a refusal there: no reply fields (the undos run are the same)
+        return {**engine, "ok": False, "reason": differs["reason"], "fields": {}}
     return {**engine, "fields": {**engine["fields"], **differs}}

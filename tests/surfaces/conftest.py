@@ -1,10 +1,10 @@
 """The surfaces every conformance module runs its cases on, started once per module (each test
 file is one worker's under ``--dist loadfile``), on SQLite (the store contract and the engine
 suites cover PostgreSQL): the embedded engine in this process; one real ``agenttx serve
---http-addr`` for gRPC (a raw stub, and our async client), ``/v1``, MCP over streamable HTTP
-and the CLI (``--server``); one real ``agenttx mcp`` subprocess for MCP over stdio on its own
-engine, and one ``agenttx mcp --server`` in front of the served engine (the MCP tools over our
-client, in the older protocol era). Each engine has the same tools loaded
+--http-addr`` for gRPC (a raw stub, our async client and our blocking one), ``/v1``, MCP over
+streamable HTTP and the CLI (``--server``); one real ``agenttx mcp`` subprocess for MCP over
+stdio on its own engine, and one ``agenttx mcp --server`` in front of the served engine (the
+MCP tools over our client, in the older protocol era). Each engine has the same tools loaded
 (``compensation_tools``, ``undo_outcome_tools``)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from mcp import Client
 import agenttx
 import compensation_tools
 import undo_outcome_tools
-from agenttx.client import AsyncAgentTxClient, RetryPolicy
+from agenttx.client import AgentTxClient, AsyncAgentTxClient, RetryPolicy
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from http_harness import http_base, start_http_server
 from mcp_harness import stdio_client
@@ -81,8 +81,11 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
         base = http_base(server)
         channel = grpc.aio.insecure_channel(server.address)
         stack.push_async_callback(channel.close)
-        client = AsyncAgentTxClient(server.address, retry=RetryPolicy(max_attempts=1), timeout=30)
+        once = RetryPolicy(max_attempts=1)
+        client = AsyncAgentTxClient(server.address, retry=once, timeout=30)
         stack.push_async_callback(client.close)
+        blocking = AgentTxClient(server.address, retry=once, timeout=30)
+        stack.callback(blocking.close)
         mcp_http = await stack.enter_async_context(
             held(Client(base + "/mcp", read_timeout_seconds=60))
         )
@@ -96,6 +99,7 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
         yield {
             "embedded": ServiceDriver("embedded", engine),
             "client": ServiceDriver("client", client),
+            "sync-client": ServiceDriver("sync-client", blocking, blocking=True),
             "grpc": GrpcDriver(pb_grpc.AgentTxServiceStub(channel)),
             "http": HttpDriver(base),
             "mcp-stdio": McpDriver("mcp-stdio", stdio),

@@ -16,6 +16,7 @@ import enum
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Protocol
 
 import click
@@ -25,10 +26,10 @@ from mcp import Client
 
 from agenttx.api.fields import message_fields
 from agenttx.cli import main
-from agenttx.error_details import from_metadata
+from agenttx.error_details import from_metadata, next_from_metadata
 from agenttx.errors import AgentTxError
 from agenttx.wire import agenttx_pb2 as pb
-from http_harness import request
+from http_harness import assert_error_shape, request
 
 ABSENT = "<absent>"  # a field the reply does not carry: never equal to a real value
 
@@ -71,11 +72,19 @@ def field(reply: Any, path: str) -> Any:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a call came to: ``ok`` and the reply, or the refusal's reason code."""
+    """What a call came to: ``ok`` and the reply, or the refusal's reason code; and, in the
+    surface's own form, what its caller received: ``text`` (all of it, for the words a case
+    says it holds), ``next`` (a refusal's continuation, in the surface's own vocabulary) and
+    ``code`` (the gRPC status, the HTTP status, the CLI's exit status)."""
 
     ok: bool
     reason: str = ""  # the refusal's reason code (WRONG_STEP, NOT_FOUND, …); "" when ok
     reply: Any = None  # the reply as the surface gave it; None when refused
+    text: str = ""  # everything the caller received, as text
+    next: Mapping[str, Any] = dataclass_field(default_factory=dict)  # a refusal's next call
+    code: str = ""  # the surface's own status: "FAILED_PRECONDITION", "409", "1"; "" if none
+    message: str = ""  # a refusal's words, without its continuation
+    details: Mapping[str, Any] | None = None  # a refusal's fields, where the surface has them
 
     def view(self, names: tuple[str, ...]) -> dict[str, Any]:
         """``ok``, ``reason`` and the fields ``names`` of the reply (none when refused)."""
@@ -97,20 +106,26 @@ class Driver(Protocol):
 
 
 class ServiceDriver:
-    """A ``TransactionService``: the embedded engine, or our async client on a server (gRPC
-    through the client library). The inputs are the contract's keyword arguments as they are;
-    a refusal is the error raised, with its reason."""
+    """A ``TransactionService``: the embedded engine, or our async or blocking client on a
+    server (gRPC through the client library). The inputs are the contract's keyword arguments
+    as they are; a refusal is the error raised, with its reason."""
 
-    def __init__(self, name: str, service: Any) -> None:
+    def __init__(self, name: str, service: Any, *, blocking: bool = False) -> None:
         self.name = name
         self.service = service
+        self.blocking = blocking  # our blocking client: each call on a worker thread
 
     async def call(self, operation: str, **inputs: Any) -> Outcome:
+        method = getattr(self.service, operation)
         try:
-            reply = await getattr(self.service, operation)(**inputs)
+            if self.blocking:
+                reply = await asyncio.to_thread(method, **inputs)
+            else:
+                reply = await method(**inputs)
         except AgentTxError as exc:
-            return Outcome(False, exc.reason)
-        return Outcome(True, reply=reply)
+            said = f"{exc.message} {exc.details()}"
+            return Outcome(False, exc.reason, text=said, message=exc.message, details=exc.details())
+        return Outcome(True, reply=reply, text=repr(reply))
 
     async def offers(self, operation: str) -> bool:
         return callable(getattr(self.service, operation, None))
@@ -178,10 +193,24 @@ class GrpcDriver:
         try:
             reply = await getattr(self.stub, rpc)(make(dict(inputs)), timeout=30)
         except grpc.aio.AioRpcError as exc:
-            reason, _ = from_metadata(exc.trailing_metadata())
-            return Outcome(False, reason or exc.code().name)
+            trailers = exc.trailing_metadata()
+            reason, details = from_metadata(trailers)
+            return Outcome(
+                False,
+                reason or exc.code().name,
+                text=f"{exc.details()} {trailers}",
+                next=next_from_metadata(trailers),
+                code=exc.code().name,
+                message=exc.details() or "",
+                details=details,
+            )
         fields = message_fields(reply)  # enums by name, *_json parsed: as /v1 and MCP give them
-        return Outcome(True, reply=only_result(fields) if operation == "verify_audit" else fields)
+        return Outcome(
+            True,
+            reply=only_result(fields) if operation == "verify_audit" else fields,
+            text=str(reply),
+            code="OK",
+        )
 
     async def offers(self, operation: str) -> bool:
         return operation in GRPC and hasattr(self.stub, GRPC[operation][0])
@@ -242,12 +271,23 @@ class HttpDriver:
             )
         else:
             r = await asyncio.to_thread(request, self.base, method, path, body)
+        said = r.raw.decode()
         if r.status >= 400:
-            return Outcome(False, r.json["error"]["reason"])
+            error = assert_error_shape(r, r.status)  # the one documented error shape
+            return Outcome(
+                False,
+                error["reason"],
+                text=said,
+                next=error["continuation"],
+                code=str(r.status),
+                message=error["message"],
+                details=error["details"],
+            )
         reply = r.json
         if operation == "begin":
             self.last_tx = reply["transaction_id"]
-        return Outcome(True, reply=only_result(reply) if operation == "verify_audit" else reply)
+        reply = only_result(reply) if operation == "verify_audit" else reply
+        return Outcome(True, reply=reply, text=said, code=str(r.status))
 
     async def offers(self, operation: str) -> bool:
         if operation not in HTTP:
@@ -298,10 +338,18 @@ class McpDriver:
         result = await self.session.call_tool(tool, arguments)
         reply = result.structured_content
         assert isinstance(reply, dict), (tool, result)
+        said = "\n".join(getattr(block, "text", "") for block in result.content)
+        said += "\n" + json.dumps(reply)
         if not reply["ok"]:
             assert result.is_error, (tool, reply)
-            return Outcome(False, reply["error"]["code"])
-        return Outcome(True, reply=reply)
+            return Outcome(
+                False,
+                reply["error"]["code"],
+                text=said,
+                next=reply.get("continuation", {}),
+                message=reply["error"]["message"],
+            )
+        return Outcome(True, reply=reply, text=said, next=reply.get("continuation", {}))
 
     async def offers(self, operation: str) -> bool:
         tool = MCP.get(operation, (operation,))[0]
@@ -411,14 +459,31 @@ class CliDriver:
     async def call(self, operation: str, **inputs: Any) -> Outcome:
         argv = [*CLI[operation](**inputs), "--server", self.server, "--json"]
         r = await asyncio.to_thread(CliRunner().invoke, main, argv)
+        said, code = r.stdout + r.stderr, str(r.exit_code)
         if r.exit_code == 1:
             [error] = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
-            return Outcome(False, error.removeprefix("Error: ").split(":")[0].split()[-1])
+            # The refusal's next call, on its own line (docs/cli.md).
+            then = [line for line in r.stderr.splitlines() if line.startswith("next: ")]
+            return Outcome(
+                False,
+                error.removeprefix("Error: ").split(":")[0].split()[-1],
+                text=said,
+                next={"instruction": then[0].removeprefix("next: ")} if then else {},
+                code=code,
+                message="\n".join(x for x in r.stderr.splitlines() if not x.startswith("next: ")),
+            )
         # 3: a step that did not succeed, its reply printed all the same (docs/cli.md).
         assert r.exit_code in (0, 3), (argv, r.exit_code, r.output)
         reply = json.loads(r.stdout)
         # `effects list --json` prints the list of effects, not the page around it.
-        return Outcome(True, reply={"effects": reply} if operation == "list_effects" else reply)
+        reply = {"effects": reply} if operation == "list_effects" else reply
+        return Outcome(True, reply=reply, text=said, code=code)
+
+    async def as_a_person_runs_it(self, *argv: str) -> Any:
+        """The click result of a command line run without ``--json``, for a check of the
+        text a person reads (at a width that keeps a line whole)."""
+        argv = (*argv, "--server", self.server)
+        return await asyncio.to_thread(CliRunner().invoke, main, argv, env={"COLUMNS": "240"})
 
     async def offers(self, operation: str) -> bool:
         if operation not in CLI:

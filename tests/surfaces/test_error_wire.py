@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
+import pytest_asyncio
 
 import agenttx
 from agenttx import errors
@@ -176,10 +177,31 @@ def test_every_refusal_of_the_table_has_a_sample() -> None:
     assert sampled == {r.error for r in errors.ERROR_CODES.values()} - {errors.ServerUnavailable}
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def one_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    """One served engine for the module's wire-mapping tests: they replace the engine's call
+    with one that raises, so no store is read and one server serves them all (a server and
+    an engine per sample, on both stores, were nearly all of their time)."""
+    from served_engine import Served  # loaded by pytest_plugins already, its asserts rewritten
+
+    root = tmp_path_factory.mktemp("wire")
+    engine = await agenttx.Engine.open(
+        f"sqlite:///{root / 'agenttx.db'}", fs_root=root / "files", outbox_path=root / "o.jsonl"
+    )
+    async with serving(engine) as target:
+        served = Served(engine, target)
+        yield served
+        await served.close()
+    await engine.close()
+
+
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("sent", REFUSALS, ids=lambda exc: exc.reason)
 async def test_each_status_code_arrives_with_its_reason_and_fields(
-    s: Served, monkeypatch: pytest.MonkeyPatch, sent: errors.AgentTxError
+    one_server: Served, monkeypatch: pytest.MonkeyPatch, sent: errors.AgentTxError
 ) -> None:
+    s = one_server
+
     async def refuse(*args: Any, **kwargs: Any) -> None:
         raise sent
 

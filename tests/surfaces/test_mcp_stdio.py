@@ -33,7 +33,7 @@ TOOLS = {
     "reconcile_step",
     "compensate_transaction",
     "approve_compensation",
-    "refuse_compensation",  # tests/surfaces/test_compensation_refusal_surfaces.py
+    "refuse_compensation",  # tests/surfaces/test_compensations.py
     "find_transaction",  # served from its row alone (api/mcp/handlers.py)
 }
 

@@ -1,15 +1,17 @@
-"""A ``voided`` receipt wherever a receipt's status is shown — gRPC ``GetTransaction``, the
-clients (sync and async), ``agenttx tx show``, MCP ``get_transaction``, ``/v1`` JSON (what the
-dashboard's approve screen reads) — with its own words where a person or an agent reads it,
-and ``wait_for_approval`` ending with the voided reason. On every store; the engine's clock is
-a fake one moved by hand."""
+"""A ``voided`` receipt in the words a person or an agent reads — ``agenttx tx show``'s lines,
+MCP ``get_transaction``'s text — and as its expiry changes it (gRPC and both clients), and
+``wait_for_approval`` ending with the voided reason. On every store; the engine's clock is a
+fake one moved by hand, which a subprocess server cannot share. What every surface shows of a
+voided receipt (its status and revision in ``/v1`` JSON, what the dashboard's approve screen
+reads, and the SNAPSHOT_MISMATCH its approval or refusal gets, with the next call) is the
+conformance table's (``cases.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,10 +19,6 @@ from click.testing import CliRunner, Result
 from mcp import Client
 
 import agenttx
-from agenttx.api.http.app import HttpListener, HttpSettings, bind, build_http_app
-from agenttx.api.http.v1 import ApiSettings
-from agenttx.api.http.v1.safety_operations import SAFETY_OPERATIONS
-from agenttx.api.http.web import web_exception_handlers, web_routes
 from agenttx.api.mcp import AgentTxMCP, embedded
 from agenttx.cli import main
 from agenttx.client import AgentTxClient, RetryPolicy
@@ -28,7 +26,6 @@ from agenttx.client._approval_wait import ApprovalWait
 from agenttx.errors import NotActive, ReceiptRefused, SnapshotMismatch
 from agenttx.types import TxStatus
 from conftest import FakeClock
-from http_harness import assert_error_shape, request
 from mcp_harness import structured, text
 
 if TYPE_CHECKING:
@@ -146,63 +143,6 @@ async def test_mcp_get_transaction_says_the_newest_receipt_was_voided(
         words = text(await c.call_tool("get_transaction", {"transaction_id": tx}))
         assert f"Receipt {rid} expired unused" in words
         assert "voided unused" not in words
-
-
-@pytest.fixture
-async def http_engine(open_engine: Any, clock: FakeClock) -> AsyncIterator[tuple[Any, str]]:
-    """The test's engine (fake clock) behind the real HTTP listener: /v1 and the dashboard."""
-    engine = await open_engine(clock=clock, receipt_ttl_s=TTL)
-    app = build_http_app(
-        AgentTxMCP(embedded(engine), version="test"),
-        HttpSettings(
-            routes=web_routes(engine, "test", ApiSettings(extra_operations=SAFETY_OPERATIONS)),
-            exception_handlers=web_exception_handlers(),
-        ),
-    )
-    listener = HttpListener(app, bind("127.0.0.1", 0))
-    await listener.start()
-    try:
-        yield engine, f"http://{listener.address}"
-    finally:
-        await listener.stop()
-
-
-async def test_v1_json_shows_voided_and_refuses_its_approval_as_a_snapshot_mismatch(
-    http_engine: tuple[Any, str],
-) -> None:
-    # What the dashboard's approve screen reads: the status it lists as ``r-voided`` with
-    # "revision N moved to M" (the receipt's revision, the transaction's), and the refusal
-    # reason (SNAPSHOT_MISMATCH) on which it disables Approve and Refuse.
-    engine, base = http_engine
-    tx, rid, made, now = await voided_receipt(engine, "void/http", approve=False)
-
-    def calls() -> tuple[Any, Any, Any]:
-        got = request(base, "GET", f"/v1/transactions/{tx}")
-        approve = request(
-            base,
-            "POST",
-            f"/v1/transactions/{tx}/approve",
-            {"receipt_id": rid, "principal": "carol", "roles": ["approver"]},
-        )
-        refuse = request(
-            base,
-            "POST",
-            f"/v1/transactions/{tx}/refuse",
-            {"receipt_id": rid, "principal": "carol", "roles": ["approver"], "reason": "no"},
-        )
-        return got, approve, refuse
-
-    got, approve, refuse = await asyncio.to_thread(calls)
-    assert got.status == 200, got.raw
-    assert got.json["status"] == "ACTIVE"
-    assert int(got.json["revision"]) == now
-    assert [(r["receipt_id"], r["status"], int(r["revision"])) for r in got.json["receipts"]] == [
-        (rid, "voided", made)
-    ]
-    for reply in (approve, refuse):
-        error = assert_error_shape(reply, 409, "SNAPSHOT_MISMATCH")
-        assert "a later change voided it" in error["message"]
-        assert error["continuation"]["operation"] == f"POST /v1/transactions/{tx}/preview"
 
 
 async def test_wait_for_approval_ends_with_the_voided_reason(
