@@ -579,17 +579,8 @@ class Engine:
         """Undo the last live step: its compensations run, its staged effects drop, its
         writes leave; ``next_step_id`` goes back to it. ``UndoRefused`` (with a hint) if it
         cannot be undone. A state-only step undone this way can be redone (``redo_step``)."""
-        check_text("transaction_id", transaction_id)
-        check_text("request_id", request_id)
-        await self.access.check(caller, transaction_id, Action.ACT)
-        return await self.requests.run(
-            request_id,
-            "undo_step",
-            [transaction_id],
-            UndoResult,
-            lambda req: self.history.undo(transaction_id, req),
-            tenant=_tenant(caller),
-            transaction_id=transaction_id,
+        return await self._move_history(
+            "undo_step", self.history.undo, transaction_id, request_id, caller
         )
 
     async def redo_step(
@@ -598,15 +589,30 @@ class Engine:
         """Re-apply the step the last ``undo_step`` undid, exactly (its recorded writes and
         output, no tool call), if it was state-only and nothing changed the transaction since;
         else ``RedoRefused`` with a hint (send the step again instead)."""
+        return await self._move_history(
+            "redo_step", self.history.redo, transaction_id, request_id, caller
+        )
+
+    async def _move_history(
+        self,
+        operation: str,
+        move: Callable[[str, Request | None], Awaitable[UndoResult]],
+        transaction_id: str,
+        request_id: str,
+        caller: Caller | None,
+    ) -> UndoResult:
+        """``undo_step`` and ``redo_step`` are one move of the step history, back or forth:
+        the same checks, and one idempotent request keyed by ``operation`` (a retried undo
+        replays its reply instead of undoing a second step)."""
         check_text("transaction_id", transaction_id)
         check_text("request_id", request_id)
         await self.access.check(caller, transaction_id, Action.ACT)
         return await self.requests.run(
             request_id,
-            "redo_step",
+            operation,
             [transaction_id],
             UndoResult,
-            lambda req: self.history.redo(transaction_id, req),
+            lambda req: move(transaction_id, req),
             tenant=_tenant(caller),
             transaction_id=transaction_id,
         )
