@@ -197,7 +197,7 @@ def digest(body: str) -> str:
 
 def text_digest(text: str) -> str:
     """The SHA-256 of a stored text (arguments, output) a record binds without copying."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() if text else ""
+    return digest(text) if text else ""
 
 
 def make_record(

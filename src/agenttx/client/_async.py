@@ -533,7 +533,7 @@ class AsyncAgentTxClient:
             await asyncio.sleep(self.retry.backoff(attempt))
 
 
-class AsyncTransaction(TransactionCursor):
+class AsyncTransaction(TransactionCursor["AsyncAgentTxClient"]):
     """One transaction driven step by step; made by ``AsyncAgentTxClient.transaction``.
 
     ``step`` sends the step id the server expects and returns the tool's output, or raises
@@ -542,39 +542,19 @@ class AsyncTransaction(TransactionCursor):
     driven: the agent callback returns each next call.
     """
 
-    def __init__(
-        self,
-        client: AsyncAgentTxClient,
-        agent_id: str,
-        metadata: Mapping[str, str] | None,
-        policy: PolicyArg,
-        isolation: str,
-        labels: Sequence[str],
-        principal: str = "",
-        mode: str = "",
-    ) -> None:
-        super().__init__(agent_id, metadata, policy, isolation, labels, principal, mode)
-        self.client = client
-
     async def begin(self) -> BeginResult:
         rid = self._begin_request_id()
-        try:
+        with self._sending():
             return self._begun(await self.client.begin(**self._begin_args, request_id=rid))
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
 
     async def step(self, tool: str, args: Any = None, raw_context: str = "") -> Any:
         arguments = wire.arguments_json(args)
         step_id = self.next_step_id
         rid = self._open_request_id(("step", step_id, tool, arguments, raw_context), "step")
-        try:
+        with self._sending():
             r = await self.client.execute_step(
                 self.transaction_id, step_id, tool, arguments, raw_context, request_id=rid
             )
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
         return self._stepped(r, tool)
 
     async def dry_run(self, tool: str, args: Any = None, raw_context: str = "") -> StepResult:
@@ -588,20 +568,14 @@ class AsyncTransaction(TransactionCursor):
     async def undo(self) -> UndoResult:
         """Undo the last live step; the helper then points at it again."""
         rid = self._open_request_id(("undo", self.next_step_id), "undo a step")
-        try:
+        with self._sending():
             return self._undid(await self.client.undo_step(self.transaction_id, request_id=rid))
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
 
     async def redo(self) -> UndoResult:
         """Re-apply the step just undone, exactly (its output stands again)."""
         rid = self._open_request_id(("redo", self.next_step_id), "redo a step")
-        try:
+        with self._sending():
             return self._redid(await self.client.redo_step(self.transaction_id, request_id=rid))
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
 
     async def commit(
         self, *, expected_revision: int | None = None, receipt_id: str | None = None
@@ -613,16 +587,13 @@ class AsyncTransaction(TransactionCursor):
         bare = revision is None and not receipt
         payload: tuple[Any, ...] = ("commit",) if bare else ("commit", revision, receipt)
         rid = self._open_request_id(payload, "commit")
-        try:
+        with self._sending():
             r = await self.client.commit(
                 self.transaction_id,
                 request_id=rid,
                 expected_revision=revision,
                 receipt_id=receipt,
             )
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
         return self._committed(r)
 
     async def preview(self) -> Preview:
@@ -651,11 +622,8 @@ class AsyncTransaction(TransactionCursor):
     async def rollback(self, to_step: int | None = None, reason: str = "") -> RollbackResult:
         """Rewind to ``to_step`` (the transaction stays open), or abort when it is None."""
         rid = self._open_request_id(("rollback", to_step, reason), "roll back")
-        try:
+        with self._sending():
             r = await self.client.rollback(self.transaction_id, to_step, reason, request_id=rid)
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
         return self._rolled_back(r)
 
     async def run(self, agent: AsyncAgent, *, max_calls: int = DEFAULT_MAX_CALLS) -> dict[int, Any]:

@@ -21,10 +21,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from agenttx.client._approval_wait import ApprovalWait
 from agenttx.client._errors import (
@@ -60,11 +61,16 @@ from agenttx.types import (
 _REPLY_MAY_BE_LOST = (ServerUnavailable, DeadlineExceeded)
 
 
-class TransactionCursor:
+# The client a helper sends through: the blocking one or the asyncio one.
+Client = TypeVar("Client")
+
+
+class TransactionCursor(Generic[Client]):
     """A transaction as the agent loop sees it; subclassed by the sync and async helpers."""
 
     def __init__(
         self,
+        client: Client,
         agent_id: str,
         metadata: Mapping[str, str] | None,
         policy: PolicyArg,
@@ -73,6 +79,7 @@ class TransactionCursor:
         principal: str = "",
         mode: str = "",
     ) -> None:
+        self.client = client
         self._begin_args: dict[str, Any] = {
             "agent_id": agent_id,
             "metadata": metadata,
@@ -186,6 +193,17 @@ class TransactionCursor:
         return rid
 
     # ------------------------------------------------------------------ after a call
+
+    @contextlib.contextmanager
+    def _sending(self) -> Iterator[None]:
+        """Around a call that moves this transaction: a refusal is taken in (``_failed``)
+        before it reaches the caller. A plain context manager, so that one serves both
+        helpers: the asyncio one awaits inside it."""
+        try:
+            yield
+        except AgentTxError as exc:
+            self._failed(exc)
+            raise
 
     def _failed(self, exc: AgentTxError) -> None:
         if not isinstance(exc, _REPLY_MAY_BE_LOST):

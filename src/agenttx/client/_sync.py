@@ -523,7 +523,7 @@ class AgentTxClient:
             time.sleep(self.retry.backoff(attempt))
 
 
-class Transaction(TransactionCursor):
+class Transaction(TransactionCursor["AgentTxClient"]):
     """One transaction driven step by step; made by ``AgentTxClient.transaction``.
 
     ``step`` sends the step id the server expects and returns the tool's output, or raises
@@ -532,39 +532,19 @@ class Transaction(TransactionCursor):
     driven: the agent callback returns each next call.
     """
 
-    def __init__(
-        self,
-        client: AgentTxClient,
-        agent_id: str,
-        metadata: Mapping[str, str] | None,
-        policy: PolicyArg,
-        isolation: str,
-        labels: Sequence[str],
-        principal: str = "",
-        mode: str = "",
-    ) -> None:
-        super().__init__(agent_id, metadata, policy, isolation, labels, principal, mode)
-        self.client = client
-
     def begin(self) -> BeginResult:
         rid = self._begin_request_id()
-        try:
+        with self._sending():
             return self._begun(self.client.begin(**self._begin_args, request_id=rid))
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
 
     def step(self, tool: str, args: Any = None, raw_context: str = "") -> Any:
         arguments = wire.arguments_json(args)
         step_id = self.next_step_id
         rid = self._open_request_id(("step", step_id, tool, arguments, raw_context), "step")
-        try:
+        with self._sending():
             r = self.client.execute_step(
                 self.transaction_id, step_id, tool, arguments, raw_context, request_id=rid
             )
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
         return self._stepped(r, tool)
 
     def dry_run(self, tool: str, args: Any = None, raw_context: str = "") -> StepResult:
@@ -578,20 +558,14 @@ class Transaction(TransactionCursor):
     def undo(self) -> UndoResult:
         """Undo the last live step; the helper then points at it again."""
         rid = self._open_request_id(("undo", self.next_step_id), "undo a step")
-        try:
+        with self._sending():
             return self._undid(self.client.undo_step(self.transaction_id, request_id=rid))
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
 
     def redo(self) -> UndoResult:
         """Re-apply the step just undone, exactly (its output stands again)."""
         rid = self._open_request_id(("redo", self.next_step_id), "redo a step")
-        try:
+        with self._sending():
             return self._redid(self.client.redo_step(self.transaction_id, request_id=rid))
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
 
     def commit(
         self, *, expected_revision: int | None = None, receipt_id: str | None = None
@@ -603,16 +577,13 @@ class Transaction(TransactionCursor):
         bare = revision is None and not receipt
         payload: tuple[Any, ...] = ("commit",) if bare else ("commit", revision, receipt)
         rid = self._open_request_id(payload, "commit")
-        try:
+        with self._sending():
             r = self.client.commit(
                 self.transaction_id,
                 request_id=rid,
                 expected_revision=revision,
                 receipt_id=receipt,
             )
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
         return self._committed(r)
 
     def preview(self) -> Preview:
@@ -639,11 +610,8 @@ class Transaction(TransactionCursor):
     def rollback(self, to_step: int | None = None, reason: str = "") -> RollbackResult:
         """Rewind to ``to_step`` (the transaction stays open), or abort when it is None."""
         rid = self._open_request_id(("rollback", to_step, reason), "roll back")
-        try:
+        with self._sending():
             r = self.client.rollback(self.transaction_id, to_step, reason, request_id=rid)
-        except AgentTxError as exc:
-            self._failed(exc)
-            raise
         return self._rolled_back(r)
 
     def run(self, agent: Agent, *, max_calls: int = DEFAULT_MAX_CALLS) -> dict[int, Any]:

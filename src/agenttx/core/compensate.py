@@ -33,9 +33,9 @@ from agenttx.core.contracts import (
     refusal_reason,
 )
 from agenttx.core.contracts import describe as describe_action
-from agenttx.core.controller import ControllerState
 from agenttx.core.images import TxImages
 from agenttx.core.rewind import Rewinder
+from agenttx.core.runtime import first_row
 from agenttx.core.undo_outcomes import UNKNOWN, records_for, unknown_evidence, unknown_undo
 from agenttx.errors import (
     AlreadyExists,
@@ -125,21 +125,20 @@ class Compensator:
         now = self.clock()
         entries = list(original.body.get("compensation_kept", []))
         owner = principal or principal_of(original.body)
-        body: dict[str, Any] = {
-            "metadata": {"principal": owner} if owner else {},
-            "policy": self.config.default_policy.to_dict(),
-            "controller": ControllerState().to_dict(),
-            "constraints": [],
-            "epoch": 0,
-            "step_seq": 0,
-            "requires_human": False,
-            "abort_reason": "",
-            "compensation_errors": [],
-            "outcome_unknown_step": 0,
-            "labels": list(original.body.get("labels", [])),
-            "principal": owner,
-            "compensation_for": transaction_id,
-            "compensation": {
+        row = first_row(
+            cid,
+            tenant=original.tenant,
+            agent_id=original.agent_id,
+            status=TxStatus.COMPENSATING,
+            next_step_id=0,
+            isolation=original.isolation,
+            policy=self.config.default_policy,
+            metadata={"principal": owner} if owner else {},
+            labels=original.body.get("labels", []),
+            now=now,
+            principal=owner,
+            compensation_for=transaction_id,
+            compensation={
                 "reason": reason,
                 # The committed transaction's principal may not approve its compensation either.
                 "for_principal": principal_of(original.body),
@@ -148,20 +147,6 @@ class Compensator:
                 "approved_by": "",
                 "actions": [_action(a) for a in plan.actions],
             },
-        }
-        row = TxRow(
-            id=cid,
-            tenant=original.tenant,
-            agent_id=original.agent_id,
-            status=TxStatus.COMPENSATING.value,
-            revision=1,
-            next_step_id=0,
-            snapshot=0,
-            isolation=original.isolation,
-            body=body,
-            created_at=now,
-            updated_at=now,
-            last_activity_at=now,
         )
         begun = {
             "compensation_for": transaction_id,

@@ -52,7 +52,7 @@ from agenttx.core.compensation_approval import (
 )
 from agenttx.core.config import Clock, EngineConfig
 from agenttx.core.contracts import KeptUndo
-from agenttx.core.controller import ControllerState, RollbackController
+from agenttx.core.controller import RollbackController
 from agenttx.core.dryrun import DryRunner
 from agenttx.core.events import EventBus, TxEvent
 from agenttx.core.hints import HintCleaner
@@ -76,7 +76,7 @@ from agenttx.core.requests import Request, RequestLog
 from agenttx.core.retention import Pruned, Retention
 from agenttx.core.revisions import RevisionRules
 from agenttx.core.rewind import Rewinder
-from agenttx.core.runtime import TxRuntime
+from agenttx.core.runtime import TxRuntime, first_row
 from agenttx.core.safety import SafetyPolicy
 from agenttx.core.steps import StepExecutor
 from agenttx.core.tool_policy import ALLOW_ALL, ToolPolicy
@@ -92,7 +92,7 @@ from agenttx.errors import (
 from agenttx.numbers import EXPECTED_REVISION
 from agenttx.receipts import Approval, Mode, Preview, Refusal
 from agenttx.settings import Settings
-from agenttx.store.contract import Store, TxRow
+from agenttx.store.contract import Store
 from agenttx.tools.context import ProgressSink
 from agenttx.tools.registry import ToolRegistry
 from agenttx.types import (
@@ -579,17 +579,8 @@ class Engine:
         """Undo the last live step: its compensations run, its staged effects drop, its
         writes leave; ``next_step_id`` goes back to it. ``UndoRefused`` (with a hint) if it
         cannot be undone. A state-only step undone this way can be redone (``redo_step``)."""
-        check_text("transaction_id", transaction_id)
-        check_text("request_id", request_id)
-        await self.access.check(caller, transaction_id, Action.ACT)
-        return await self.requests.run(
-            request_id,
-            "undo_step",
-            [transaction_id],
-            UndoResult,
-            lambda req: self.history.undo(transaction_id, req),
-            tenant=_tenant(caller),
-            transaction_id=transaction_id,
+        return await self._move_history(
+            "undo_step", self.history.undo, transaction_id, request_id, caller
         )
 
     async def redo_step(
@@ -598,15 +589,30 @@ class Engine:
         """Re-apply the step the last ``undo_step`` undid, exactly (its recorded writes and
         output, no tool call), if it was state-only and nothing changed the transaction since;
         else ``RedoRefused`` with a hint (send the step again instead)."""
+        return await self._move_history(
+            "redo_step", self.history.redo, transaction_id, request_id, caller
+        )
+
+    async def _move_history(
+        self,
+        operation: str,
+        move: Callable[[str, Request | None], Awaitable[UndoResult]],
+        transaction_id: str,
+        request_id: str,
+        caller: Caller | None,
+    ) -> UndoResult:
+        """``undo_step`` and ``redo_step`` are one move of the step history, back or forth:
+        the same checks, and one idempotent request keyed by ``operation`` (a retried undo
+        replays its reply instead of undoing a second step)."""
         check_text("transaction_id", transaction_id)
         check_text("request_id", request_id)
         await self.access.check(caller, transaction_id, Action.ACT)
         return await self.requests.run(
             request_id,
-            "redo_step",
+            operation,
             [transaction_id],
             UndoResult,
-            lambda req: self.history.redo(transaction_id, req),
+            lambda req: move(transaction_id, req),
             tenant=_tenant(caller),
             transaction_id=transaction_id,
         )
@@ -1001,36 +1007,21 @@ class Engine:
                 f"unknown isolation {isolation!r}; use one of {allowed}"
             ) from None
         now = self.clock()
-        body: dict[str, Any] = {
-            "metadata": meta,
-            "policy": pol.to_dict(),
-            "controller": ControllerState().to_dict(),
-            "constraints": [],
-            "epoch": 0,
-            "step_seq": 0,
-            "requires_human": False,
-            "abort_reason": "",
-            "compensation_errors": [],
-            "outcome_unknown_step": 0,
-            "labels": list(labels),
-            "mode": mode.value,
-            "principal": principal,
-        }
+        own: dict[str, Any] = {"mode": mode.value, "principal": principal}
         if caller is not None:  # the owner (``core.access``); never changes
-            body[PRINCIPAL_KEY] = caller.acting_as(principal)[0]
-        row = TxRow(
-            id=f"tx_{uuid.uuid4().hex}",
+            own[PRINCIPAL_KEY] = caller.acting_as(principal)[0]
+        row = first_row(
+            f"tx_{uuid.uuid4().hex}",
             tenant=_tenant(caller) or self.config.tenant,
             agent_id=agent_id,
-            status=TxStatus.ACTIVE.value,
-            revision=1,
+            status=TxStatus.ACTIVE,
             next_step_id=1,
-            snapshot=0,
             isolation=iso.value,
-            body=body,
-            created_at=now,
-            updated_at=now,
-            last_activity_at=now,
+            policy=pol,
+            metadata=meta,
+            labels=labels,
+            now=now,
+            **own,
         )
         result = BeginResult(row.id, 1, TxStatus.ACTIVE, row.revision, mode.value)
         # The reply goes in with the transaction: one durable write for both.
@@ -1040,7 +1031,7 @@ class Engine:
             "isolation": iso.value,
             "labels": list(labels),
             "metadata_keys": sorted(meta),
-            "policy": body["policy"],
+            "policy": row.body["policy"],
             "request_id": request.request_id if request is not None else "",
         }
         if principal or mode is not Mode.TRANSACTIONAL:

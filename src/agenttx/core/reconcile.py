@@ -158,6 +158,32 @@ def _event(row: StepRow, outcome: str, via: str, record: Mapping[str, Any], **mo
     return kind.value, data
 
 
+def reconcile_result(
+    rt: TxRuntime,
+    step_id: int,
+    outcome: str,
+    hint: str,
+    operation: tuple[Any, Any],
+    **more: Any,
+) -> ReconcileResult:
+    """The reply of a reconcile or a resolve, of a step's outcome or of an undo's
+    (``undo_reconcile``): ``outcome`` with the transaction as it now stands, and the outside
+    operation (provider, id) the checkpoint named."""
+    provider, operation_id = operation
+    return ReconcileResult(
+        transaction_id=rt.transaction_id,
+        step_id=step_id,
+        outcome=outcome,
+        next_step_id=rt.row.next_step_id,
+        transaction_status=TxStatus(rt.row.status),
+        revision=rt.row.revision,
+        clean_hint=hint,
+        operation_provider=str(provider),
+        operation_id=str(operation_id),
+        **more,
+    )
+
+
 # ---------------------------------------------------------------------------- the part
 
 
@@ -370,17 +396,8 @@ class Reconciler:
         **more: Any,
     ) -> ReconcileResult:  # fmt: skip
         op = record.get("op") or {}
-        return ReconcileResult(
-            transaction_id=rt.transaction_id,
-            step_id=row.step_id,
-            outcome=outcome,
-            next_step_id=rt.row.next_step_id,
-            transaction_status=TxStatus(rt.row.status),
-            revision=rt.row.revision,
-            clean_hint=hint,
-            operation_provider=str(op.get("provider", "")),
-            operation_id=str(op.get("id", "")),
-            **more,
+        return reconcile_result(
+            rt, row.step_id, outcome, hint, (op.get("provider", ""), op.get("id", "")), **more
         )
 
     async def _happened(

@@ -31,7 +31,7 @@ from agenttx.errors import InvalidArgument
 from agenttx.jsontext import compact
 from agenttx.store.contract import StagedEffect, StepRow, Store, TxRow, UndoRow
 from agenttx.tools.context import ProgressSink
-from agenttx.types import Isolation, RollbackPolicy
+from agenttx.types import Isolation, RollbackPolicy, TxStatus
 
 log = logging.getLogger("agenttx.engine")
 
@@ -183,6 +183,54 @@ class TxRuntime:
     def note_reads(self, reads: list[list[Any]]) -> None:
         for key, version in reads:
             self.read_set.setdefault(key, int(version))
+
+
+def first_row(
+    transaction_id: str,
+    *,
+    tenant: str,
+    agent_id: str,
+    status: TxStatus,
+    next_step_id: int,
+    isolation: str,
+    policy: RollbackPolicy,
+    metadata: dict[str, Any],
+    labels: Sequence[str],
+    now: float,
+    **fields: Any,
+) -> TxRow:
+    """Revision 1 of a new transaction, a begun one or a compensating one: one place sets
+    the counters and lists every part later reads from ``body`` to zero, so a new body key
+    cannot be missing from one kind. ``fields`` are the kind's own keys (mode, principal,
+    the compensation …), after the common ones."""
+    body: dict[str, Any] = {
+        "metadata": metadata,
+        "policy": policy.to_dict(),
+        "controller": ControllerState().to_dict(),
+        "constraints": [],
+        "epoch": 0,
+        "step_seq": 0,
+        "requires_human": False,
+        "abort_reason": "",
+        "compensation_errors": [],
+        "outcome_unknown_step": 0,
+        "labels": list(labels),
+        **fields,
+    }
+    return TxRow(
+        id=transaction_id,
+        tenant=tenant,
+        agent_id=agent_id,
+        status=status.value,
+        revision=1,
+        next_step_id=next_step_id,
+        snapshot=0,
+        isolation=isolation,
+        body=body,
+        created_at=now,
+        updated_at=now,
+        last_activity_at=now,
+    )
 
 
 class StepRun:

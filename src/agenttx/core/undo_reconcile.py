@@ -17,7 +17,7 @@ from agenttx.audit import AuditKind
 from agenttx.core.config import Clock
 from agenttx.core.images import TxImages
 from agenttx.core.limits import check_transaction_id, retry_ms
-from agenttx.core.reconcile import ask_handler, ms_left
+from agenttx.core.reconcile import ask_handler, ms_left, reconcile_result
 from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import TxRuntime
 from agenttx.core.undo_outcomes import UNKNOWN, unknown_undo, with_records
@@ -226,18 +226,8 @@ class UndoReconciler:
                 else f"Hint: the undo of step {step} did not take effect: the step's effect "
                 "stays and the transaction needs a human; undo it in the outside system."
             )
-        return ReconcileResult(
-            transaction_id=rt.transaction_id,
-            step_id=step,
-            outcome=outcome,
-            next_step_id=rt.row.next_step_id,
-            transaction_status=TxStatus(rt.row.status),
-            revision=rt.row.revision,
-            clean_hint=hint,
-            operation_provider=str(record.get("provider", "")),
-            operation_id=str(record.get("operation_id", "")),
-            **more,
-        )
+        operation = (record.get("provider", ""), record.get("operation_id", ""))
+        return reconcile_result(rt, step, outcome, hint, operation, **more)
 
     async def _went_on(self, result: ReconcileResult, resume: bool) -> ReconcileResult:
         """``result`` with the transaction as it stands once a compensating transaction went

@@ -103,6 +103,31 @@ _TX = CliOption("transaction_id", positional=True)
 _STEP = CliOption("step_id", positional=True, number=STEP_ID)
 
 
+def _decider_roles(act: str) -> CliOption:
+    """``--role`` of one who decides a receipt: ``act`` (approval, refusing) needs the
+    ``approver`` role, so that is what an operator holds unless they say otherwise."""
+    return CliOption(
+        "roles",
+        f"Roles held (repeatable); {act} needs `approver`.",
+        flag="--role",
+        multiple=True,
+        default=("approver",),
+        show_default=True,
+    )
+
+
+def _statuses(choices: tuple[str, ...]) -> CliOption:
+    """``--status`` of a listing (transactions, effects): any of ``choices``, repeatable."""
+    return CliOption(
+        "statuses",
+        "Only these statuses (repeatable).",
+        flag="--status",
+        multiple=True,
+        choices=choices,
+        case_sensitive=False,
+    )
+
+
 BEGIN = CliCommand(
     "begin",
     "tx",
@@ -218,14 +243,7 @@ LIST = CliCommand(
     "list",
     "Transactions, oldest first.",
     (
-        CliOption(
-            "statuses",
-            "Only these statuses (repeatable).",
-            flag="--status",
-            multiple=True,
-            choices=tuple(s.value for s in TxStatus),
-            case_sensitive=False,
-        ),
+        _statuses(tuple(s.value for s in TxStatus)),
         CliOption("agent", "Only this agent id."),
         CliOption("label", "Only transactions carrying this label."),
         CliOption("limit", between=(1, 100_000), default=50, show_default=True),
@@ -253,14 +271,7 @@ APPROVE = CliCommand(
         _TX,
         CliOption("receipt_id", positional=True),
         CliOption("principal", "Who approves (not who began the transaction).", required=True),
-        CliOption(
-            "roles",
-            "Roles held (repeatable); approval needs `approver`.",
-            flag="--role",
-            multiple=True,
-            default=("approver",),
-            show_default=True,
-        ),
+        _decider_roles("approval"),
     ),
 )
 
@@ -279,14 +290,7 @@ REFUSE = CliCommand(
             "Why, and what would make the change acceptable (at most 4096 bytes).",
             required=True,
         ),
-        CliOption(
-            "roles",
-            "Roles held (repeatable); refusing needs `approver`.",
-            flag="--role",
-            multiple=True,
-            default=("approver",),
-            show_default=True,
-        ),
+        _decider_roles("refusing"),
     ),
 )
 
@@ -389,14 +393,7 @@ EFFECTS = CliCommand(
     "Effects, oldest first, each with its status, attempts and last error.",
     (
         CliOption("dead", "Only dead letters (same as --status dead).", is_flag=True),
-        CliOption(
-            "statuses",
-            "Only these statuses (repeatable).",
-            flag="--status",
-            multiple=True,
-            choices=EFFECT_STATUSES,
-            case_sensitive=False,
-        ),
+        _statuses(EFFECT_STATUSES),
         CliOption("transaction_id", "Only this transaction's effects.", flag="--tx", default=""),
         CliOption("limit", between=(1, 100_000), default=100, show_default=True),
     ),

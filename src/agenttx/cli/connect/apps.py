@@ -59,19 +59,24 @@ class Http:
 Launch = Stdio | Http
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class App:
+    """One app's row. The defaults are the form Claude Desktop's file introduced and most
+    apps copied (a JSON file, servers under ``mcpServers``, entries without a ``type``), so
+    a row states only where its app departs from it."""
+
     name: str  # what `agenttx connect <name>` takes
     title: str  # the app's own name, for messages
     config_path: Callable[[Host], PurePath]  # its user configuration file on this host
-    format: Literal["json", "toml"]
-    key: str  # the table of servers in that file; our entry is <key>.agenttx
-    stdio_type: bool  # true iff a stdio entry carries "type": "stdio"
     http_field: str | None  # the URL's key in an HTTP entry; None: its file has no HTTP form
-    http_type: bool  # true iff an HTTP entry carries "type": "http"
-    add_command: Callable[[Launch], list[str]] | None  # the app's own CLI that adds the entry
     scope_note: str  # where the entry applies, for messages
     docs: str  # the documentation the row follows (docs/connect.md lists them all)
+    format: Literal["json", "toml"] = "json"
+    key: str = "mcpServers"  # the table of servers in that file; our entry is <key>.agenttx
+    stdio_type: bool = False  # true iff a stdio entry carries "type": "stdio"
+    http_type: bool = False  # true iff an HTTP entry carries "type": "http"
+    # The app's own CLI that adds the entry; None: it has none, the file is written.
+    add_command: Callable[[Launch], list[str]] | None = None
     no_http_reason: str = ""  # why --http is refused, when http_field is None
     add_note: str = ""  # what to know about add_command, when it writes somewhere else
 
@@ -96,27 +101,27 @@ def _home(host: Host, *parts: str) -> PurePath:
     return host.path(str(host.home), *parts)
 
 
+def _moved(host: Host, variable: str, *usual: str) -> PurePath:
+    """The directory environment ``variable`` names when it is set, else ``~/<usual…>``:
+    each app's own way to move its configuration."""
+    moved = host.environ.get(variable)
+    return host.path(moved) if moved else _home(host, *usual)
+
+
 def _claude_code_path(host: Host) -> PurePath:
     # Claude Code keeps user-scope servers at the top level of ~/.claude.json, or of
     # $CLAUDE_CONFIG_DIR/.claude.json when that variable moves its configuration.
-    moved = host.environ.get("CLAUDE_CONFIG_DIR")
-    return host.path(moved, ".claude.json") if moved else _home(host, ".claude.json")
+    return _moved(host, "CLAUDE_CONFIG_DIR") / ".claude.json"
 
 
 def _codex_path(host: Host) -> PurePath:
-    moved = host.environ.get("CODEX_HOME")  # Codex's own override of ~/.codex
-    return host.path(moved, "config.toml") if moved else _home(host, ".codex", "config.toml")
+    return _moved(host, "CODEX_HOME", ".codex") / "config.toml"  # Codex's own ~/.codex
 
 
 def _gemini_path(host: Host) -> PurePath:
     # Gemini CLI takes $GEMINI_CLI_HOME, when set, in place of the home directory: its user
     # settings are then $GEMINI_CLI_HOME/.gemini/settings.json.
-    moved = host.environ.get("GEMINI_CLI_HOME")
-    return (
-        host.path(moved, ".gemini", "settings.json")
-        if moved
-        else _home(host, ".gemini", "settings.json")
-    )
+    return _moved(host, "GEMINI_CLI_HOME") / ".gemini" / "settings.json"
 
 
 def _claude_desktop_path(host: Host) -> PurePath:
@@ -124,13 +129,9 @@ def _claude_desktop_path(host: Host) -> PurePath:
     if host.platform == "darwin":
         return _home(host, "Library", "Application Support", "Claude", name)
     if host.platform == "win32":
-        appdata = host.environ.get("APPDATA")
-        base = host.path(appdata) if appdata else _home(host, "AppData", "Roaming")
-        return base / "Claude" / name
+        return _moved(host, "APPDATA", "AppData", "Roaming") / "Claude" / name
     # Linux builds are Electron apps: their config lives in $XDG_CONFIG_HOME, ~/.config.
-    xdg = host.environ.get("XDG_CONFIG_HOME")
-    base = host.path(xdg) if xdg else _home(host, ".config")
-    return base / "Claude" / name
+    return _moved(host, "XDG_CONFIG_HOME", ".config") / "Claude" / name
 
 
 # ---------------------------------------------------------------- the apps' own commands
@@ -166,7 +167,6 @@ VSCODE = App(
     name="vscode",
     title="VS Code",
     config_path=lambda host: host.path(str(host.cwd), ".vscode", "mcp.json"),
-    format="json",
     key="servers",
     stdio_type=True,
     http_field="url",
@@ -184,8 +184,6 @@ APPS: dict[str, App] = {
             name="claude-code",
             title="Claude Code",
             config_path=_claude_code_path,
-            format="json",
-            key="mcpServers",
             stdio_type=True,
             http_field="url",
             http_type=True,
@@ -199,9 +197,7 @@ APPS: dict[str, App] = {
             config_path=_codex_path,
             format="toml",
             key="mcp_servers",
-            stdio_type=False,
             http_field="url",
-            http_type=False,
             add_command=_codex_add,
             scope_note="read by the Codex CLI, IDE extension and app",
             docs="https://developers.openai.com/codex/mcp",
@@ -210,12 +206,7 @@ APPS: dict[str, App] = {
             name="claude-desktop",
             title="Claude Desktop",
             config_path=_claude_desktop_path,
-            format="json",
-            key="mcpServers",
-            stdio_type=False,
             http_field=None,
-            http_type=False,
-            add_command=None,
             scope_note="the desktop app",
             docs="https://modelcontextprotocol.io/quickstart/user",
             no_http_reason=(
@@ -229,12 +220,7 @@ APPS: dict[str, App] = {
             name="cursor",
             title="Cursor",
             config_path=lambda host: _home(host, ".cursor", "mcp.json"),
-            format="json",
-            key="mcpServers",
-            stdio_type=False,
             http_field="url",
-            http_type=False,
-            add_command=None,
             scope_note="global: every project",
             docs="https://cursor.com/docs/mcp",
         ),
@@ -243,11 +229,7 @@ APPS: dict[str, App] = {
             name="gemini",
             title="Gemini CLI",
             config_path=_gemini_path,
-            format="json",
-            key="mcpServers",
-            stdio_type=False,
             http_field="httpUrl",  # `url` there means the older SSE transport
-            http_type=False,
             add_command=_gemini_add,
             scope_note="user settings: every project",
             docs="https://geminicli.com/docs/tools/mcp-server/",
@@ -256,12 +238,7 @@ APPS: dict[str, App] = {
             name="windsurf",
             title="Windsurf",
             config_path=lambda host: _home(host, ".codeium", "windsurf", "mcp_config.json"),
-            format="json",
-            key="mcpServers",
-            stdio_type=False,
             http_field="serverUrl",
-            http_type=False,
-            add_command=None,
             scope_note="Cascade, every workspace",
             docs="https://docs.windsurf.com/windsurf/cascade/mcp",
         ),

@@ -37,13 +37,9 @@ def as_object(arguments: Any) -> dict[str, Any]:
 
 
 def required_str(args: dict[str, Any], name: str) -> str:
-    value = args.get(name)
+    value = optional_str(args, name)
     if value is None:
         raise ToolArgumentError(f"missing field `{name}`")
-    if not isinstance(value, str):
-        raise ToolArgumentError(
-            f"invalid type: {json_type(value)} for field `{name}`, expected a string"
-        )
     return value
 
 
@@ -56,6 +52,11 @@ def optional_str(args: dict[str, Any], name: str) -> str | None:
             f"invalid type: {json_type(value)} for field `{name}`, expected a string"
         )
     return value
+
+
+# The schema of an argument ``identifier`` checks (a table, a channel): the same rule, so a
+# client validating against the schema is refused exactly when the tool would refuse.
+SCHEMA_IDENTIFIER = {"type": "string", "pattern": f"^{_IDENT.pattern}$"}
 
 
 def identifier(value: str, what: str) -> str:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any, TypedDict
 
-from agenttx.tools.builtin.args import as_object, identifier, optional_str, required_str
+from agenttx.tools.builtin.args import (
+    SCHEMA_IDENTIFIER,
+    as_object,
+    identifier,
+    optional_str,
+    required_str,
+)
+from agenttx.tools.builtin.state import state_tool
 from agenttx.tools.context import ToolContext
-from agenttx.tools.contract import tool
 
 
 class EffectStaged(TypedDict):
@@ -18,16 +24,14 @@ class EffectStaged(TypedDict):
     idempotency_key: str
 
 
-@tool(
+@state_tool(
     name="effect.stage",
-    bounded=True,
-    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="staged",
     description="Stage an effect (email, webhook, …) released once after a durable commit.",
     schema={
         "type": "object",
         "properties": {
-            "channel": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,128}$"},
+            "channel": SCHEMA_IDENTIFIER,
             "payload": {"description": "any JSON value"},
             "idempotency_key": {"type": "string"},
         },

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from agenttx.tools.builtin.args import SCHEMA_KEY, as_object, required_str
+from agenttx.tools.builtin.state import state_tool
 from agenttx.tools.context import ToolContext
-from agenttx.tools.contract import tool
 
 
 class KvEntry(TypedDict):
@@ -31,10 +31,8 @@ _KEY_ONLY = {
 }
 
 
-@tool(
+@state_tool(
     name="kv.put",
-    bounded=True,
-    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="state",
     idempotent=True,
     description="Set a key in transactional key-value state (visible to others after commit).",
@@ -54,10 +52,8 @@ async def kv_put(ctx: ToolContext, arguments: Any) -> KvEntry:
     return {"key": key, "value": value}
 
 
-@tool(
+@state_tool(
     name="kv.get",
-    bounded=True,
-    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="read",
     idempotent=True,
     description="Read a key; this transaction's own writes first, then committed state.",
@@ -72,10 +68,8 @@ async def kv_get(ctx: ToolContext, arguments: Any) -> KvEntry:
     return {"key": key, "value": await ctx.state.get(state_key)}
 
 
-@tool(
+@state_tool(
     name="kv.delete",
-    bounded=True,
-    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="state",
     idempotent=True,
     description="Delete a key; reports whether it existed.",

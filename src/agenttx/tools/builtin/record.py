@@ -8,6 +8,7 @@ from typing import Any
 from agenttx.errors import clip
 from agenttx.tools.builtin.args import (
     MAX_KEY_BYTES,
+    SCHEMA_IDENTIFIER,
     ToolArgumentError,
     as_object,
     compact,
@@ -15,8 +16,8 @@ from agenttx.tools.builtin.args import (
     json_type,
     required_str,
 )
+from agenttx.tools.builtin.state import state_tool
 from agenttx.tools.context import ToolContext
-from agenttx.tools.contract import tool
 
 
 class IntegrityError(Exception):
@@ -55,16 +56,14 @@ def _record_key(table: str, row_id: str | int | float) -> str:
 _ID_SCHEMA = {"type": ["string", "number"]}
 
 
-@tool(
+@state_tool(
     name="record.insert",
-    bounded=True,
-    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="state",
     description="Insert a row; duplicate ids and missing foreign-key targets fail.",
     schema={
         "type": "object",
         "properties": {
-            "table": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,128}$"},
+            "table": SCHEMA_IDENTIFIER,
             "id": _ID_SCHEMA,
             "fields": {"type": "object"},
             "references": {
@@ -135,10 +134,8 @@ async def record_insert(ctx: ToolContext, arguments: Any) -> dict[str, Any]:
     return {**row, "table": table}
 
 
-@tool(
+@state_tool(
     name="record.get",
-    bounded=True,
-    dry_run="full_simulation",  # state only: a dry run runs it and keeps nothing
     effect="read",
     idempotent=True,
     description="Read a row by id.",
