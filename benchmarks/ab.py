@@ -118,7 +118,7 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
             "stacks.served.latency.echo.p50",
         ),
         "step/echo (bare)": ("stacks.bare.latency.step.p50", "stacks.bare.latency.echo.p50"),
-        # The issue's target: a 10-step run through our client <= 1.5x twelve no-op RPCs
+        # The target (issue 24): a 10-step run through our client <= 1.7x twelve no-op RPCs
         # through it (only where the script has its client_run section).
         "client run/12 no-ops (served)": (
             "stacks.served.client_run.run.p50",
