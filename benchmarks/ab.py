@@ -112,13 +112,18 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
         "step/store+audit (sync_writes)": ("step.sync_writes.p50", "store.sync_writes_audited.p50"),
         "step/floor (default)": ("step.default.p50", "floor.default.p50"),
     },
+    "mcp": {
+        # The target (issue 24): run_step kv.put p50 <= 1.10x the no-op tool's, same server.
+        "stdio kv.put/no-op": ("stdio.run_step_kv_put_us.p50", "stdio.noop_us.p50"),
+        "HTTP kv.put/no-op": ("http.run_step_kv_put_us.p50", "http.noop_us.p50"),
+    },
     "grpc_loopback": {
         "step/echo (served)": (
             "stacks.served.latency.step.p50",
             "stacks.served.latency.echo.p50",
         ),
         "step/echo (bare)": ("stacks.bare.latency.step.p50", "stacks.bare.latency.echo.p50"),
-        # The issue's target: a 10-step run through our client <= 1.5x twelve no-op RPCs
+        # The target (issue 24): a 10-step run through our client <= 1.7x twelve no-op RPCs
         # through it (only where the script has its client_run section).
         "client run/12 no-ops (served)": (
             "stacks.served.client_run.run.p50",

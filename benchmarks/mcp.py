@@ -1,5 +1,5 @@
 """MCP benchmark: ``run_step kv.put`` against a no-op MCP tool on the same server, over stdio
-and over streamable HTTP, interleaved in one run (the issue's target: p50 ratio ≤ 1.3×).
+and over streamable HTTP, interleaved in one run (issue 24's target: p50 ratio ≤ 1.10×).
 
 The server runs in its own process (``--serve stdio|http``): an engine on SQLite, AgentTx's
 MCP tools, plus ``bench.noop`` (returns at once: the floor of an MCP call on this server) and
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -43,7 +44,7 @@ from benchmarks.harness import (
 )
 
 STEPS_PER_TX = 50
-TARGET_RATIO = 1.3
+TARGET_RATIO = 1.10  # issue 24: run_step kv.put p50 ≤ 1.10 × the no-op's (was 1.3)
 
 
 # --------------------------------------------------------------------------- the server side
@@ -51,6 +52,13 @@ TARGET_RATIO = 1.3
 
 def serve(kind: str, data_dir: Path, port: int) -> None:
     """The benchmark's MCP server (a child process): AgentTx's tools plus the two bench ones."""
+    # As `agenttx mcp` does first: the 1 ms switch interval, so the loop gets the interpreter
+    # back soon from the stdin reader and the SDK's stdout threads (a revision from before it
+    # did runs without it).
+    with contextlib.suppress(ImportError):
+        from agenttx.core.offload import share_interpreter_promptly
+
+        share_interpreter_promptly()
     asyncio.run(_serve(kind, data_dir, port))
 
 
@@ -167,10 +175,19 @@ async def workload(client: Any, samples: int, warmup: int) -> dict[str, Any]:
     put, noop = stats_us(put_ns), stats_us(noop_ns)
     engine_us = server["engine_us"]
     handler = server["handler_us"]
+    # What bounds the ratio, from the same p50s: the ratio were the adapter free (only the
+    # engine and the SDKs' kv.put-specific work left), and were the adapter and the engine
+    # both free (the SDKs' own extra for kv.put's larger request and result, the client's
+    # output-schema validation included).
+    adapter = handler["run_step"] - engine_us
+    sdk_extra = (put["p50"] - handler["run_step"]) - (noop["p50"] - handler["bench.noop"])
     return {
         "run_step_kv_put_us": put,
         "noop_us": noop,
         "ratio_p50": round(put["p50"] / noop["p50"], 3),
+        "ratio_without_adapter": round((put["p50"] - adapter) / noop["p50"], 3),
+        "ratio_sdk_only": round((noop["p50"] + sdk_extra) / noop["p50"], 3),
+        "sdk_extra_us": round(sdk_extra, 1),
         "split_p50_us": {
             "kv_put": {
                 "transport_and_sdk": round(put["p50"] - handler["run_step"], 1),
@@ -229,6 +246,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--serve", nargs=3, metavar=("KIND", "DATA_DIR", "PORT"), help=argparse.SUPPRESS
     )
+    ap.add_argument(
+        "--only", choices=("stdio", "http"), action="append", help="run only this transport"
+    )
+    ap.add_argument("--samples", type=int, default=None, help="timed pairs a round")
     ns = ap.parse_args(argv)
     if ns.serve:
         kind, data_dir, port = ns.serve
@@ -237,9 +258,13 @@ def main(argv: list[str] | None = None) -> None:
     out = Out()
     started = time.perf_counter()
     samples, warmup = (100, 20) if ns.quick else (400, 50)
+    samples = ns.samples or samples
+    transports = ns.only or ["stdio", "http"]
     res: dict[str, Any] = {"machine": machine_info(), "target_ratio": TARGET_RATIO}
     res["machine"]["cpu_count"] = os.cpu_count()
     for name, run in (("stdio", run_stdio), ("http", run_http)):
+        if name not in transports:
+            continue
         out.note(f"[dim]running {name} …[/dim]")
         rounds = [asyncio.run(run(samples, warmup)) for _ in range(rounds_of(ns))]
         # The least disturbed round (lowest ratio) on a shared machine, every round's beside.
@@ -247,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         best["ratio_p50_rounds"] = [r["ratio_p50"] for r in rounds]
         res[name] = best
     rows = []
-    for name in ("stdio", "http"):
+    for name in transports:
         r = res[name]
         split = r["split_p50_us"]["kv_put"]
         rows.append(
@@ -260,11 +285,24 @@ def main(argv: list[str] | None = None) -> None:
                 split["transport_and_sdk"],
                 split["adapter"],
                 split["engine"],
+                r["ratio_without_adapter"],
+                r["ratio_sdk_only"],
             ]
         )
     out.table(
         "run_step kv.put vs a no-op MCP tool (p50 µs, interleaved)",
-        ["transport", "kv.put", "no-op", "ratio", "≤ 1.3×", "transport+SDK", "adapter", "engine"],
+        [
+            "transport",
+            "kv.put",
+            "no-op",
+            "ratio",
+            f"≤ {TARGET_RATIO}×",
+            "transport+SDK",
+            "adapter",
+            "engine",
+            "ratio, adapter free",
+            "ratio, SDKs only",
+        ],
         rows,
     )
     finish_machine(res, started)

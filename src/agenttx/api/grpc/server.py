@@ -90,8 +90,12 @@ async def _guard(
     # A client that gives up (deadline, disconnect) must not cancel a step half-way: it
     # finishes, and its reply is stored for a retry with the same request_id.
     try:
-        # The caller's W3C trace context (traceparent metadata) is the parent of the spans.
-        with incoming(_trace_carrier(context)):
+        # The caller's W3C trace context (traceparent metadata) is the parent of the spans;
+        # a call without one (nearly every call) skips the context manager.
+        carrier = _trace_carrier(context)
+        if not carrier:
+            return await run_detached(call())
+        with incoming(carrier):
             return await run_detached(call())
     except grpc.aio.AbortError:
         raise
@@ -112,11 +116,27 @@ def accepted_strategies(context: grpc.aio.ServicerContext) -> frozenset[Strategy
     """Our strategies beyond the reference's that the caller says it can name, from its
     ``agenttx-accept-strategies`` metadata (unknown names are ignored: a newer client may
     know more than this server)."""
-    names: set[str] = set()
+    found: frozenset[Strategy] = frozenset()
     for key, value in context.invocation_metadata() or ():
         if key == ACCEPT_STRATEGIES_METADATA and isinstance(value, str):
-            names.update(n.strip().upper() for n in value.split(","))
-    return frozenset(s for s in REFERENCE_FALLBACK if s.value in names)
+            found |= _strategies_named(value)
+    return found
+
+
+# The strategies a header value names, by value: a client sends the same value on every call,
+# so it is read once. Bounded, so callers choosing values cannot grow it.
+_NAMED: dict[str, frozenset[Strategy]] = {}
+_NAMED_MAX = 64
+
+
+def _strategies_named(value: str) -> frozenset[Strategy]:
+    found = _NAMED.get(value)
+    if found is None:
+        names = {n.strip().upper() for n in value.split(",")}
+        found = frozenset(s for s in REFERENCE_FALLBACK if s.value in names)
+        if len(_NAMED) < _NAMED_MAX:
+            _NAMED[value] = found
+    return found
 
 
 class AgentTxServicer(pb_grpc.AgentTxServiceServicer):

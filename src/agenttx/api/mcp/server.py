@@ -134,9 +134,14 @@ class AgentTxMCP:
         started = time.perf_counter()
         try:
             # W3C trace context in the request's _meta (traceparent, tracestate): the
-            # transaction's spans join the caller's trace (api/tracing.py).
-            with incoming(_trace_carrier(params.meta)):
+            # transaction's spans join the caller's trace (api/tracing.py). A call without
+            # one (nearly every call) skips the context manager.
+            carrier = _trace_carrier(params.meta)
+            if not carrier:
                 outcome = await handler(call)
+            else:
+                with incoming(carrier):
+                    outcome = await handler(call)
         except BadArgument as exc:
             outcome = cont.bad_request(redact(str(exc)))  # it may quote the caller's value
         except Exception as exc:  # its public form: a refusal, or an internal error
@@ -210,8 +215,10 @@ def _refusal_result(refusal: cont.Refusal, correlation: str) -> types.CallToolRe
 
 
 def _trace_carrier(meta: Any) -> dict[str, str]:
+    if not meta:
+        return {}
     if not isinstance(meta, dict):
-        meta = dict(meta or {})
+        meta = dict(meta)
     return {k: v for k in ("traceparent", "tracestate") if isinstance(v := meta.get(k), str)}
 
 
