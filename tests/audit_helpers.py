@@ -1,12 +1,16 @@
-"""Helpers the audit chain's tests share: a committed transaction, and SQL run on the store
-behind the engine's back."""
+"""Helpers the audit chain's tests share: a committed transaction, SQL run on the store
+behind the engine's back, and ``agenttx audit`` run in-process."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
+from click.testing import CliRunner, Result
+
 import agenttx
+from agenttx.cli import main
 
 
 def run_sql(url: str, query: str, params: tuple[Any, ...] = ()) -> None:
@@ -28,3 +32,9 @@ async def committed(engine: agenttx.Engine, steps: int = 3) -> str:
         await engine.execute_step(tx, n, "kv.put", {"key": f"k{n}", "value": n})
     await engine.commit(tx)
     return tx
+
+
+async def cli(*args: str) -> Result:
+    """Run the command line on a worker thread: an in-process server or engine needs the
+    loop."""
+    return await asyncio.to_thread(CliRunner().invoke, main, list(args))

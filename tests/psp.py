@@ -198,4 +198,15 @@ async def unsure_status(
     return await charge_status(ctx, operation_id, amount)
 
 
-TOOLS = [charge, legacy, twice, unsure]
+@agenttx.tool(name="pay.unhandled", effect="irreversible", idempotent=False)
+async def unhandled(ctx: agenttx.ToolContext, amount: int) -> dict[str, Any]:
+    """``pay.legacy``'s lost answer without the wait: no reconcile handler, and an operator
+    may settle it at once (so a real-time test need not sleep)."""
+    op = operation_for(ctx)
+    await http("POST", f"/charge/{op}?amount={amount}")
+    raise agenttx.UncertainOutcome(
+        "the provider's answer was lost", operation_id=op, provider="psp", retry_after_ms=0
+    )
+
+
+TOOLS = [charge, legacy, twice, unsure, unhandled]

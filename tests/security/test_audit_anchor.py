@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 import agenttx
 from agenttx.audit import ChainHead, make_record
 from agenttx.cli.audit import BAD_CHAIN_EXIT
-from audit_helpers import committed, run_sql
-from test_audit_surfaces import cli
+from audit_helpers import cli, committed, run_sql
 
 if TYPE_CHECKING:
     from click.testing import Result

@@ -32,10 +32,9 @@ from agenttx.audit_keys import new_key_toml, parse_audit_keys, read_audit_keys
 from agenttx.cli.audit import BAD_CHAIN_EXIT, UNCHECKED_EXIT
 from agenttx.errors import InvalidArgument
 from agenttx.wire import agenttx_pb2 as pb
-from audit_helpers import committed, run_sql
+from audit_helpers import cli, committed, run_sql
 from http_harness import http_base, request, start_http_server
 from server_process import agenttx_command, server_env
-from test_audit_surfaces import cli
 
 if TYPE_CHECKING:
     from served_engine import Served

@@ -7,8 +7,10 @@ tests the row took over.
 Inputs may hold placeholders the runner fills in: ``$tx`` (the transaction the last ``begin``
 made), ``$receipt`` (the last preview's receipt), ``$compensation`` (the compensating
 transaction the last ``compensate`` started), ``$effect`` (the first effect the last
-``list_effects`` listed), ``$log`` (a file the ``comp.*`` tools' undos append to) and ``$dir``
-(a directory whose ``provider`` file says "happened", for the ``pay.*`` tools).
+``list_effects`` listed), ``$log`` (a file the ``comp.*`` tools' undos append to), ``$dir``
+(a directory whose ``provider`` file says "happened", for the ``pay.*`` tools) and ``$file``
+(a file name in the engine's sandbox no other run uses). A set-up call may also be SQL run on
+the store behind the surface's engine (``behind_the_engine``: an edited audit chain).
 
 A case may also say what the last call looks like in each surface's own form — keyed by a
 surface, ``mcp`` for the three MCP surfaces, or ``*`` for all: ``says``, words the caller's text
@@ -126,6 +128,9 @@ def refuse_commit(reason: str = AT_MOST, **who: Any) -> Call:
 
 
 REFUSED_RECEIPT = (*PREVIEWED, refuse_commit())
+MCP_TASK = "test_receipts_mcp::test_an_approval_required_task_over_mcp"
+# A step of the tool the policy holds for approval (conftest.POLICY).
+HELD = (BEGIN, step(1, "kv.delete", {"key": "k"}))
 APPROVED = (
     *PREVIEWED,
     call("approve_commit", transaction_id="$tx", receipt_id="$receipt", **ALICE),
@@ -142,6 +147,18 @@ def pay_step(tool: str) -> Call:
 
 ROLLBACK = call("rollback", transaction_id="$tx")
 UNKNOWN_UNDO = (BEGIN, pay_step("pay.uncertain"), ROLLBACK)
+# A charge whose answer was lost, with a reconcile handler and without; MCP refuses the step
+# (``DIFFERS``), the others reply OUTCOME_UNKNOWN.
+UNSURE = step(1, "pay.unsure", {"amount": 9})
+UNSURE_STEP = (BEGIN, Call("execute_step", UNSURE.inputs, anyhow=True))
+UNHANDLED_STEP = (
+    BEGIN,
+    Call("execute_step", step(1, "pay.unhandled", {"amount": 5}).inputs, anyhow=True),
+)
+RESOLVED_HAPPENED = call(
+    "resolve_step", transaction_id="$tx", step_id=1, outcome="happened", output={"charge": "x"}
+)
+RG, RM, RC = "test_reconcile_grpc", "test_reconcile_mcp", "test_reconcile_cli"
 UNASKED_UNDO = (BEGIN, pay_step("pay.unasked"), ROLLBACK)
 WAITING_ROLLBACK = (BEGIN, comp_step(1, "comp.charge"), comp_step(2, "comp.refund"), ROLLBACK)
 WAITING_COMPENSATION = (
@@ -150,11 +167,28 @@ WAITING_COMPENSATION = (
     COMMIT,
     call("compensate", transaction_id="$tx", reason="chargeback", principal="bob"),
 )
-EFFECT = step(
-    1,
-    "effect.stage",
-    {"channel": "email", "payload": {"to": "z@example.com", "subject": "s", "body": "b"}},
-)
+# A chain of four records (begun, two steps, committed) for the cases that edit it.
+AUDITED = (BEGIN, PUT_1, PUT_2, COMMIT)
+EDIT_RECORD_2 = "UPDATE audit SET body = body || ' ' WHERE tx_id = ? AND seq = 2"
+BAD_CHAIN_EXIT = "3"  # `agenttx audit verify`: a chain is bad (cli/audit.py)
+
+
+def behind_the_engine(sql: str, *params: Any) -> Call:
+    """SQL run on the store behind the surface's engine, as an attacker or a bad restore
+    would (the runner runs it, not the surface): ``params`` may hold placeholders."""
+    return call(BEHIND_THE_ENGINE, sql=sql, params=list(params))
+
+
+BEHIND_THE_ENGINE = "behind the engine"  # no operation of any surface: the runner's own
+
+
+def effect_step(step_id: int) -> Call:
+    """Step ``step_id``: an email staged in the outbox, sent at commit."""
+    payload = {"to": "z@example.com", "subject": "s", "body": "b"}
+    return step(step_id, "effect.stage", {"channel": "email", "payload": payload})
+
+
+EFFECT = effect_step(1)
 
 # The lifecycle and the approval of a commit.
 LIFECYCLE: tuple[Case, ...] = (
@@ -175,9 +209,19 @@ LIFECYCLE: tuple[Case, ...] = (
         "begin an approval transaction",
         (),
         call("begin", principal="bob", mode="approval_required"),
-        {"mode": "approval_required", "revision": 1, "snapshot.revision": 1},
+        {
+            "mode": "approval_required",
+            "revision": 1,
+            "snapshot.revision": 1,
+            "snapshot.transaction_id": "$tx",
+        },
+        # MCP's snapshot is the pair to echo, nothing more.
+        only={"mcp": {"snapshot": {"transaction_id": "$tx", "revision": 1}}},
         replaces=(
             "test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (begin, snapshot)",
+            "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
+            "errors (the begin's snapshot)",
+            f"{MCP_TASK} (begin)",
         ),
     ),
     Case(
@@ -191,9 +235,14 @@ LIFECYCLE: tuple[Case, ...] = (
             "transaction_status": "ACTIVE",
             "revision": 2,
             "snapshot.revision": 2,
+            "snapshot.transaction_id": "$tx",
             "output": {"key": "k", "value": 1},
         },
-        replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc",),
+        only={"mcp": {"snapshot": {"transaction_id": "$tx", "revision": 2}}},
+        replaces=(
+            "test_receipts_surfaces::test_preview_approve_and_commit_over_grpc",
+            f"{MCP_TASK} (the step's snapshot)",
+        ),
     ),
     Case(
         "a failing step is retried after its effects are undone",
@@ -310,17 +359,45 @@ LIFECYCLE: tuple[Case, ...] = (
     # -- approval of a commit -----------------------------------------------------------------
     Case(
         "preview_commit",
-        APPROVAL,
+        # A key of the run's own: what it held before is the same on every engine (none).
+        (APPROVAL[0], step(1, "kv.put", {"key": "$file", "value": 1})),
         call("preview_commit", transaction_id="$tx"),
         {
             "approval_required": True,
             "revision": 2,
             "approval_reasons": ["mode approval_required"],
             "mode": "approval_required",
-            "changes.state[].key": ["kv/k"],
+            "changes.state[].key": ["kv/$file"],
+            "changes.state[].before": [None],
             "changes.state[].after": [1],
         },
-        replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (preview)",),
+        says={"mcp": ("receipt_id $receipt", "approve_commit")},
+        replaces=(
+            "test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (preview)",
+            "test_receipts_surfaces::test_grpc_refusals_carry_their_fields_and_listings_the_"
+            "snapshot (the change)",
+            f"{MCP_TASK} (preview)",
+        ),
+    ),
+    Case(
+        "preview_commit of a file and an effect",
+        (
+            call("begin", principal="bob", mode="approval_required"),
+            step(1, "fs.write", {"path": "$file", "contents": "one\n"}),
+            effect_step(2),
+        ),
+        call("preview_commit", transaction_id="$tx"),
+        {
+            "changes.files[].path": ["$file"],
+            "changes.files[].diff": ["--- /dev/null\n+++ b/$file\n@@ -0,0 +1 @@\n+one\n"],
+            "changes.effects[].step_id": [2],
+            "changes.effects[].channel": ["email"],
+            "changes.discarded_undo[].handler": ["fs.restore_file"],
+        },
+        replaces=(
+            "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
+            "errors (the preview's changes)",
+        ),
     ),
     Case(
         "commit without an approval",
@@ -330,7 +407,26 @@ LIFECYCLE: tuple[Case, ...] = (
         details={"transaction_id": "$tx"},
         codes={"grpc": "FAILED_PRECONDITION"},
         next={"mcp": {"kind": "CallTool", "tool": "preview_commit"}},
-        replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (refusal)",),
+        replaces=(
+            "test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (refusal)",
+            "test_receipts_surfaces::test_grpc_refusals_carry_their_fields_and_listings_the_"
+            "snapshot (APPROVAL_REQUIRED)",
+            f"{MCP_TASK} (commit before a preview)",
+        ),
+    ),
+    Case(
+        "commit a receipt before its approval",
+        PREVIEWED,
+        call("commit", transaction_id="$tx", receipt_id="$receipt"),
+        "APPROVAL_REQUIRED",
+        details={"transaction_id": "$tx", "receipt_id": "$receipt"},
+        says={"*": ("not approved yet",)},
+        next={"mcp": {"kind": "ResolveExternally", "instruction": ("approve_commit",)}},
+        replaces=(
+            "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
+            "errors (ApprovalRequired)",
+            f"{MCP_TASK} (waiting)",
+        ),
     ),
     Case(
         "approve as the principal who began it",
@@ -346,8 +442,12 @@ LIFECYCLE: tuple[Case, ...] = (
         details={"why": "same_principal"},
         codes={"grpc": "FAILED_PRECONDITION", "cli": "1"},
         says={"*": ("began the transaction",)},
+        next={"mcp": {"kind": "ResolveExternally"}},
         replaces=(
             "test_receipts_surfaces::test_cli_preview_and_approve (same principal)",
+            "test_receipts_surfaces::test_grpc_refusals_carry_their_fields_and_listings_the_"
+            "snapshot (same_principal)",
+            f"{MCP_TASK} (own)",
             "test_refusals_surfaces::test_cli_refuse_and_show (same principal)",
         ),
     ),
@@ -372,8 +472,39 @@ LIFECYCLE: tuple[Case, ...] = (
         "approve_commit",
         PREVIEWED,
         call("approve_commit", transaction_id="$tx", receipt_id="$receipt", **ALICE),
-        {"approved_by": "alice", "revision": 2},
-        replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (approve)",),
+        {"approved_by": "alice", "revision": 2, "change_hash": "$change"},  # the preview's
+        replaces=(
+            "test_receipts_surfaces::test_preview_approve_and_commit_over_grpc (approve)",
+            "test_receipts_surfaces::test_grpc_refusals_carry_their_fields_and_listings_the_"
+            "snapshot (the approval's change hash and revision)",
+            f"{MCP_TASK} (approved)",
+        ),
+    ),
+    Case(
+        "approve an approved receipt",
+        APPROVED,
+        call(
+            "approve_commit",
+            transaction_id="$tx",
+            receipt_id="$receipt",
+            principal="carol",
+            roles=["approver"],
+        ),
+        "APPROVAL_REFUSED",
+        details={"why": "already_approved"},
+        says={"*": ("approved by 'alice' already",)},
+        next={"mcp": {"kind": "CallTool", "tool": "commit_transaction"}},
+        replaces=(f"{MCP_TASK} (again)",),
+    ),
+    Case(
+        "an approval transaction in get_transaction",
+        PREVIEWED,
+        call("get_transaction", transaction_id="$tx"),
+        {"mode": "approval_required", "principal": "bob", "snapshot.revision": 2},
+        replaces=(
+            "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
+            "errors (info)",
+        ),
     ),
     Case(
         "find_transaction by its receipt",
@@ -409,7 +540,84 @@ LIFECYCLE: tuple[Case, ...] = (
         "SNAPSHOT_MISMATCH",
         details={"expected_revision": 1, "revision": 2},
         codes={"grpc": "ABORTED"},
-        replaces=("test_receipts_surfaces::test_preview_approve_and_commit_over_grpc",),
+        next={"mcp": {"kind": "CallTool", "tool": "preview_commit"}},
+        replaces=(
+            "test_receipts_surfaces::test_preview_approve_and_commit_over_grpc",
+            "test_receipts_surfaces::test_grpc_refusals_carry_their_fields_and_listings_the_"
+            "snapshot (stale)",
+            "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
+            "errors (SnapshotMismatch)",
+            f"{MCP_TASK} (stale)",
+        ),
+    ),
+    Case(
+        "commit an approval a later step voided",
+        (*APPROVED, PUT_2),
+        call("commit", transaction_id="$tx", receipt_id="$receipt"),
+        "SNAPSHOT_MISMATCH",
+        next={"mcp": {"tool": "preview_commit"}},
+        replaces=(
+            "test_receipts_mcp::test_a_step_voids_an_approval_and_the_policy_caps_steps_over_mcp "
+            "(void)",
+        ),
+    ),
+    # -- the safety policy's rules (conftest.POLICY) ------------------------------------------
+    Case(
+        "a step past the policy's cap",
+        (BEGIN, *(put(n) for n in range(1, 7))),
+        put(7),
+        "POLICY_VIOLATION",
+        details={"rule": "max_steps"},
+        says={"*": ("past the safety policy's cap of 6 steps",)},
+        codes={"grpc": "FAILED_PRECONDITION"},
+        next={
+            "mcp": {
+                "kind": "ChooseTool",
+                "tools": ("commit_transaction", "rollback_transaction"),
+            }
+        },
+        replaces=(
+            "test_receipts_surfaces::test_a_served_policy_holds_over_grpc",
+            "test_receipts_mcp::test_a_step_voids_an_approval_and_the_policy_caps_steps_over_mcp "
+            "(capped)",
+        ),
+    ),
+    Case(
+        "commit after a tool the policy holds for approval",
+        HELD,
+        COMMIT,
+        "APPROVAL_REQUIRED",
+        says={"*": ("tool 'kv.delete'",)},
+        replaces=(
+            "test_receipts_mcp::test_preview_and_approval_through_mcp_over_a_running_server (need)",
+        ),
+    ),
+    Case(
+        "preview_commit after a tool the policy holds for approval",
+        HELD,
+        call("preview_commit", transaction_id="$tx"),
+        {
+            "approval_required": True,
+            "approval_reasons": ["policy: tool 'kv.delete' needs approval"],
+            "mode": "transactional",
+        },
+        replaces=(
+            "test_receipts_mcp::test_preview_and_approval_through_mcp_over_a_running_server "
+            "(preview)",
+        ),
+    ),
+    Case(
+        "commit the approved receipt of a tool the policy holds",
+        (
+            *HELD,
+            call("preview_commit", transaction_id="$tx"),
+            call("approve_commit", transaction_id="$tx", receipt_id="$receipt", **ALICE),
+        ),
+        call("commit", transaction_id="$tx", receipt_id="$receipt", expected_revision=2),
+        {"committed": True, "transaction_status": "COMMITTED"},
+        replaces=(
+            "test_receipts_mcp::test_preview_and_approval_through_mcp_over_a_running_server",
+        ),
     ),
     *(
         Case(
@@ -727,6 +935,152 @@ SAFETY: tuple[Case, ...] = (
             "settles_it (reconcile)",
         ),
     ),
+    # A provider call whose answer was lost (``psp``: a real provider on loopback), reconciled
+    # by its handler or settled by an operator. Its waits are 0, so no case sleeps; the
+    # wait's own refusals (not due yet, still unknown) need a fake clock, which a served
+    # engine in another process cannot share: test_reconcile_clock.py.
+    Case(
+        "a step whose outcome is unknown",
+        (BEGIN,),
+        UNSURE,
+        {
+            "status": "OUTCOME_UNKNOWN",
+            "next_step_id": 1,
+            "transaction_status": "ACTIVE",
+            "retry_after_ms": 0,
+            "operation_provider": "psp",
+        },
+        next={
+            "mcp": {
+                "kind": "CallTool",
+                "tool": "reconcile_step",
+                "arguments": {"transaction_id": "$tx", "step_id": 1},
+                "retry_after_ms": 0,
+                "instruction": ("do not run it again",),
+            }
+        },
+        replaces=(
+            f"{RG}::test_reconcile_over_grpc_with_the_async_client (the reply)",
+            f"{RM}::test_reconcile_step_follows_the_continuations (the step)",
+            f"{RM}::test_reconcile_over_stdio_against_agenttx_mcp (the step)",
+        ),
+    ),
+    Case(
+        "a step again whose outcome is unknown",
+        UNSURE_STEP,
+        UNSURE,
+        "OUTCOME_UNKNOWN_PENDING",
+        next={"mcp": {"tool": "reconcile_step"}},
+        replaces=(f"{RM}::test_reconcile_step_follows_the_continuations (again)",),
+    ),
+    Case(
+        "commit with a step whose outcome is unknown",
+        UNSURE_STEP,
+        COMMIT,
+        "OUTCOME_UNKNOWN_PENDING",
+        details={"step_id": 1},
+        replaces=(f"{RG}::test_reconcile_over_grpc_with_the_async_client (commit)",),
+    ),
+    Case(
+        "a step whose outcome is unknown in get_transaction",
+        UNSURE_STEP,
+        call("get_transaction", transaction_id="$tx"),
+        {
+            "reconcile_state": "outcome_unknown",
+            "outcome_unknown_step": 1,
+            "requires_human": False,
+            "steps[].step_id": [1],
+        },
+        says={"mcp": ("reconcile_step with step_id 1",)},
+        replaces=(
+            f"{RG}::test_reconcile_over_grpc_with_the_async_client (info)",
+            f"{RM}::test_reconcile_step_follows_the_continuations (get_transaction)",
+        ),
+    ),
+    Case(
+        "reconcile a step the provider saw",
+        UNSURE_STEP,
+        call("reconcile_step", transaction_id="$tx", step_id=1),
+        {
+            "outcome": "happened",
+            "step_id": 1,
+            "next_step_id": 2,
+            "transaction_status": "ACTIVE",
+            "operation_provider": "psp",
+            "output.amount": 9,
+        },
+        says={"mcp": ("run_step with step_id 2",)},
+        replaces=(
+            f"{RG}::test_reconcile_over_grpc_with_the_async_client (reconciled)",
+            f"{RM}::test_reconcile_step_follows_the_continuations (done)",
+            f"{RM}::test_reconcile_over_stdio_against_agenttx_mcp",
+            f"{RC}::test_tx_reconcile_settles_a_step_the_provider_saw (--json)",
+        ),
+    ),
+    Case(
+        "commit a reconciled step",
+        (*UNSURE_STEP, call("reconcile_step", transaction_id="$tx", step_id=1)),
+        COMMIT,
+        {"committed": True, "steps_committed": 1},
+        replaces=(
+            f"{RG}::test_reconcile_over_grpc_with_the_async_client (commit)",
+            f"{RM}::test_reconcile_over_stdio_against_agenttx_mcp (commit)",
+        ),
+    ),
+    Case(
+        "reconcile a step whose tool has no handler",
+        UNHANDLED_STEP,
+        call("reconcile_step", transaction_id="$tx", step_id=1),
+        "NO_RECONCILE_HANDLER",
+        details={"tool": "pay.unhandled"},
+        says={"cli": ("agenttx tx resolve $tx 1 happened|not-happened",)},
+        next={"mcp": {"kind": "ResolveExternally", "instruction": ("agenttx tx resolve $tx 1",)}},
+        replaces=(
+            f"{RG}::test_resolve_over_grpc_with_the_sync_client (no handler)",
+            f"{RM}::test_a_tool_without_a_handler_is_resolved_externally",
+            f"{RC}::test_tx_resolve_is_the_operators_word_for_a_tool_without_a_handler (refused)",
+        ),
+    ),
+    Case(
+        "resolve a step as neither",
+        UNHANDLED_STEP,
+        call("resolve_step", transaction_id="$tx", step_id=1, outcome="perhaps"),
+        "INVALID_ARGUMENT",
+        codes={"cli": "2"},  # the command line's own choice of two
+        replaces=(f"{RG}::test_resolve_over_grpc_with_the_sync_client (perhaps)",),
+    ),
+    Case(
+        "resolve a step as not happened",
+        UNHANDLED_STEP,
+        call(
+            "resolve_step",
+            transaction_id="$tx",
+            step_id=1,
+            outcome="not_happened",
+            reason="checked the ledger",
+        ),
+        {"outcome": "not_happened", "next_step_id": 1, "transaction_status": "ACTIVE"},
+        replaces=(f"{RG}::test_resolve_over_grpc_with_the_sync_client (resolved)",),
+    ),
+    Case(
+        "a step after one resolved as not happened",
+        (
+            *UNHANDLED_STEP,
+            call("resolve_step", transaction_id="$tx", step_id=1, outcome="not_happened"),
+        ),
+        step(1, "pay.legacy", {"amount": 5}),  # the provider answers this time
+        {"status": "SUCCESS", "next_step_id": 2},
+        replaces=(f"{RG}::test_resolve_over_grpc_with_the_sync_client (the step again)",),
+    ),
+    Case(
+        "resolve a step as happened, with its output",
+        (*UNHANDLED_STEP, RESOLVED_HAPPENED),
+        call("get_transaction", transaction_id="$tx"),
+        {"outcome_unknown_step": 0, "steps[].output": [{"charge": "x"}], "next_step_id": 2},
+        replaces=(
+            f"{RC}::test_tx_resolve_is_the_operators_word_for_a_tool_without_a_handler (info)",
+        ),
+    ),
     Case(
         "reconcile a step whose tool cannot",
         UNASKED_UNDO,
@@ -781,6 +1135,49 @@ SAFETY: tuple[Case, ...] = (
         (),
         call("verify_audit", transaction_id=NO_TX),
         "NOT_FOUND",
+        says={"cli": (f"Error: NOT_FOUND: transaction `{NO_TX}` not found",)},
+        codes={"cli": "1"},
+        replaces=(
+            "test_audit_surfaces::test_cli_verify_of_an_unknown_transaction_is_not_found_exit_1 "
+            "(--server)",
+        ),
+    ),
+    Case(
+        "verify_audit of a chain with a record removed",
+        (*AUDITED, behind_the_engine("DELETE FROM audit WHERE tx_id = ? AND seq = 2", "$tx")),
+        call("verify_audit", transaction_id="$tx"),
+        {
+            "ok": False,
+            "records": 3,
+            "first_bad": 2,
+            "reason": "record 2 is missing (found record 3 in its place): removed or reordered",
+        },
+        codes={"cli": str(BAD_CHAIN_EXIT)},
+        replaces=("test_audit_surfaces::test_cli_verify_and_export_on_a_server (removed, --json)",),
+    ),
+    Case(
+        "verify_audit of a chain with a record edited",
+        (*AUDITED, behind_the_engine(EDIT_RECORD_2, "$tx")),
+        call("verify_audit", transaction_id="$tx"),
+        {
+            "ok": False,
+            "records": 4,
+            "first_bad": 2,
+            "reason": "record 2 was edited: its hash does not match it",
+        },
+        codes={"cli": str(BAD_CHAIN_EXIT)},
+        replaces=("test_audit_surfaces::test_cli_verify_and_export_on_a_store (edited)",),
+    ),
+    Case(
+        "verify_audit of a transaction whose records are gone",
+        (*AUDITED, behind_the_engine("DELETE FROM audit WHERE tx_id = ?", "$tx")),
+        call("verify_audit", transaction_id="$tx"),
+        {"ok": False, "first_bad": 1, "reason": "the transaction has no audit records"},
+        codes={"cli": str(BAD_CHAIN_EXIT)},
+        replaces=(
+            "test_audit_surfaces::test_cli_verify_of_an_unknown_transaction_is_not_found_exit_1 "
+            "(no records: a bad chain)",
+        ),
     ),
     Case(
         "list_effects",
@@ -1321,6 +1718,12 @@ DIFFERS: dict[tuple[str, str], dict[str, Any]] = {
             "a fatal step aborts the transaction",
             "a fatal step whose abort waits for an approver",
         )
+    },
+    # MCP makes a step whose outcome is unknown a refused call too, whose continuation is
+    # reconcile_step (docs/mcp.md): a model must not run it again.
+    **{
+        (surface, "a step whose outcome is unknown"): {"reason": "OUTCOME_UNKNOWN"}
+        for surface in MCP_SURFACES
     },
 }
 

@@ -5,7 +5,8 @@ suites cover PostgreSQL): the embedded engine in this process; one real ``agentt
 streamable HTTP and the CLI (``--server``); one real ``agenttx mcp`` subprocess for MCP over
 stdio on its own engine, and one ``agenttx mcp --server`` in front of the served engine (the
 MCP tools over our client, in the older protocol era). Each engine has the same tools loaded
-(``compensation_tools``, ``undo_outcome_tools``)."""
+(``compensation_tools``, ``undo_outcome_tools``, ``psp`` with its provider in this process) and
+the same safety policy (``POLICY``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from mcp import Client
 
 import agenttx
 import compensation_tools
+import psp
 import undo_outcome_tools
 from agenttx.client import AgentTxClient, AsyncAgentTxClient, RetryPolicy
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
@@ -28,7 +30,10 @@ from http_harness import http_base, start_http_server
 from mcp_harness import stdio_client
 from surfaces.drivers import CliDriver, Driver, GrpcDriver, HttpDriver, McpDriver, ServiceDriver
 
-TOOL_MODULES = ("compensation_tools", "undo_outcome_tools")
+TOOL_MODULES = ("compensation_tools", "undo_outcome_tools", "psp")
+# The safety policy every engine runs under (docs/safety.md), for the cases of its rules: no
+# other case runs a step past 6 or the tool it holds for approval.
+POLICY = '[approval]\ntools = ["kv.delete"]\n\n[limits]\nmax_steps = 6\n'
 
 
 @contextlib.asynccontextmanager
@@ -60,21 +65,29 @@ async def held(context: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIte
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Driver]]:
     root = tmp_path_factory.mktemp("surfaces")
-    tools = [f for module in TOOL_MODULES for f in ("--tools", module)]
+    policy = root / "policy.toml"
+    policy.write_text(POLICY)
+    flags = [f for module in TOOL_MODULES for f in ("--tools", module)]
+    flags += ["--policy", str(policy)]
     async with contextlib.AsyncExitStack() as stack:
+        # The payment provider the ``pay.*`` tools of ``psp`` call, on loopback; started
+        # first, so the subprocesses inherit its address (``PSP_ADDR``).
+        provider = psp.PaymentProvider().start()
+        stack.callback(provider.stop)
         # The server starts (a subprocess importing everything) while the rest is set up.
         starting = asyncio.create_task(
-            asyncio.to_thread(start_http_server, root / "served", *tools, "--mcp-effect-tools")
+            asyncio.to_thread(start_http_server, root / "served", *flags, "--mcp-effect-tools")
         )
         engine = await agenttx.Engine.open(
             f"sqlite:///{root / 'embedded.db'}",
             fs_root=root / "embedded-files",
             outbox_path=root / "embedded-outbox.jsonl",
-            tools=[*compensation_tools.TOOLS, *undo_outcome_tools.TOOLS],
+            tools=[*compensation_tools.TOOLS, *undo_outcome_tools.TOOLS, *psp.TOOLS],
+            safety_policy=policy,
         )
         stack.push_async_callback(engine.close)
         stdio = await stack.enter_async_context(
-            held(stdio_client(root / "stdio", "auto", *tools, "--mcp-effect-tools"))
+            held(stdio_client(root / "stdio", "auto", *flags, "--mcp-effect-tools"))
         )
         server = await starting
         stack.callback(lambda: server.terminate() == 0 or server.kill())
@@ -96,7 +109,7 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
                 )
             )
         )
-        yield {
+        drivers: dict[str, Driver] = {
             "embedded": ServiceDriver("embedded", engine),
             "client": ServiceDriver("client", client),
             "sync-client": ServiceDriver("sync-client", blocking, blocking=True),
@@ -107,3 +120,11 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
             "mcp-remote": McpDriver("mcp-remote", remote),
             "cli": CliDriver(server.address),
         }
+        # The store behind each surface's engine (``agenttx serve`` and ``agenttx mcp`` keep
+        # theirs in their data directory), for the cases that edit one behind its back.
+        stores = {"embedded": root / "embedded.db", "mcp-stdio": root / "stdio" / "agenttx.db"}
+        for name, driver in drivers.items():
+            store = stores.get(name, root / "served" / "agenttx.db")
+            assert store.is_file(), (name, store)
+            driver.store_url = f"sqlite:///{store}"
+        yield drivers

@@ -94,6 +94,7 @@ class Outcome:
 
 class Driver(Protocol):
     name: str
+    store_url: str  # the store behind the surface's engine (for SQL run behind its back)
 
     async def call(self, operation: str, **inputs: Any) -> Outcome:
         """Run ``operation`` with the contract's ``inputs`` on this surface."""
@@ -109,6 +110,8 @@ class ServiceDriver:
     """A ``TransactionService``: the embedded engine, or our async or blocking client on a
     server (gRPC through the client library). The inputs are the contract's keyword arguments
     as they are; a refusal is the error raised, with its reason."""
+
+    store_url = ""  # the store behind its engine: the fixture sets it
 
     def __init__(self, name: str, service: Any, *, blocking: bool = False) -> None:
         self.name = name
@@ -183,6 +186,8 @@ class GrpcDriver:
     """The generated async stub on a server, as any gRPC client calls it; a refusal's reason
     is the ``ErrorInfo`` the trailing metadata carries."""
 
+    store_url = ""  # the store behind its engine: the fixture sets it
+
     name = "grpc"
 
     def __init__(self, stub: Any) -> None:
@@ -251,6 +256,8 @@ class HttpDriver:
     """Plain HTTP requests to a server's ``/v1`` routes (no client library between the test
     and the wire); a refusal's reason is the error body's ``reason``. An effect's route sits
     under its transaction: the driver names the transaction the case began last."""
+
+    store_url = ""  # the store behind its engine: the fixture sets it
 
     name = "http"
 
@@ -327,6 +334,8 @@ class McpDriver:
     """An MCP SDK client session (over stdio or streamable HTTP); a refusal is a result with
     ``ok: false``, its reason the error's ``code``. An operation with no MCP tool is sent as
     the tool it would be (its own name), which the server must not know."""
+
+    store_url = ""  # the store behind its engine: the fixture sets it
 
     def __init__(self, name: str, session: Client) -> None:
         self.name = name
@@ -410,13 +419,13 @@ CLI: dict[str, Callable[..., list[str]]] = {
         transaction_id,
         str(step_id),
     ],
-    "resolve_step": lambda transaction_id, step_id, outcome, **i: [
+    "resolve_step": lambda transaction_id, step_id, outcome, output=None, **i: [
         "tx",
         "resolve",
         transaction_id,
         str(step_id),
         outcome.replace("_", "-"),
-        *_flags(**i),
+        *_flags(output=None if output is None else json.dumps(output), **i),
     ],
     "compensate": lambda transaction_id, **i: ["tx", "compensate", transaction_id, *_flags(**i)],
     "compensation_plan": lambda transaction_id: [
@@ -451,6 +460,8 @@ class CliDriver:
     ``Error: <STATUS> <REASON>: <message>`` on stderr (``Error: <STATUS>: …`` where the reason
     is the status's own name); its reason is the last word before the colon."""
 
+    store_url = ""  # the store behind its engine: the fixture sets it
+
     name = "cli"
 
     def __init__(self, server: str) -> None:
@@ -472,6 +483,8 @@ class CliDriver:
                 code=code,
                 message="\n".join(x for x in r.stderr.splitlines() if not x.startswith("next: ")),
             )
+        if r.exit_code == 2:  # refused by the command line itself, before any call: a usage error
+            return Outcome(False, "INVALID_ARGUMENT", text=said, code=code, message=r.stderr)
         # 3: a step that did not succeed, its reply printed all the same (docs/cli.md).
         assert r.exit_code in (0, 3), (argv, r.exit_code, r.output)
         reply = json.loads(r.stdout)

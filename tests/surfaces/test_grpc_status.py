@@ -146,6 +146,28 @@ async def test_a_message_over_4_mib_is_refused_by_grpc_itself(s: Served) -> None
     assert (await s.get(tx)).next_step_id == 1
 
 
+@agenttx.tool(name="rcpt.wide", effect="state")
+async def wide(ctx: agenttx.ToolContext, n: int) -> dict[str, int]:
+    for i in range(n):
+        await ctx.state.put(f"{i:06d}/" + "k" * 900, i)
+    return {"written": n}
+
+
+@pytest.mark.stores("sqlite")
+async def test_a_preview_over_the_message_limit_is_refused_with_what_to_do(
+    serve: Callable[..., Awaitable[Served]],
+) -> None:
+    s = await serve(tools=[wide])
+    tx = await s.begin()
+    await s.step(tx, 1, "rcpt.wide", {"n": 5000})
+    code, _ = await status_of(s.stub.PreviewCommit(pb.PreviewCommitRequest(transaction_id=tx)))
+    assert code == Code.FAILED_PRECONDITION
+    with pytest.raises(agenttx.FailedPrecondition, match="message limit; split the work"):
+        await s.client.preview_commit(tx)
+    p = await s.engine.preview_commit(tx)  # the embedded API has no message to fit
+    assert len(p.changes.state) == 5000
+
+
 # ---------------------------------------------------------------------------- NOT_FOUND …
 
 

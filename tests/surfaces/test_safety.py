@@ -1,16 +1,35 @@
 """Undo and redo, unknown outcomes, compensation, the audit chain and the outbox
 (``cases.SAFETY``) on every surface, as ``test_lifecycle.py`` runs the lifecycle; and the
 table's promises about itself: every operation of the service contract has a case, each
-surface offers every operation but those ``LACKS`` names, and those it really lacks."""
+surface offers every operation but those ``LACKS`` names, and those it really lacks. Then
+what the table cannot say of the audit chain, on the same surfaces: its records a page at a
+time (no operation of the contract: the engine answers a list, the clients a page), every
+chain's check a page at a time, and the CLI's text and export; and the CLI's words for an
+unknown outcome and an operator's settling of one."""
 
 from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
 
 import pytest
 
 import agenttx
-from surfaces.cases import CASES, LACKS, SAFETY
+from agenttx.audit import canonical, digest
+from agenttx.wire import agenttx_pb2 as pb
+from audit_helpers import run_sql
+from surfaces.cases import (
+    AUDITED,
+    BAD_CHAIN_EXIT,
+    CASES,
+    LACKS,
+    SAFETY,
+    UNHANDLED_STEP,
+    UNSURE_STEP,
+)
 from surfaces.drivers import Driver
-from surfaces.runner import conformance_test
+from surfaces.runner import conformance_test, prepared
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,3 +53,111 @@ async def test_the_table_covers_every_operation_of_the_contract(
         for operation in sorted(operations):
             if (surface, operation) not in LACKS:
                 assert await driver.offers(operation), (surface, operation)
+
+
+# -- the audit chain in each surface's own form ------------------------------------------------
+
+
+async def test_the_clients_read_the_records_the_engine_wrote_a_page_at_a_time(
+    drivers: dict[str, Driver], tmp_path: Path
+) -> None:
+    engine = drivers["embedded"].service  # type: ignore[attr-defined]
+    client = drivers["client"].service  # type: ignore[attr-defined]
+    blocking = drivers["sync-client"].service  # type: ignore[attr-defined]
+    ours = await prepared(AUDITED, drivers["embedded"], tmp_path / "embedded")
+    theirs = await prepared(AUDITED, drivers["client"], tmp_path / "client")
+    kinds = [(r.seq, r.kind) for r in await engine.audit_records(ours["tx"])]
+    assert len(kinds) == 4
+    records = [r async for r in client.iter_audit_records(theirs["tx"])]
+    assert [(r.seq, r.kind) for r in records] == kinds
+    assert {r.tx_id for r in records} == {theirs["tx"]}
+    page, after = await client.audit_records(theirs["tx"], page_size=2)
+    assert page == records[:2]
+    assert after == 2
+    assert await asyncio.to_thread(lambda: list(blocking.iter_audit_records(theirs["tx"]))) == (
+        records
+    )
+    with pytest.raises(agenttx.InvalidArgument, match="over the limit"):
+        await client.audit_records(theirs["tx"], page_size=5000)
+
+
+async def test_every_chain_is_checked_a_page_at_a_time(
+    drivers: dict[str, Driver], tmp_path: Path
+) -> None:
+    # The server holds every case's transactions (some chains edited on purpose): these five
+    # are each in one page, once, and intact.
+    txs = {(await prepared(AUDITED, drivers["client"], tmp_path / str(n)))["tx"] for n in range(5)}
+    client = drivers["client"].service  # type: ignore[attr-defined]
+    seen = [v async for v in client.iter_audit_verifications(page_size=2)]
+    ids = [v.transaction_id for v in seen]
+    assert len(ids) == len(set(ids))
+    assert all(v.ok for v in seen if v.transaction_id in txs)
+    assert txs <= set(ids)
+    stub = drivers["grpc"].stub  # type: ignore[attr-defined]
+    first = await stub.VerifyAudit(pb.VerifyAuditRequest(all=True, page_size=2))
+    assert len(first.results) == 2
+    assert first.next_page_token
+
+
+async def test_the_cli_says_how_a_chain_stands_and_exports_it(
+    drivers: dict[str, Driver], tmp_path: Path
+) -> None:
+    cli = drivers["cli"]
+    tx = (await prepared(AUDITED, cli, tmp_path / "s"))["tx"]
+    ok = await cli.as_a_person_runs_it("audit", "verify", tx)  # type: ignore[attr-defined]
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.startswith("ok ")
+    assert tx in ok.output
+    exported = await cli.as_a_person_runs_it("audit", "export", tx)  # type: ignore[attr-defined]
+    assert exported.exit_code == 0, exported.output
+    lines = [json.loads(line) for line in exported.output.splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2, 3, 4]
+    for line in lines:  # each line carries what its hash covers
+        given = line.pop("hash")
+        assert digest(canonical(line)) == given
+    sql = "DELETE FROM audit WHERE tx_id = ? AND seq = 2"
+    await asyncio.to_thread(run_sql, cli.store_url, sql, (tx,))
+    bad = await cli.as_a_person_runs_it("audit", "verify", tx)  # type: ignore[attr-defined]
+    assert str(bad.exit_code) == BAD_CHAIN_EXIT, bad.output
+    assert "BAD" in bad.output
+    assert "record 2" in bad.output
+    every = await cli.as_a_person_runs_it("audit", "verify", "--all", "--json")  # type: ignore[attr-defined]
+    assert str(every.exit_code) == BAD_CHAIN_EXIT
+    results = [json.loads(line) for line in every.output.splitlines() if line.startswith("{")]
+    [result] = [r for r in results if r["transaction_id"] == tx]
+    assert (result["ok"], result["first_bad"]) == (False, 2)
+    # Records removed from a transaction the server still has: a bad chain, not NOT_FOUND.
+    await asyncio.to_thread(run_sql, cli.store_url, "DELETE FROM audit WHERE tx_id = ?", (tx,))
+    gone = await cli.as_a_person_runs_it("audit", "verify", tx)  # type: ignore[attr-defined]
+    assert str(gone.exit_code) == BAD_CHAIN_EXIT, gone.output
+    assert f"BAD  {tx}  record 1: the transaction has no audit records" in gone.output
+
+
+# -- an unknown outcome in the CLI's own words -------------------------------------------------
+
+
+async def test_the_cli_shows_a_step_that_awaits_reconciliation(
+    drivers: dict[str, Driver], tmp_path: Path
+) -> None:
+    cli = drivers["cli"]
+    tx = (await prepared(UNSURE_STEP, cli, tmp_path / "s"))["tx"]
+    shown = await cli.as_a_person_runs_it("tx", "show", tx)  # type: ignore[attr-defined]
+    assert shown.exit_code == 0, shown.output
+    line = " ".join(shown.output.split())
+    assert "step 1 awaits reconciliation · operation psp:op-" in line
+    assert f"agenttx tx reconcile {tx} 1" in line
+
+
+async def test_the_cli_takes_an_operators_word_as_json_and_says_what_follows(
+    drivers: dict[str, Driver], tmp_path: Path
+) -> None:
+    cli = drivers["cli"]
+    tx = (await prepared(UNHANDLED_STEP, cli, tmp_path / "s"))["tx"]
+    resolve = ("tx", "resolve", tx, "1", "happened", "--output")
+    bad = await cli.as_a_person_runs_it(*resolve, "{no")  # type: ignore[attr-defined]
+    assert bad.exit_code == 2
+    assert "not JSON" in bad.output
+    ok = await cli.as_a_person_runs_it(*resolve, '{"charge": "x"}')  # type: ignore[attr-defined]
+    assert ok.exit_code == 0, ok.output
+    assert "happened" in ok.output
+    assert "continue with step 2" in " ".join(ok.output.split())  # rich wraps lines

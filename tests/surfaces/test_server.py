@@ -12,11 +12,13 @@ from typing import Any
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
+from agenttx.cli import main
 from agenttx.server import ServeConfig, StartupError, parse_addr, redact, start
 from agenttx.wire import agenttx_pb2 as pb
 from server_process import ServerProcess, start_server
@@ -197,6 +199,20 @@ def test_sigterm_cancels_calls_that_outlast_the_grace_period(tmp_path: Path) -> 
 def test_out_of_range_policy_in_a_real_process_refuses_to_start(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match=r"exited with 2:[\s\S]*'--max-local-depth'"):
         start_server(tmp_path / "data", "--max-local-depth", "17")
+
+
+def test_serve_and_mcp_refuse_a_bad_policy_file_at_start(tmp_path: Path) -> None:
+    bad = tmp_path / "policy.toml"
+    bad.write_text("[limits]\nmax_steps = -1\n")
+    for command, more in (
+        ("serve", ["--listen-addr", "127.0.0.1:0", "--metrics-addr", "off"]),
+        ("mcp", []),
+    ):
+        r = CliRunner().invoke(
+            main, [command, "--policy", str(bad), "--data-dir", str(tmp_path / command), *more]
+        )
+        assert r.exit_code == 1, r.output
+        assert f"{bad}:2: [limits] max_steps: must be 1..1000000" in r.output
 
 
 # -- in-process start: errors a caller of agenttx.server sees ---------------------------------
