@@ -156,9 +156,9 @@ async def _xacts_per_step(runs: int) -> dict[str, float]:
     with_steps = await _xacts(runs, STEPS)
     without = await _xacts(runs, 0)
     return {
-        "per_run": with_steps / runs,
+        "server_xacts_per_run": with_steps / runs,
         "per_run_without_steps": without / runs,
-        "per_step": (with_steps - without) / (runs * STEPS),
+        "server_xacts_per_step": (with_steps - without) / (runs * STEPS),
     }
 
 
@@ -208,7 +208,13 @@ def _tables(out: Out, res: dict[str, Any]) -> None:
         out.table(
             "server transactions (pg_stat_database.xact_commit)",
             ["per step", "per 10-step run", "per run of no steps"],
-            [[x["per_step"], x["per_run"], x["per_run_without_steps"]]],
+            [
+                [
+                    x["server_xacts_per_step"],
+                    x["server_xacts_per_run"],
+                    x["per_run_without_steps"],
+                ]
+            ],
         )
 
 
