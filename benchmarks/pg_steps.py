@@ -18,7 +18,8 @@ Each on a database of its own, created and dropped here:
   connection.
 
 A round alternates the two, one run each, ``--runs`` times, so a shared machine's load hits
-both alike; its ratio is p50 run / p50 floor. ``xacts``: server transactions (the database's
+both alike; its ratio is p50 run / p50 floor; ``run_cpu_us``: this process's CPU time a run
+(the engine and the driver). ``xacts``: server transactions (the database's
 ``pg_stat_database.xact_commit``, read once every backend of the engine has exited, so all
 their counts are flushed) per step: the difference between runs of 10 steps and runs of none
 (begin + commit only), so opening, begin and commit cancel out.
@@ -97,12 +98,15 @@ async def _round(runs: int) -> dict[str, Any]:
                 await _floor_run(floor, STEPS + 2)
             run_ns: list[int] = []
             floor_ns: list[int] = []
+            run_cpu_ns = 0  # this process's CPU during the runs: the engine and the driver
             for r in range(runs):
                 for side in ("run", "floor") if r % 2 == 0 else ("floor", "run"):
                     t0 = time.perf_counter_ns()
                     if side == "run":
+                        c0 = time.process_time_ns()
                         await _agent_run(engine, STEPS, f"r{r}")
                         run_ns.append(time.perf_counter_ns() - t0)
+                        run_cpu_ns += time.process_time_ns() - c0
                     else:
                         await _floor_run(floor, STEPS + 2)
                         floor_ns.append(time.perf_counter_ns() - t0)
@@ -110,7 +114,8 @@ async def _round(runs: int) -> dict[str, Any]:
             await floor.close()
             await engine.close()
     run, fl = stats_us(run_ns), stats_us(floor_ns)
-    return {"run": run, "floor": fl, "ratio": run["p50"] / fl["p50"]}
+    cpu_us = run_cpu_ns / runs / 1000
+    return {"run": run, "floor": fl, "ratio": run["p50"] / fl["p50"], "run_cpu_us": cpu_us}
 
 
 async def _xact_commits(name: str) -> int:
@@ -194,13 +199,13 @@ def _tables(out: Out, res: dict[str, Any]) -> None:
         out.note("no results yet")
         return
     rows = [
-        [f"round {i + 1}", r["run"]["p50"], r["floor"]["p50"], r["ratio"]]
+        [f"round {i + 1}", r["run"]["p50"], r["floor"]["p50"], r["ratio"], r.get("run_cpu_us")]
         for i, r in enumerate(res.get("rounds", []))
     ]
-    rows.append(["median", res["run"]["p50"], res["floor"]["p50"], res["ratio"]["p50"]])
+    rows.append(["median", res["run"]["p50"], res["floor"]["p50"], res["ratio"]["p50"], ""])
     out.table(
         f"10-step run vs 12 one-row psycopg commits (target ≤ {TARGET}×)",
-        ["", "run p50 µs", "floor p50 µs", "run / floor"],
+        ["", "run p50 µs", "floor p50 µs", "run / floor", "run CPU µs (this process)"],
         rows,
     )
     x = res.get("xacts", {})
