@@ -205,6 +205,8 @@ class StepExecutor:
                 rt.row.status != _ACTIVE
                 or body.get("outcome_unknown_step")
                 or step_id != rt.row.next_step_id
+                # A retry streak's end rewrites the body and the controller before its write.
+                or str(step_id) in body.get("attempts", ())
             ):
                 raise NeedsLock  # the cached image may be stale: only the lock can tell
             if rt.row.status != _ACTIVE:
