@@ -886,6 +886,40 @@ class StoreContract:
         # The transaction goes on: the rolled-back unit left nothing behind.
         assert await store.finish_step(cas("tx_s", 2, next_step_id=3), step_row("tx_s", 2, 2)) == 3
 
+    async def test_a_step_that_takes_the_lock_itself_is_one_unit(self, store: Store) -> None:
+        """``lock_and_finish_step``: the write ``finish_step`` makes, by a caller that does not
+        hold the transaction's lock; a stale revision or a taken request id leaves nothing."""
+        await new_tx(store, "tx_u")
+        reply = StoredReply("req-u", "execute_step", "hash-u", '{"ok": {"u": 1}}', T0)
+        update = cas("tx_u", 1, next_step_id=2)
+        assert await store.lock_and_finish_step(update, step_row("tx_u", 1, 1), reply, 5.0) == 2
+        assert await store.get_request(TENANT, "req-u") == reply
+        before = (
+            await store.get_transaction("tx_u"),
+            await store.load_steps("tx_u", live_only=False),
+        )
+        with pytest.raises(RevisionConflict):  # revision 1 is gone
+            await store.lock_and_finish_step(update, step_row("tx_u", 2, 2), None, 5.0)
+        other = StoredReply("req-u", "execute_step", "hash-other", '{"ok": {}}', T0)
+        with pytest.raises(AlreadyExists):
+            await store.lock_and_finish_step(
+                cas("tx_u", 2, next_step_id=3), step_row("tx_u", 2, 2), other, 5.0
+            )
+        after = (
+            await store.get_transaction("tx_u"),
+            await store.load_steps("tx_u", live_only=False),
+        )
+        assert after == before
+        # The lock went with each unit: the transaction goes on, and a locked call gets in.
+        assert (
+            await store.lock_and_finish_step(
+                cas("tx_u", 2, next_step_id=3), step_row("tx_u", 2, 2), None, 5.0
+            )
+            == 3
+        )
+        async with store.transaction_lock("tx_u", 1.0):
+            pass
+
     async def test_a_claim_holds_the_id_until_its_reply_fills_it(self, store: Store) -> None:
         await new_tx(store, "tx_c")
         claim = StoredReply("req-c", "execute_step", "hash-c", "", T0)

@@ -191,6 +191,33 @@ async def test_a_call_busy_on_another_replica_waits_then_proceeds(
     assert (await asyncio.wait_for(second, 10)).status is StepStatus.SUCCESS
 
 
+async def test_a_state_step_on_a_stale_image_waits_then_loses_to_the_call_holding_it(
+    replicas: list[agenttx.Engine],
+) -> None:
+    """A state-only step runs on the cached image without the session lock; its write takes
+    the lock in its own round trip. Here b's image expects step 1 while a holds the
+    transaction inside step 1: b's write waits for a's call, then its compare-and-set loses,
+    and the call, run again under the lock, is refused as any concurrent call would be."""
+    a, b, _ = replicas
+    tx = (await a.begin()).transaction_id
+    await b.get_transaction(tx)
+    await b.images.get(tx)  # b caches the image at step 1
+    first = asyncio.create_task(a.execute_step(tx, 1, "slow.state", {"key": "k"}))
+    await gate.wait_entered()  # a holds the transaction inside its step
+    second = asyncio.create_task(b.execute_step(tx, 1, "kv.put", {"key": "z", "value": 1}))
+    await asyncio.sleep(0.3)
+    assert not second.done()  # b's write waits inside PostgreSQL for a's call to end
+    gate.set()
+    assert (await first).status is StepStatus.SUCCESS
+    with pytest.raises(agenttx.WrongStep):
+        await asyncio.wait_for(second, 10)
+    info = await a.get_transaction(tx)
+    assert [s.tool_name for s in info.steps] == ["slow.state"]  # b wrote nothing
+    assert image(b, tx) == await fresh_image(a, tx)  # b caught up under the lock
+    ok = await b.execute_step(tx, 2, "kv.put", {"key": "z", "value": 2})
+    assert ok.status is StepStatus.SUCCESS
+
+
 async def test_waiting_too_long_is_a_clear_error(
     database: str, replicas: list[agenttx.Engine], tmp_path: Path
 ) -> None:

@@ -266,7 +266,7 @@ async def relayed(url: str) -> AsyncIterator[tuple[str, RoundTripRelay]]:
 
 
 @pytest.mark.stores("postgres")
-async def test_a_postgres_state_step_with_a_request_id_is_three_round_trips(
+async def test_a_postgres_state_step_with_a_request_id_is_one_round_trip(
     store_url: str, tmp_path: Path
 ) -> None:
     async with relayed(store_url) as (url, relay):
@@ -290,11 +290,12 @@ async def test_a_postgres_state_step_with_a_request_id_is_three_round_trips(
                 tx, 3, "kv.put", {"key": "a", "value": 3}, request_id="s-3"
             )
             replay_trips = relay.round_trips - before
-            # lock + row + stored reply pipelined; CAS + step row + reply in one statement;
-            # unlock.
-            assert counts == [3, 3]
+            # One pipeline, one Sync (so one server transaction too): the transaction-scoped
+            # lock, then CAS + step row + reply in one statement.
+            assert counts == [1, 1]
             assert begin_trips == 2
-            # A retry: lock + row + stored reply, unlock; nothing written.
+            # A retry names a step the image has passed: straight to the locked call (lock +
+            # row + stored reply, unlock); nothing written.
             assert replay_trips == 2
             assert again == result
             stored = await engine.store.get_request("default", "s-3")

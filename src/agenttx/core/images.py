@@ -82,6 +82,11 @@ class TxImages:
         # True iff the store overrides ``transaction_lock`` (a store shared by processes); the
         # default holds nothing, so a call on a one-process store skips it altogether.
         self.store_locks = type(store).transaction_lock is not Store.transaction_lock
+        # True iff a state-only step may run without the store's lock and take it with its
+        # one write (``Store.lock_and_finish_step`` in one round trip; see ``NeedsLock``).
+        self.unheld_steps = (
+            self.store_locks and type(store).lock_and_finish_step is not Store.lock_and_finish_step
+        )
         # The pending records last built, and for which image, head, revision and count: a
         # commit builds two updates (success, conflict) that chain the same ones first.
         self._sealed_memo: tuple[TxRuntime, ChainHead, int, int, list[AuditRecord]] | None = None
@@ -123,12 +128,16 @@ class TxImages:
         lock_timeout_s: float | None = None,
         *,
         request: Request | None = None,
+        unheld: bool = False,
     ) -> HeldImage:
         """``async with images.locked(id) as rt``: the transaction's image, held exclusively
         and current with the store (see ``HeldImage``). With ``request``, its stored reply is
-        looked up once the lock is held (``ReplyFound`` if there is one)."""
+        looked up once the lock is held (``ReplyFound`` if there is one). ``unheld`` (only
+        where ``unheld_steps``): the image under this process's lock only, as cached — not
+        known to be current, the request not looked up; the caller's one write takes the
+        store's lock and validates it all (``NeedsLock``)."""
         wait_s = self.config.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
-        return HeldImage(self, transaction_id, wait_s, request)
+        return HeldImage(self, transaction_id, wait_s, None if unheld else request, unheld)
 
     async def load(self, transaction_id: str) -> TxRuntime:
         """A fresh image from the store: the row, the live steps, the pending undo records."""
@@ -452,16 +461,23 @@ class HeldImage:
         "_rt",
         "_store_lock",
         "_transaction_id",
+        "_unheld",
         "_wait_s",
     )
 
     def __init__(
-        self, images: TxImages, transaction_id: str, wait_s: float, request: Request | None
+        self,
+        images: TxImages,
+        transaction_id: str,
+        wait_s: float,
+        request: Request | None,
+        unheld: bool = False,
     ) -> None:
         self._images = images
         self._transaction_id = transaction_id
         self._wait_s = wait_s
         self._request = request
+        self._unheld = unheld  # True iff the store's lock is left to the call's one write
         self._store_lock: AbstractAsyncContextManager[HeldTx | None] | None = None
 
     async def __aenter__(self) -> TxRuntime:
@@ -475,7 +491,9 @@ class HeldImage:
             await lock.acquire()
             request = self._request
             try:
-                if images.store_locks:
+                if self._unheld:
+                    pass  # the call's write takes the store's lock (``NeedsLock``)
+                elif images.store_locks:
                     store_lock = images.store.transaction_lock(
                         self._transaction_id,
                         self._wait_s,
@@ -540,6 +558,16 @@ class HeldImage:
         finally:
             self._lock.release()
             images.in_flight -= 1
+
+
+class NeedsLock(Exception):
+    """Control flow: a call that ran without the store's lock (``locked(unheld=True)``)
+    cannot end with its one write — its cached image was stale (the write's compare-and-set
+    lost, a request id or audit position was taken) or it needs more than that write (a
+    failure, a transaction not ACTIVE, a step id the image does not expect). Raised before
+    anything of the call is durable and with the image as it was, so the caller runs the
+    call again under the lock, which catches the image up and decides (``steps.py``). Never
+    leaves the engine."""
 
 
 # Errors after which the image may hold what the store refused: a lost compare-and-set, a

@@ -33,7 +33,7 @@ from agenttx.core.controller import Failure, RollbackController
 from agenttx.core.eager import leave_eager
 from agenttx.core.hints import Category, Hint, HintCleaner, reference_category
 from agenttx.core.hints.rules import HINT_PREFIX
-from agenttx.core.images import TxImages
+from agenttx.core.images import NeedsLock, TxImages
 from agenttx.core.limits import check_step_request, check_transaction_id, reply_room
 from agenttx.core.masking import Redactor
 from agenttx.core.offload import INLINE_HINT_CHARS, INLINE_JSON_CHARS, by_size
@@ -52,11 +52,13 @@ from agenttx.core.rewind import Rewinder
 from agenttx.core.runtime import StepRun, TxRuntime, Write
 from agenttx.core.states import OPEN
 from agenttx.errors import (
+    AlreadyExists,
     ArgumentsRefused,
     FatalToolError,
     NotActive,
     OutboundRefused,
     OutcomeUnknownPending,
+    RevisionConflict,
     StepLimitReached,
     UncertainOutcome,
     WrongStep,
@@ -102,6 +104,9 @@ class Attempt:
     # True iff ``arguments_json`` and ``raw_context`` have had their secrets masked
     # (``core.masking``); a row of an attempt that failed before that masks them itself.
     masked: bool = False
+    # True iff the attempt runs without the store's lock: it may end only with its one
+    # successful write (``lock_and_finish_step``); anything else raises ``NeedsLock``.
+    unheld: bool = False
 
 
 class StepExecutor:
@@ -152,10 +157,58 @@ class StepExecutor:
     ) -> StepResult:
         """Run step ``step_id`` of the transaction; ``parsed`` is the arguments already as a
         dict (then ``arguments_json`` is its text), else ``arguments_json`` is parsed here;
-        ``progress`` receives what the tool reports with ``ToolContext.report_progress``."""
+        ``progress`` receives what the tool reports with ``ToolContext.report_progress``.
+
+        On a store shared by replicas a step whose tool touches managed state only (a
+        bounded tool with no outside effect: ``kv.put``, ``record.*``) first runs without the
+        store's lock, on the cached image, its one write taking the lock and validating the
+        image by its compare-and-set (``Store.lock_and_finish_step``: one round trip on
+        PostgreSQL). Running such a tool twice changes nothing outside, so if the write
+        loses — another call moved the transaction — or the step needs more than that write,
+        nothing of it is durable and it runs again the usual way, under the lock
+        (``NeedsLock``): the outcome is the one the locked call alone would have had."""
         check_transaction_id(transaction_id)
         check_step_request(step_id, tool_name, raw_context)
-        async with self.images.locked(transaction_id, request=request) as rt:
+        if self.images.unheld_steps:
+            tool = self.registry.get(tool_name)
+            if tool is not None and tool.bounded and not tool.effect.outside:
+                try:
+                    return await self._run(
+                        transaction_id, step_id, tool_name, arguments_json, raw_context,
+                        request, parsed, progress, unheld=True,
+                    )  # fmt: skip
+                except NeedsLock:
+                    pass
+        return await self._run(
+            transaction_id, step_id, tool_name, arguments_json, raw_context, request, parsed,
+            progress, unheld=False,
+        )  # fmt: skip
+
+    async def _run(
+        self,
+        transaction_id: str,
+        step_id: int,
+        tool_name: str,
+        arguments_json: str,
+        raw_context: str,
+        request: Request | None,
+        parsed: dict[str, Any] | None,
+        progress: ProgressSink | None,
+        *,
+        unheld: bool,
+    ) -> StepResult:
+        """``run`` once: under the store's lock, or (``unheld``) without it, raising
+        ``NeedsLock`` before anything durable wherever the cached image cannot decide."""
+        async with self.images.locked(transaction_id, request=request, unheld=unheld) as rt:
+            body = rt.row.body
+            if unheld and (
+                rt.row.status != _ACTIVE
+                or body.get("outcome_unknown_step")
+                or step_id != rt.row.next_step_id
+                # A retry streak's end rewrites the body and the controller before its write.
+                or str(step_id) in body.get("attempts", ())
+            ):
+                raise NeedsLock  # the cached image may be stale: only the lock can tell
             if rt.row.status != _ACTIVE:
                 rt = await self._settle(rt)
             body = rt.row.body
@@ -181,6 +234,7 @@ class StepExecutor:
                 raw_context=raw_context,
                 started_at=now,
                 request=request,
+                unheld=unheld,
             )
             self.controller.on_step_started(rt.ctl, step_id)
 
@@ -553,7 +607,6 @@ class StepExecutor:
         detail: dict[str, Any] = {}
         if scope.reads:
             detail["reads"] = scope.committed_reads()
-            rt.note_reads(detail["reads"])
         if scope.state_reads:
             detail["state_reads"] = scope.state_reads
         if writes:
@@ -569,6 +622,7 @@ class StepExecutor:
         row.output_json = output_json
         next_step = att.step_id + 1
         cached = rt.row.body
+        seq_before = cached.get("step_seq", 0)
         cached["step_seq"] = att.seq
         body: dict[str, Any] | None = None  # unchanged: the step row carries the news
         outside = att.effect in _OUTSIDE_EFFECTS
@@ -616,7 +670,21 @@ class StepExecutor:
         # step's claim holds the id: its reply then fills the claim (RequestLog).
         request = att.request
         reply = request.reply(result) if request is not None and not request.claimed else None
-        images.applied(rt, update, await self.store.finish_step(update, row, reply))
+        if att.unheld:
+            try:
+                revision = await self.store.lock_and_finish_step(
+                    update, row, reply, self.config.lock_timeout_s
+                )
+            except (RevisionConflict, AlreadyExists):
+                # Nothing was written: the image is put back as it was (the step counter
+                # the row would have moved), for the locked run to catch it up.
+                cached["step_seq"] = seq_before
+                raise NeedsLock from None
+        else:
+            revision = await self.store.finish_step(update, row, reply)
+        images.applied(rt, update, revision)
+        if scope.reads:
+            rt.note_reads(detail["reads"])  # durable now (a lost write must not add to it)
         if defer:
             rt.audit_pending.append(row)  # durable now: the next sealing write chains it
         if reply is not None:
@@ -666,6 +734,8 @@ class StepExecutor:
         hint: Hint | None = None,
         in_arguments: bool = False,
     ) -> StepResult:
+        if att.unheld:
+            raise NeedsLock  # a failure writes more than one row: only under the lock
         started = time.perf_counter()
         await self._mask_sent(att)
         if hint is None:

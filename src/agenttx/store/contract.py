@@ -414,6 +414,21 @@ class Store(abc.ABC):
         step is not written either). A step that claimed its id in ``start_step`` stores its
         reply with ``put_request`` instead, which fills the claim in."""
 
+    async def lock_and_finish_step(
+        self, update: TxUpdate, step: StepRow, reply: StoredReply | None, timeout_s: float
+    ) -> int:
+        """``finish_step`` for a caller that does not hold ``transaction_lock``: the unit takes
+        the transaction's lock itself (``DeadlineExceeded`` after ``timeout_s``, nothing
+        written) and applies the write under it, so it waits for a call holding the lock
+        elsewhere and its compare-and-set then sees whatever that call wrote. What a caller
+        read before the lock is validated by the compare-and-set alone: ``RevisionConflict``
+        (or ``AlreadyExists`` for a taken request id, or a taken audit position) and nothing
+        happened. The engine uses it for a step whose tool touches managed state only
+        (``docs/stores.md``). The default holds the lock around ``finish_step``; a networked
+        store does it in one round trip."""
+        async with self.transaction_lock(update.tx_id, timeout_s):
+            return await self.finish_step(update, step, reply)
+
     @abc.abstractmethod
     async def append_undo(self, row: UndoRow) -> int:
         """Durably record a compensation; returns its id (``row.id`` is ignored). Must be
