@@ -112,6 +112,14 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
         "step/store+audit (sync_writes)": ("step.sync_writes.p50", "store.sync_writes_audited.p50"),
         "step/floor (default)": ("step.default.p50", "floor.default.p50"),
     },
+    # Issue 24: the 10-step run over twelve raw SQLite transactions, sampled side by side.
+    "run_floor": {
+        "run/12 txns (default)": ("latency.default.run.p50", "latency.default.floor.p50"),
+        "run/12 txns (sync_writes)": (
+            "latency.sync_writes.run.p50",
+            "latency.sync_writes.floor.p50",
+        ),
+    },
     "grpc_loopback": {
         "step/echo (served)": (
             "stacks.served.latency.step.p50",
