@@ -142,7 +142,7 @@ async def _latency_round(sync: bool, n: int, warm: int) -> dict[str, Any]:
         "floor": floor,
         "ratio_p50": run["p50"] / floor["p50"],
         "ratio_mean": run["mean"] / floor["mean"],
-        "cpu": {"run_p50": run_cpu["p50"], "floor_p50": floor_cpu["p50"]},
+        "cpu": {"run": {"p50": run_cpu["p50"]}, "floor": {"p50": floor_cpu["p50"]}},
         "ratio_cpu_p50": run_cpu["p50"] / floor_cpu["p50"],
     }
 
