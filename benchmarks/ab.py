@@ -126,6 +126,19 @@ DEFAULT_RATIOS: dict[str, dict[str, tuple[str, str]]] = {
         "stdio kv.put/no-op": ("stdio.run_step_kv_put_us.p50", "stdio.noop_us.p50"),
         "HTTP kv.put/no-op": ("http.run_step_kv_put_us.p50", "http.noop_us.p50"),
     },
+    # Issue 24: the 10-step run over twelve raw SQLite transactions, sampled side by side.
+    "run_floor": {
+        "run/12 txns (default)": ("latency.default.run.p50", "latency.default.floor.p50"),
+        "run/12 txns (sync_writes)": (
+            "latency.sync_writes.run.p50",
+            "latency.sync_writes.floor.p50",
+        ),
+        # the same in CPU time (a loaded machine's wall time holds other processes' turns)
+        "run/12 txns CPU (default)": (
+            "latency.default.cpu.run.p50",
+            "latency.default.cpu.floor.p50",
+        ),
+    },
     "grpc_loopback": {
         "step/echo (served)": (
             "stacks.served.latency.step.p50",

@@ -64,6 +64,17 @@ def test_a_mark_is_found_wherever_it_falls_against_a_slice_boundary(mark: str, f
     assert redactor.may_hold(clean) is whole_text_may_hold(clean) is False
 
 
+@pytest.mark.parametrize("mark", MARKS)
+def test_a_short_text_tested_by_one_regex_finds_every_mark(mark: str) -> None:
+    # Up to SHORT_SCAN_CHARS a text is tested by one regex, not the substring tests.
+    redactor = Redactor()
+    for text in (mark, f'{{"k":"{mark}"}}', f"a{mark}b" + "x" * (masking.SHORT_SCAN_CHARS - 30)):
+        assert len(text) <= masking.SHORT_SCAN_CHARS
+        assert redactor.may_hold(text) is whole_text_may_hold(text) is True, text
+    for clean in ('{"key":"w1/k1","value":1}', "k" * masking.SHORT_SCAN_CHARS, "ke y" * 9):
+        assert redactor.may_hold(clean) is whole_text_may_hold(clean) is False, clean
+
+
 FRAGMENTS = st.sampled_from(
     ["a", "x", "k", "e", "y", "key", "api", "acces", "s", "-", "_", ".", " ", "pas", "to", "gh"]
 )

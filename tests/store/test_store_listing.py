@@ -1,10 +1,11 @@
 """Listings go oldest first, on both stores and through the engine.
 
-Transaction ids are random, so ordering by id (as listings once did) shuffled ``agenttx tx
-list``, which promises oldest first. These tests create transactions whose ids sort in the
-opposite order of their creation, and check that listings and their continuation follow
-creation time (ties by id), also when rows change status between pages. Each runs on both
-stores (conftest's ``store_url``).
+Transaction ids were random (since schema 7 they follow their begin's millisecond only), so
+ordering by id (as listings once did) shuffled ``agenttx tx list``, which promises oldest
+first. These tests create transactions whose ids sort in the opposite order of their
+creation, and check that listings and their continuation follow creation time (ties by id),
+also when rows change status between pages. Each runs on both stores (conftest's
+``store_url``).
 """
 
 from __future__ import annotations

@@ -167,6 +167,17 @@ _NEEDLES = (
 # where the forward form tried seven words at every position (270 ms a MiB of "aaa…" against
 # at most ~60 ms of "keykey…" reversed).
 _KEY_PAIR_REVERSED = re.compile(r"yek[-_. ]?(?:ipa|etavirp|ssecca|terces|gningis|noisses|htua)")
+# A text up to this long (a typical step's arguments and output: a few dozen characters) is
+# tested by one regex of every needle and key pair: one C call instead of 22 substring tests
+# and a reversed copy (about 3× faster, measured). A longer one keeps the substring tests:
+# each is a fast search of the whole text, where the regex tries its alternatives at every
+# position (2-3× slower than them over 64 KiB).
+SHORT_SCAN_CHARS = 512
+_SHORT_SCAN = re.compile(
+    "|".join(
+        [*map(re.escape, _NEEDLES), r"(?:api|private|access|secret|signing|session|auth)[-_. ]?key"]
+    )
+)
 # ``may_hold`` scans a long text slice by slice (module doc); consecutive slices overlap by more
 # than the longest needle or key pair ("signing key", 11 characters), so none is cut unseen.
 SCAN_SLICE = 64 << 10
@@ -241,6 +252,8 @@ class Redactor:
         """False iff ``text`` surely holds nothing to mask (no needle, no configured pattern)."""
         if self.patterns:
             return True
+        if len(text) <= SHORT_SCAN_CHARS:
+            return _SHORT_SCAN.search(text.lower()) is not None
         if len(text) <= SCAN_SLICE:
             return _slice_may_hold(text.lower())
         return any(

@@ -60,7 +60,10 @@ OUTBOX_STATUSES = ("pending", "delivering", "delivered", "dead")
 # it empty (its transactions pruned before have none: their chains verify as before).
 # 6: ``requests.tx_id``, the transaction each stored reply's call acted on (a lookup by request
 # id, ``Engine.find_transaction``); an older store gains it as "" for the replies it holds.
-SCHEMA_VERSION = 6
+# 7: fewer pages per step write (issue 24): ``transactions_status`` (status, last_activity_at)
+# became ``transactions_by_status`` (status), and ``steps_by_step`` went; an older store drops
+# both and builds the new one (``DROPPED_INDEXES``, in the schema itself).
+SCHEMA_VERSION = 7
 AUDIT_SINCE_VERSION = 3  # stores older than this get their chains started on open
 AUDIT_SEQ_SINCE_VERSION = 4  # stores older than this get ``transactions.audit_seq`` on open
 REQUEST_TX_SINCE_VERSION = 6  # stores older than this get ``requests.tx_id`` on open
@@ -90,7 +93,10 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
           last_activity_at DOUBLE PRECISION NOT NULL,
           audit_seq BIGINT NOT NULL DEFAULT 0)""",
-        "CREATE INDEX IF NOT EXISTS transactions_status ON transactions (status, last_activity_at)",
+        # By status alone: a step moves ``last_activity_at`` (and ``status = ?`` is left out
+        # of its CAS when it stays), so no step rewrites an entry here; the idle reaper reads
+        # the open rows' activity from the rows themselves.
+        "CREATE INDEX IF NOT EXISTS transactions_by_status ON transactions (status)",
         # Listings go oldest first and continue from the last row a page ended on.
         "CREATE INDEX IF NOT EXISTS transactions_by_age ON transactions (created_at, id)",
         f"""CREATE TABLE IF NOT EXISTS steps (
@@ -102,7 +108,6 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           finished_at DOUBLE PRECISION NOT NULL, lease_owner TEXT NOT NULL,
           lease_until DOUBLE PRECISION NOT NULL,
           PRIMARY KEY (tx_id, seq)){clustered}""",
-        "CREATE INDEX IF NOT EXISTS steps_by_step ON steps (tx_id, step_id)",
         f"""CREATE TABLE IF NOT EXISTS undo (
           id {serial_key}, tx_id TEXT NOT NULL, step_id INTEGER NOT NULL,
           handler TEXT NOT NULL, args TEXT NOT NULL, idempotency_key TEXT NOT NULL,
@@ -155,7 +160,14 @@ def schema(*, serial_key: str, clustered: str) -> tuple[str, ...]:
           tx_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, seq BIGINT NOT NULL,
           hash TEXT NOT NULL, revision BIGINT NOT NULL,
           pruned_at DOUBLE PRECISION NOT NULL){clustered}""",
+        *(f"DROP INDEX IF EXISTS {name}" for name in DROPPED_INDEXES),
     )
+
+
+# Indexes an older schema had and this one does not (each was a page or more written by every
+# step): dropped by the schema on open. ``steps`` is only ever read by its transaction (the
+# primary key's prefix): a rewind's ``UNLIVE_STEPS`` reads that transaction's rows.
+DROPPED_INDEXES = ("transactions_status", "steps_by_step")
 
 
 # -- transactions ---------------------------------------------------------------------------
@@ -180,14 +192,30 @@ OLDEST_OPEN_SNAPSHOT = (
 )
 
 
+def keeps_status(u: TxUpdate) -> bool:
+    """True iff ``u`` cannot change the row's status: it applies only from the status it sets
+    (a step of an ACTIVE transaction)."""
+    return u.from_statuses == (u.status,)
+
+
 @functools.cache
 def cas_sql(
-    status_in: Callable[[str, int], str], with_body: bool, touch: bool, n: int, seal: bool = False
+    status_in: Callable[[str, int], str],
+    with_body: bool,
+    touch: bool,
+    n: int,
+    seal: bool = False,
+    keep_status: bool = False,
 ) -> str:
     """The compare-and-set UPDATE for one shape of ``TxUpdate`` (it affects one row iff it
     applies), ``status_in`` being the dialect's test for one of ``n`` statuses; ``seal``: it
-    sets ``audit_seq`` too. Built once per shape: a form of it runs on every step."""
-    sets = "status = ?, revision = ?, next_step_id = ?, updated_at = ?"
+    sets ``audit_seq`` too; ``keep_status`` (``keeps_status``): it leaves ``status`` out of
+    its SET — a column assigned is an index entry rewritten even when its value stays, and
+    SQLite would write a page of ``transactions_by_status`` on every step. Built once per
+    shape: a form of it runs on every step."""
+    sets = "revision = ?, next_step_id = ?, updated_at = ?"
+    if not keep_status:
+        sets = "status = ?, " + sets
     if with_body:
         sets += ", body = ?"
     if touch:
@@ -200,7 +228,9 @@ def cas_sql(
 
 def cas_params(u: TxUpdate, statuses: Sequence[Any]) -> list[Any]:
     """The parameters of ``cas_sql`` for ``u``; ``statuses`` as the dialect passes a list."""
-    params: list[Any] = [u.status, u.expected_revision + 1, u.next_step_id, u.now]
+    params: list[Any] = [u.expected_revision + 1, u.next_step_id, u.now]
+    if not keeps_status(u):
+        params.insert(0, u.status)
     if u.body is not None:
         params.append(compact(u.body))
     if u.touch_activity:

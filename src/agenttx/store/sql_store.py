@@ -144,7 +144,12 @@ class SqlStore(Store):
         """The compare-and-set statement of ``u`` and its parameters."""
         statuses = u.from_statuses
         query = sql.cas_sql(
-            self._in, u.body is not None, u.touch_activity, len(statuses), u.audit_seq > 0
+            self._in,
+            u.body is not None,
+            u.touch_activity,
+            len(statuses),
+            u.audit_seq > 0,
+            sql.keeps_status(u),
         )
         return query, sql.cas_params(u, self._in_params(statuses))
 
