@@ -35,6 +35,7 @@ RESULT_FILES = {
     "preview.json",
     "recovery.json",
     "replicas.json",
+    "run_floor.json",
     "surfaces.json",
 }
 # benchmarks/ab.py's result for benchmarks/<module>.py, run at two revisions.
