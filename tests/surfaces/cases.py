@@ -986,7 +986,7 @@ SAFETY: tuple[Case, ...] = (
             would_succeed=True,
             **{"changes.undo": ["t.simulated#undo"]},
         ),
-        says={"mcp": ("Nothing was run",)},
+        says={"mcp": ("Nothing was run",), "grpc": ("dry_run: true",)},  # the wire's flag
         replaces=(f"{US}::test_grpc_dry_run_fields_and_nothing_journaled (simulated)",),
     ),
     Case(
