@@ -145,6 +145,29 @@ def pay_step(tool: str) -> Call:
     return step(1, tool, {"n": 1, "log": "$dir"})
 
 
+def dry(step_id: int, tool: str, arguments: Any) -> Call:
+    """Step ``step_id`` of ``tool`` as a dry run: what it would do, journaling nothing."""
+    return call("execute_step", **step(step_id, tool, arguments).inputs, dry_run=True)
+
+
+def report(fidelity: str = "", policy: str = "", **fields: Any) -> dict[str, dict[str, Any]]:
+    """A dry run's ``fidelity``, ``policy`` and report ``fields`` (``only``) where each surface
+    carries them: the engine's and the clients' ``dry_run`` report holds them all; the wire's
+    ``dry_run_json`` (parsed as ``dry_run``, on gRPC and in the CLI's ``--json``) and MCP's
+    ``report`` the fields, the fidelity and the policy's decision beside it."""
+    ours = {f"dry_run.{k}": v for k, v in fields.items()}
+    wire = dict(ours)
+    mcp = {"dry_run": True, **{f"report.{k}": v for k, v in fields.items()}}
+    if fidelity:
+        ours["dry_run.fidelity"] = wire["fidelity"] = mcp["fidelity"] = fidelity
+    if policy:
+        ours["dry_run.policy"] = wire["policy_decision"] = mcp["policy_decision"] = policy
+    return {"service": ours, "grpc": wire, "cli": wire, "mcp": mcp}
+
+
+US = "test_undo_surfaces"
+DRY_RUNS = (dry(2, "t.simulated", {"amount": 3}), dry(2, "kv.put", {"key": "k", "value": 2}))
+UNDONE_AND_BACK = (call("redo_step", transaction_id="$tx"),)
 ROLLBACK = call("rollback", transaction_id="$tx")
 UNKNOWN_UNDO = (BEGIN, pay_step("pay.uncertain"), ROLLBACK)
 # A charge whose answer was lost, with a reconcile handler and without; MCP refuses the step
@@ -160,6 +183,14 @@ RESOLVED_HAPPENED = call(
 )
 RG, RM, RC = "test_reconcile_grpc", "test_reconcile_mcp", "test_reconcile_cli"
 UNASKED_UNDO = (BEGIN, pay_step("pay.unasked"), ROLLBACK)
+RESOLVED_NOT_HAPPENED = call(
+    "resolve_step",
+    transaction_id="$tx",
+    step_id=1,
+    outcome="not_happened",
+    reason="no refund at the bank",
+)
+UO = "test_undo_outcome_surfaces"
 WAITING_ROLLBACK = (BEGIN, comp_step(1, "comp.charge"), comp_step(2, "comp.refund"), ROLLBACK)
 WAITING_COMPENSATION = (
     BEGIN,
@@ -841,7 +872,10 @@ SAFETY: tuple[Case, ...] = (
             "can_undo": True,
             "transaction_status": "ACTIVE",
         },
+        says={"mcp": ("redo_step",)},
         replaces=(
+            f"{US}::test_the_async_client_rebuilds_refusals_with_their_hint (undone)",
+            f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (undo)",
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (undo)",
             "test_http_safety::test_undo_then_redo_over_http (undo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (undo)",
@@ -852,6 +886,15 @@ SAFETY: tuple[Case, ...] = (
         (BEGIN,),
         call("undo_step", transaction_id="$tx"),
         "UNDO_REFUSED",
+        says={"*": ("no live step",)},
+        details={"step_id": 0, "transaction_id": "$tx"},
+        codes={"cli": "1"},
+        next={"mcp": {"kind": "ChooseTool", "tools": ("run_step",)}},
+        replaces=(
+            f"{US}::test_the_async_client_rebuilds_refusals_with_their_hint (nothing)",
+            f"{US}::test_cli_tx_undo_and_redo (again)",
+            f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (nothing)",
+        ),
     ),
     Case(
         "redo_step",
@@ -859,6 +902,8 @@ SAFETY: tuple[Case, ...] = (
         call("redo_step", transaction_id="$tx"),
         {"step_id": 1, "next_step_id": 2, "can_redo": False, "can_undo": True},
         replaces=(
+            f"{US}::test_cli_tx_undo_and_redo (redo --json)",
+            f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (redo)",
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (redo)",
             "test_http_safety::test_undo_then_redo_over_http (redo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (redo)",
@@ -870,7 +915,7 @@ SAFETY: tuple[Case, ...] = (
         call("redo_step", transaction_id="$tx"),
         "REDO_REFUSED",
         codes={"http": "409", "cli": "1"},
-        says={"cli": ("send step 2 again",)},
+        says={"*": ("no undone step",), "cli": ("send step 2 again",)},
         next={
             "http": {"operation": "POST /v1/transactions/$tx/steps"},
             "grpc": {"kind": "CallTool", "rpc": "ExecuteStep"},
@@ -879,10 +924,126 @@ SAFETY: tuple[Case, ...] = (
         own_call=True,
         replaces=(
             "test_next_calls_surfaces::test_a_refused_redo_names_each_surfaces_own_call",
+            f"{US}::test_cli_tx_undo_and_redo (refused)",
+            f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (twice)",
             "test_undo_surfaces::test_grpc_undo_redo_and_the_counters (refused redo)",
             "test_http_safety::test_undo_then_redo_over_http (refused redo)",
             "test_undo_surfaces::test_mcp_undo_over_a_running_server (refused redo)",
         ),
+    ),
+    Case(
+        "undo an irreversible step",
+        (BEGIN, step(1, "t.irreversible", {"to": "bob"})),
+        call("undo_step", transaction_id="$tx"),
+        "UNDO_REFUSED",
+        says={"*": ("irreversible",)},
+        details={"step_id": 1, "transaction_id": "$tx"},
+        replaces=(f"{US}::test_the_async_client_rebuilds_refusals_with_their_hint (irreversible)",),
+    ),
+    Case(
+        "redo after the undone step was sent again",
+        (BEGIN, PUT_1, call("undo_step", transaction_id="$tx"), PUT_1),
+        call("redo_step", transaction_id="$tx"),
+        "REDO_REFUSED",
+        says={"*": ("send step 2 again",)},
+        details={"step_id": 1, "transaction_id": "$tx"},
+        replaces=(
+            f"{US}::test_the_async_client_rebuilds_refusals_with_their_hint (moved)",
+            f"{US}::test_the_async_transaction_helper_undoes_redoes_and_dry_runs (redo gone)",
+        ),
+    ),
+    Case(
+        "the counters after an undo and a redo",
+        (BEGIN, PUT_1, call("undo_step", transaction_id="$tx"), *UNDONE_AND_BACK),
+        call("get_transaction", transaction_id="$tx"),
+        {
+            "revision_count": 1,
+            "can_undo": True,
+            "can_redo": False,
+            "can_commit": True,
+            "next_step_id": 2,
+        },
+        replaces=(
+            f"{US}::test_the_async_client_rebuilds_refusals_with_their_hint (info)",
+            f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (info)",
+        ),
+    ),
+    # -- dry runs -------------------------------------------------------------------------------
+    Case(
+        "a dry run at full simulation",
+        (BEGIN, PUT_1),
+        dry(2, "t.simulated", {"amount": 3}),
+        {
+            "status": "SUCCESS",
+            "next_step_id": 2,
+            "transaction_status": "ACTIVE",
+            "output": {"charged": 3, "simulated": True},  # the simulate handler's, not the tool's
+        },
+        only=report(
+            "full_simulation",
+            "allowed",
+            declared="full_simulation",
+            would_succeed=True,
+            **{"changes.undo": ["t.simulated#undo"]},
+        ),
+        says={"mcp": ("Nothing was run",), "grpc": ("dry_run: true",)},  # the wire's flag
+        replaces=(f"{US}::test_grpc_dry_run_fields_and_nothing_journaled (simulated)",),
+    ),
+    Case(
+        "a dry run of a write",
+        (BEGIN, PUT_1),
+        dry(2, "kv.put", {"key": "k", "value": 6}),
+        {"status": "SUCCESS", "next_step_id": 2},
+        only=report(
+            "full_simulation",
+            **{"changes.writes": [{"key": "kv/k", "before": 1, "after": 6}]},
+        ),
+        replaces=(
+            f"{US}::test_the_async_client_rebuilds_refusals_with_their_hint (dry run)",
+            f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (dry run)",
+            f"{US}::test_the_async_transaction_helper_undoes_redoes_and_dry_runs (preview)",
+        ),
+    ),
+    Case(
+        "a dry run that would fail its validation",
+        (BEGIN, PUT_1),
+        dry(2, "t.validated", {"amount": -5}),
+        {"status": "FAILED", "next_step_id": 2, "transaction_status": "ACTIVE"},
+        only=report("downstream_validation", would_succeed=False),
+        says={"grpc": ("Hint: ",)},
+        replaces=(f"{US}::test_grpc_dry_run_fields_and_nothing_journaled (would fail)",),
+    ),
+    Case(
+        "a dry run that would fail its schema",
+        (BEGIN, PUT_1),
+        dry(2, "kv.put", {"key": 3}),
+        {"status": "FAILED", "next_step_id": 2, "transaction_status": "ACTIVE"},
+        only=report(would_succeed=False),
+        replaces=(f"{US}::test_mcp_undo_redo_and_dry_run_with_continuations (would fail)",),
+    ),
+    Case(
+        "a dry run of a read",
+        (BEGIN, PUT_1),
+        dry(2, "kv.get", {"key": "k"}),
+        {"status": "SUCCESS", "next_step_id": 2},
+        only=report(would_succeed=True),
+        replaces=(f"{US}::test_mcp_dry_run_over_a_running_server",),
+    ),
+    Case(
+        "a dry run journals nothing",
+        # /v1 refuses both (``DIFFERS``), and journals nothing either.
+        (BEGIN, PUT_1, *(Call("execute_step", d.inputs, anyhow=True) for d in DRY_RUNS)),
+        call("get_transaction", transaction_id="$tx"),
+        {"revision_count": 1, "next_step_id": 2, "steps[].step_id": [1], "can_redo": False},
+        replaces=(f"{US}::test_grpc_dry_run_fields_and_nothing_journaled (nothing journaled)",),
+    ),
+    Case(
+        "a real step says nothing of dry runs",
+        (BEGIN, PUT_1),
+        step(2, "kv.get", {"key": "k"}),
+        {"status": "SUCCESS", "output": {"key": "k", "value": 1}},
+        only={"service": {"dry_run": None}, "grpc": {"fidelity": "", "dry_run": None}},
+        replaces=(f"{US}::test_grpc_dry_run_fields_and_nothing_journaled (a real step)",),
     ),
     # -- unknown outcomes -----------------------------------------------------------------------
     Case(
@@ -890,8 +1051,11 @@ SAFETY: tuple[Case, ...] = (
         UNKNOWN_UNDO[:2],
         ROLLBACK,
         {"transaction_status": "ROLLING_BACK", "rolled_back": False},
+        says={"*": ("outcome unknown",), "mcp": ("never run again",)},
         replaces=(
             "test_undo_outcome_surfaces::test_http_v1_shows_it_and_settles_it_over_a_real_server",
+            f"{UO}::test_the_cli_and_the_client_show_and_settle_an_unknown_undo (waiting)",
+            f"{UO}::test_mcp_says_the_rollback_waits_and_reconcile_step_settles_it (waiting)",
         ),
     ),
     Case(
@@ -909,9 +1073,12 @@ SAFETY: tuple[Case, ...] = (
                 "runs `agenttx tx resolve $tx 1 happened|not-happened`"
             ],
         },
+        says={"mcp": ("reconcile_step",)},
         replaces=(
             "test_undo_outcome_surfaces::test_http_v1_shows_it_and_settles_it_over_a_real_server "
             "(the view)",
+            f"{UO}::test_the_cli_and_the_client_show_and_settle_an_unknown_undo (the view)",
+            f"{UO}::test_mcp_says_the_rollback_waits_and_reconcile_step_settles_it (the view)",
         ),
     ),
     Case(
@@ -1086,6 +1253,9 @@ SAFETY: tuple[Case, ...] = (
         UNASKED_UNDO,
         call("reconcile_step", transaction_id="$tx", step_id=1),
         "NO_RECONCILE_HANDLER",
+        says={"*": ("no undo_reconcile handler",)},
+        codes={"cli": "1"},
+        replaces=(f"{UO}::test_the_cli_and_the_client_show_and_settle_an_unknown_undo (refused)",),
     ),
     Case(
         "reconcile a step whose outcome is known",
@@ -1106,18 +1276,21 @@ SAFETY: tuple[Case, ...] = (
     Case(
         "resolve_step",
         UNASKED_UNDO,
-        call(
-            "resolve_step",
-            transaction_id="$tx",
-            step_id=1,
-            outcome="not_happened",
-            reason="no refund at the bank",
-        ),
+        RESOLVED_NOT_HAPPENED,
         {"outcome": "not_happened", "transaction_status": "ROLLED_BACK"},
         replaces=(
             "test_undo_outcome_surfaces::test_the_cli_and_the_client_show_and_settle_an_unknown_"
             "undo (resolve)",
         ),
+    ),
+    Case(
+        "a resolved undo in get_transaction",
+        (*UNASKED_UNDO, RESOLVED_NOT_HAPPENED),
+        call("get_transaction", transaction_id="$tx"),
+        # The undo did not take effect: rolled back, and a person must still see to it.
+        {"status": "ROLLED_BACK", "requires_human": True},
+        says={"*": ("did not take effect",)},
+        replaces=(f"{UO}::test_the_cli_and_the_client_show_and_settle_an_unknown_undo (settled)",),
     ),
     # -- the audit chain and the outbox ---------------------------------------------------------
     Case(
@@ -1717,6 +1890,18 @@ DIFFERS: dict[tuple[str, str], dict[str, Any]] = {
         for case in (
             "a fatal step aborts the transaction",
             "a fatal step whose abort waits for an approver",
+        )
+    },
+    # /v1 has no dry run (docs/dry-run.md names the surfaces that do): a step sent with one is
+    # refused, not run for real.
+    **{
+        ("http", case): {"reason": "INVALID_ARGUMENT"}
+        for case in (
+            "a dry run at full simulation",
+            "a dry run of a write",
+            "a dry run that would fail its validation",
+            "a dry run that would fail its schema",
+            "a dry run of a read",
         )
     },
     # MCP makes a step whose outcome is unknown a refused call too, whose continuation is

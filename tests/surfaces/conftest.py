@@ -5,8 +5,8 @@ suites cover PostgreSQL): the embedded engine in this process; one real ``agentt
 streamable HTTP and the CLI (``--server``); one real ``agenttx mcp`` subprocess for MCP over
 stdio on its own engine, and one ``agenttx mcp --server`` in front of the served engine (the
 MCP tools over our client, in the older protocol era). Each engine has the same tools loaded
-(``compensation_tools``, ``undo_outcome_tools``, ``psp`` with its provider in this process) and
-the same safety policy (``POLICY``)."""
+(``compensation_tools``, ``undo_outcome_tools``, ``undo_tools``, ``psp`` with its provider in
+this process) and the same safety policy (``POLICY``)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,14 @@ import agenttx
 import compensation_tools
 import psp
 import undo_outcome_tools
+import undo_tools
 from agenttx.client import AgentTxClient, AsyncAgentTxClient, RetryPolicy
 from agenttx.wire import agenttx_pb2_grpc as pb_grpc
 from http_harness import http_base, start_http_server
 from mcp_harness import stdio_client
 from surfaces.drivers import CliDriver, Driver, GrpcDriver, HttpDriver, McpDriver, ServiceDriver
 
-TOOL_MODULES = ("compensation_tools", "undo_outcome_tools", "psp")
+TOOL_MODULES = ("compensation_tools", "undo_outcome_tools", "undo_tools", "psp")
 # The safety policy every engine runs under (docs/safety.md), for the cases of its rules: no
 # other case runs a step past 6 or the tool it holds for approval.
 POLICY = '[approval]\ntools = ["kv.delete"]\n\n[limits]\nmax_steps = 6\n'
@@ -82,7 +83,12 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
             f"sqlite:///{root / 'embedded.db'}",
             fs_root=root / "embedded-files",
             outbox_path=root / "embedded-outbox.jsonl",
-            tools=[*compensation_tools.TOOLS, *undo_outcome_tools.TOOLS, *psp.TOOLS],
+            tools=[
+                *compensation_tools.TOOLS,
+                *undo_outcome_tools.TOOLS,
+                *undo_tools.TOOLS,
+                *psp.TOOLS,
+            ],
             safety_policy=policy,
         )
         stack.push_async_callback(engine.close)

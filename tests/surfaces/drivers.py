@@ -385,13 +385,14 @@ def _flags(**flags: Any) -> list[str]:
 # added to every one).
 CLI: dict[str, Callable[..., list[str]]] = {
     "begin": lambda **i: ["tx", "begin", *_flags(**i)],
-    "execute_step": lambda transaction_id, step_id, tool_name, arguments=None: [
+    "execute_step": lambda transaction_id, step_id, tool_name, arguments=None, **i: [
         "tx",
         "step",
         transaction_id,
         str(step_id),
         tool_name,
         json.dumps(arguments or {}),
+        *_flags(**i),  # --dry-run
     ],
     "commit": lambda transaction_id, **i: ["tx", "commit", transaction_id, *_flags(**i)],
     "rollback": lambda transaction_id, **i: ["tx", "rollback", transaction_id, *_flags(**i)],

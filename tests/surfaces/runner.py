@@ -125,7 +125,8 @@ def in_its_own_form(case: Case, surface: str, outcome: Outcome, bound: dict[str,
         given = scrubbed(dict(outcome.details), bound)
         assert {k: given.get(k) for k in case.details} == case.details, (surface, given)
     for fields in case.on(surface, case.only):
-        assert scrubbed(outcome.view(tuple(fields))["fields"], bound) == fields, surface
+        given = scrubbed(outcome.view(tuple(fields))["fields"], bound)
+        assert given == fields, (surface, given)
     for code in case.on(surface, case.codes):
         assert outcome.code == code, (surface, outcome.code, said)
     family = surface.split("-")[0]

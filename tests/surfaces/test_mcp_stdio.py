@@ -27,7 +27,7 @@ TOOLS = {
     "preview_commit",
     "approve_commit",
     "refuse_commit",
-    # issue 13.6 (tests/surfaces/test_undo_surfaces.py)
+    # issue 13.6 (the undo and redo rows of tests/surfaces/cases.py)
     "undo_step",
     "redo_step",
     "reconcile_step",
