@@ -80,6 +80,7 @@ from benchmarks.harness import (
     stats_ms,
     stats_us,
     target_rows,
+    targets_section,
     top_function_rows,
     write_result,
 )
@@ -1122,13 +1123,7 @@ def markdown(res: dict[str, Any]) -> str:
                 )
             )
     if res.get("targets"):
-        parts.append(
-            "Targets\n\n"
-            + md_table(
-                ["target", "bound", "measured", "unit", "status"],
-                target_rows(res["targets"], "unit", md=True),
-            )
-        )
+        parts.append(targets_section(res["targets"], "unit"))
     return "\n\n".join(parts)
 
 

@@ -106,6 +106,7 @@ from benchmarks.harness import (
     short_source,
     stats_us,
     target_rows,
+    targets_section,
     top_function_rows,
     write_result,
 )
@@ -1277,13 +1278,7 @@ def markdown(res: dict[str, Any]) -> str:
                     top_function_rows(p["step"]["top_self"], "call", "pct", md=True),
                 )
             )
-    parts.append(
-        "Targets\n\n"
-        + md_table(
-            ["target", "bound", "measured", "detail", "status"],
-            target_rows(res["targets"], "detail", md=True),
-        )
-    )
+    parts.append(targets_section(res["targets"], "detail"))
     return "\n\n".join(parts)
 
 

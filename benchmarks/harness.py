@@ -307,6 +307,14 @@ def target_rows(targets: list[dict[str, Any]], detail: str, *, md: bool) -> list
     ]
 
 
+def targets_section(targets: list[dict[str, Any]], detail: str) -> str:
+    """A results page's "Targets" table: each target's row (``target_rows``), in Markdown."""
+    return "Targets\n\n" + md_table(
+        ["target", "bound", "measured", detail, "status"],
+        target_rows(targets, detail, md=True),
+    )
+
+
 def short_source(filename: str) -> str:
     """A profiled function's file, short: from the package name on for our sources and
     installed packages, from the module on for the standard library."""

@@ -63,6 +63,7 @@ from benchmarks.harness import (
     scratch,
     stats_us,
     target_rows,
+    targets_section,
     write_result,
 )
 
@@ -520,13 +521,7 @@ def markdown(res: dict[str, Any]) -> str:
             + md_table(["commit", "pages"], _pages_rows(res["writes"]))
         )
     if res.get("targets"):
-        parts.append(
-            "Targets\n\n"
-            + md_table(
-                ["target", "bound", "measured", "unit", "status"],
-                target_rows(res["targets"], "unit", md=True),
-            )
-        )
+        parts.append(targets_section(res["targets"], "unit"))
     return "\n\n".join(parts)
 
 
