@@ -1904,6 +1904,12 @@ DIFFERS: dict[tuple[str, str], dict[str, Any]] = {
             "a dry run of a read",
         )
     },
+    # MCP checks a step's tool name before the step runs (UNKNOWN_TOOL, with the closest names
+    # to choose from, docs/mcp.md); elsewhere the step fails as unknown_tool and is undone.
+    **{
+        (surface, "a step of an unknown tool"): {"reason": "UNKNOWN_TOOL"}
+        for surface in MCP_SURFACES
+    },
     # MCP makes a step whose outcome is unknown a refused call too, whose continuation is
     # reconcile_step (docs/mcp.md): a model must not run it again.
     **{

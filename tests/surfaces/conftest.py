@@ -6,7 +6,7 @@ streamable HTTP and the CLI (``--server``); one real ``agenttx mcp`` subprocess 
 stdio on its own engine, and one ``agenttx mcp --server`` in front of the served engine (the
 MCP tools over our client, in the older protocol era). Each engine has the same tools loaded
 (``compensation_tools``, ``undo_outcome_tools``, ``undo_tools``, ``psp`` with its provider in
-this process) and the same safety policy (``POLICY``)."""
+this process, ``leaky_tools``) and the same safety policy (``POLICY``)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from mcp import Client
 
 import agenttx
 import compensation_tools
+import leaky_tools
 import psp
 import undo_outcome_tools
 import undo_tools
@@ -31,7 +32,7 @@ from http_harness import http_base, start_http_server
 from mcp_harness import stdio_client
 from surfaces.drivers import CliDriver, Driver, GrpcDriver, HttpDriver, McpDriver, ServiceDriver
 
-TOOL_MODULES = ("compensation_tools", "undo_outcome_tools", "undo_tools", "psp")
+TOOL_MODULES = ("compensation_tools", "undo_outcome_tools", "undo_tools", "psp", "leaky_tools")
 # The safety policy every engine runs under (docs/safety.md), for the cases of its rules: no
 # other case runs a step past 6 or the tool it holds for approval.
 POLICY = '[approval]\ntools = ["kv.delete"]\n\n[limits]\nmax_steps = 6\n'
@@ -88,6 +89,7 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
                 *undo_outcome_tools.TOOLS,
                 *undo_tools.TOOLS,
                 *psp.TOOLS,
+                *leaky_tools.TOOLS,
             ],
             safety_policy=policy,
         )

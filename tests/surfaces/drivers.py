@@ -113,13 +113,18 @@ class ServiceDriver:
 
     store_url = ""  # the store behind its engine: the fixture sets it
 
-    def __init__(self, name: str, service: Any, *, blocking: bool = False) -> None:
+    def __init__(
+        self, name: str, service: Any, *, blocking: bool = False, caller: Any = None
+    ) -> None:
         self.name = name
         self.service = service
         self.blocking = blocking  # our blocking client: each call on a worker thread
+        self.caller = caller  # the engine's ``Caller`` each call is made as (None: the default)
 
     async def call(self, operation: str, **inputs: Any) -> Outcome:
         method = getattr(self.service, operation)
+        if self.caller is not None:
+            inputs = {**inputs, "caller": self.caller}
         try:
             if self.blocking:
                 reply = await asyncio.to_thread(method, **inputs)
@@ -173,6 +178,7 @@ GRPC: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "list_effects": ("ListEffects", lambda i: pb.ListEffectsRequest(**i)),
     "retry_effect": ("RetryEffect", lambda i: pb.RetryEffectRequest(**i)),
     "find_transaction": ("FindTransaction", lambda i: pb.FindTransactionRequest(**i)),
+    "list_transactions": ("ListTransactions", lambda i: pb.ListTransactionsRequest(**i)),
 }
 
 
@@ -190,13 +196,16 @@ class GrpcDriver:
 
     name = "grpc"
 
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: Any, *, key: str | None = None) -> None:
         self.stub = stub
+        # The API key each call carries (None: none, as on a server without keys).
+        self.metadata = () if key is None else (("authorization", f"Bearer {key}"),)
 
     async def call(self, operation: str, **inputs: Any) -> Outcome:
         rpc, make = GRPC[operation]
         try:
-            reply = await getattr(self.stub, rpc)(make(dict(inputs)), timeout=30)
+            call = getattr(self.stub, rpc)
+            reply = await call(make(dict(inputs)), timeout=30, metadata=self.metadata)
         except grpc.aio.AioRpcError as exc:
             trailers = exc.trailing_metadata()
             reason, details = from_metadata(trailers)
@@ -249,6 +258,7 @@ HTTP: dict[str, tuple[str, str, dict[str, Any]]] = {
     "list_effects": ("GET", _TX + "/effects", {}),
     "retry_effect": ("POST", _TX + "/effects/{effect_id}/retry", {}),
     "find_transaction": ("GET", "/v1/lookup/by-receipt", {}),  # the cases find by receipt
+    "list_transactions": ("GET", "/v1/transactions", {}),
 }
 
 
@@ -261,9 +271,10 @@ class HttpDriver:
 
     name = "http"
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, *, key: str | None = None) -> None:
         self.base = base
         self.last_tx = ""
+        self.headers = {} if key is None else {"authorization": f"Bearer {key}"}
 
     async def call(self, operation: str, **inputs: Any) -> Outcome:
         method, route, extra = HTTP[operation]
@@ -273,11 +284,12 @@ class HttpDriver:
         body = {k: v for k, v in {**inputs, **extra}.items() if k not in names}
         if method == "GET":
             query = "&".join(f"{k}={v}" for k, v in body.items())
-            r = await asyncio.to_thread(
-                request, self.base, method, path + "?" * bool(query) + query
-            )
+            target = path + "?" * bool(query) + query
+            r = await asyncio.to_thread(request, self.base, method, target, headers=self.headers)
         else:
-            r = await asyncio.to_thread(request, self.base, method, path, body)
+            r = await asyncio.to_thread(
+                request, self.base, method, path, body, headers=self.headers
+            )
         said = r.raw.decode()
         if r.status >= 400:
             error = assert_error_shape(r, r.status)  # the one documented error shape
@@ -327,6 +339,7 @@ MCP: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
     "list_effects": ("list_effects", {}, {}),
     "retry_effect": ("retry_effect", {}, {}),
     "find_transaction": ("find_transaction", {}, {}),  # served from its row alone (handlers.py)
+    "list_transactions": ("list_transactions", {}, {}),
 }
 
 
@@ -452,6 +465,7 @@ CLI: dict[str, Callable[..., list[str]]] = {
     "retry_effect": lambda effect_id: ["effects", "retry", str(effect_id)],
     # The operation table's command (cli/rows.py).
     "find_transaction": lambda **i: ["tx", "find", *_flags(**i)],
+    "list_transactions": lambda agent_id="": ["tx", "list", *_flags(agent=agent_id)],
 }
 
 
@@ -465,12 +479,14 @@ class CliDriver:
 
     name = "cli"
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, *, key: str | None = None) -> None:
         self.server = server
+        # AGENTTX_API_KEY as the command line reads it ("" when none, whatever the shell has).
+        self.env = {"AGENTTX_API_KEY": key or ""}
 
     async def call(self, operation: str, **inputs: Any) -> Outcome:
         argv = [*CLI[operation](**inputs), "--server", self.server, "--json"]
-        r = await asyncio.to_thread(CliRunner().invoke, main, argv)
+        r = await asyncio.to_thread(CliRunner().invoke, main, argv, env=self.env)
         said, code = r.stdout + r.stderr, str(r.exit_code)
         if r.exit_code == 1:
             [error] = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]

@@ -15,6 +15,7 @@ import pytest
 
 from audit_helpers import run_sql
 from compensation_tools import undone
+from leaky_tools import SECRET
 from surfaces.cases import BEHIND_THE_ENGINE, LACKS, SURFACES, Call, Case, expected_on
 from surfaces.drivers import Driver, Outcome
 
@@ -107,9 +108,10 @@ FOREIGN = {
 def in_its_own_form(case: Case, surface: str, outcome: Outcome, bound: dict[str, Any]) -> None:
     """What ``case`` says the last call looks like on ``surface``: its words, its
     continuation's fields, its own status, that it names its own call; and, on every surface,
-    that no reply holds a traceback."""
+    that no reply holds a traceback or a credential."""
     said = scrubbed(outcome.text, bound)
     assert "Traceback" not in said, (surface, said)
+    assert SECRET not in said, (surface, said)  # a credential a tool's error quoted: masked
     for words in case.on(surface, case.says):
         for word in words:
             assert word in said, (surface, word, said)
