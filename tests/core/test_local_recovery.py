@@ -196,8 +196,13 @@ def test_policy_round_trips_through_its_dict() -> None:
         ("file_not_found", None, False, True, RETRY),
         ("not_found", None, False, False, LB),
         ("foreign_key", 2, False, False, DJ),
-        # anything else: the reference's decisions
-        ("unknown", None, False, True, LB),
+        ("path_escape", None, False, True, RETRY),
+        # anything else: on literal inputs, retried in place of the first local backtrack;
+        # otherwise the reference's decisions
+        ("unknown", None, False, True, RETRY),
+        ("permission_denied", None, False, True, RETRY),
+        ("unknown", None, False, False, LB),
+        ("unknown", 2, False, True, DJ),
         ("unknown", 2, False, False, DJ),
     ],
 )
@@ -301,7 +306,10 @@ def _graph() -> DependencyGraph:
         ({"table": "orders", "id": "c-7"}, "id", (), False),  # an implicit edge from step 2
         ({"key": "nope"}, "key", ("kv/s",), False),  # read state step 3 wrote
         ({"key": "nope"}, "key", ("kv/nope",), True),  # read state nobody wrote
-        ({"table": "orders"}, "id", (), False),  # the key is not an argument
+        ({"table": "orders"}, "id", (), True),  # the key is not an argument: all inputs typed
+        ({"name": "zzz"}, "zzz", (), True),  # a KeyError on an argument's value
+        ({"name": "${steps.1.value}"}, "zzz", (), False),  # ... that a reference supplied
+        ({"name": "zzz"}, "zzz", ("kv/s",), False),  # ... or after reading state step 3 wrote
         ({"path": "reports/x.txt"}, "", (), True),  # no key named, nothing from earlier
         ({"path": "${steps.1.key}.txt"}, "", (), False),  # no key named, a reference
     ],
