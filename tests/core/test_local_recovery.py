@@ -214,6 +214,20 @@ def test_decision_table(
     assert d.strategy is expected
 
 
+def test_a_literal_retry_takes_the_place_of_the_first_local_backtrack() -> None:
+    """Rule 1b: counted as K's first failure, so a persistent failure on typed inputs escalates
+    as the reference's would (LB 5, LB 4, reset) with its first backtrack replaced."""
+    c = RollbackController()
+    typed = Failure(6, "unknown", literal=True)
+    s = ControllerState()
+    got = [c.decide(typed, s, RollbackPolicy()) for _ in range(3)]
+    assert [(d.strategy, d.target) for d in got] == [(RETRY, 6), (LB, 4), (RESET, 1)]
+    assert s.replay_used == 0  # the new epoch starts at 0; the retry never charged it
+    # D = 0 has no first backtrack to replace; retries off is the reference's decision
+    assert c.decide(typed, ControllerState(), RollbackPolicy(max_local_depth=0)).strategy is RESET
+    assert c.decide(typed, ControllerState(), RollbackPolicy(max_step_retries=0)).strategy is LB
+
+
 def test_a_streak_is_per_step_and_cleared_by_success() -> None:
     c, s, policy = RollbackController(), ControllerState(), RollbackPolicy(max_step_retries=2)
     typo = Failure(3, "missing_field")
