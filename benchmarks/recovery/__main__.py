@@ -26,8 +26,8 @@ from recovery_scenarios.scenario import QUICK_SIZES, SIZES, scenarios
 
 DEFAULT_OUT = RESULTS_DIR / "recovery.json"
 SEED = 11
-GENERATED = 216  # 24 per family
-QUICK_GENERATED = 36
+GENERATED = 312  # 24 per family
+QUICK_GENERATED = 52  # 4 per family
 
 
 async def run_all(sizes: tuple[int, ...]) -> list[dict[str, Any]]:

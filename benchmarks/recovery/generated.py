@@ -1,12 +1,19 @@
 """The generated suite (``tests/recovery_scenarios/generated.py``) as a benchmark section:
 run it with the default policy and with retries off (the reference's decisions), summarize
-against the oracle and check the targets (mean ≤ 1.15× the oracle, 0 bad effects)."""
+against the oracle and check the targets (mean ≤ 1.15× the oracle, 0 bad effects, and exactly
+the oracle's calls in each framework-error family)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from recovery_scenarios.generated import FAMILIES, generate, run_generated, summarize
+from recovery_scenarios.generated import (
+    FAMILIES,
+    FRAMEWORK_FAMILIES,
+    generate,
+    run_generated,
+    summarize,
+)
 
 MEAN_RATIO_TARGET = 1.15
 # The reference's decisions: no same-step retry at all (docs/rollback-strategies.md).
@@ -29,7 +36,22 @@ async def run_suite(seed: int, count: int) -> dict[str, Any]:
 
 def check(suite: dict[str, Any]) -> list[dict[str, Any]]:
     s = suite["summary"]
+    # A failure on arguments typed at the failing step costs only that step's retry (issue 25).
+    framework: list[dict[str, Any]] = []
+    for family in FRAMEWORK_FAMILIES:
+        f = s["families"][family]
+        if f["scenarios"]:
+            framework.append(
+                {
+                    "scenario": f"generated {family}",
+                    "target": "tool calls = the oracle's (1.00x)",
+                    "ok": f["at_oracle"] == f["scenarios"],
+                    "detail": f"mean {f['mean_ratio']:.4f}x, "
+                    f"{f['at_oracle']}/{f['scenarios']} at the oracle",
+                }
+            )
     return [
+        *framework,
         {
             "scenario": "generated",
             "target": f"mean tool calls <= {MEAN_RATIO_TARGET}x the oracle",

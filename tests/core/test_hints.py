@@ -1117,9 +1117,26 @@ def test_fallback_uses_the_last_python_exception() -> None:
             "Hint: ledger total does not match",
         ),
         ("the ledger is closed for today", "Hint: the ledger is closed for today"),
+        # a downstream server's text: what went wrong comes first, the detail after it
+        ("no such key: zzz\nknown keys: color, shape", "Hint: no such key: zzz"),
+        (
+            "Traceback (most recent call last):\n"
+            + FRAME
+            + "tools.ledger.LedgerClosed: closed for 2026-10\nsee the runbook\n",
+            "Hint: LedgerClosed: closed for 2026-10",
+        ),
         ("", "Hint: the tool failed without an error message; check its arguments and retry."),
     ],
-    ids=["rust panic", "old rust panic", "go panic", "node error", "plain", "empty"],
+    ids=[
+        "rust panic",
+        "old rust panic",
+        "go panic",
+        "node error",
+        "plain",
+        "first line",
+        "unknown class",
+        "empty",
+    ],
 )
 def test_fallback_message(raw: str, text: str) -> None:
     hint = clean_hint(raw)

@@ -196,8 +196,13 @@ def test_policy_round_trips_through_its_dict() -> None:
         ("file_not_found", None, False, True, RETRY),
         ("not_found", None, False, False, LB),
         ("foreign_key", 2, False, False, DJ),
-        # anything else: the reference's decisions
-        ("unknown", None, False, True, LB),
+        ("path_escape", None, False, True, RETRY),
+        # anything else: on literal inputs, retried in place of the first local backtrack;
+        # otherwise the reference's decisions
+        ("unknown", None, False, True, RETRY),
+        ("permission_denied", None, False, True, RETRY),
+        ("unknown", None, False, False, LB),
+        ("unknown", 2, False, True, DJ),
         ("unknown", 2, False, False, DJ),
     ],
 )
@@ -207,6 +212,20 @@ def test_decision_table(
     failure = Failure(6, category, "k", root, in_arguments=in_arguments, literal=literal)
     d = RollbackController().decide(failure, ControllerState(), RollbackPolicy())
     assert d.strategy is expected
+
+
+def test_a_literal_retry_takes_the_place_of_the_first_local_backtrack() -> None:
+    """Rule 1b: counted as K's first failure, so a persistent failure on typed inputs escalates
+    as the reference's would (LB 5, LB 4, reset) with its first backtrack replaced."""
+    c = RollbackController()
+    typed = Failure(6, "unknown", literal=True)
+    s = ControllerState()
+    got = [c.decide(typed, s, RollbackPolicy()) for _ in range(3)]
+    assert [(d.strategy, d.target) for d in got] == [(RETRY, 6), (LB, 4), (RESET, 1)]
+    assert s.replay_used == 0  # the new epoch starts at 0; the retry never charged it
+    # D = 0 has no first backtrack to replace; retries off is the reference's decision
+    assert c.decide(typed, ControllerState(), RollbackPolicy(max_local_depth=0)).strategy is RESET
+    assert c.decide(typed, ControllerState(), RollbackPolicy(max_step_retries=0)).strategy is LB
 
 
 def test_a_streak_is_per_step_and_cleared_by_success() -> None:
@@ -301,7 +320,10 @@ def _graph() -> DependencyGraph:
         ({"table": "orders", "id": "c-7"}, "id", (), False),  # an implicit edge from step 2
         ({"key": "nope"}, "key", ("kv/s",), False),  # read state step 3 wrote
         ({"key": "nope"}, "key", ("kv/nope",), True),  # read state nobody wrote
-        ({"table": "orders"}, "id", (), False),  # the key is not an argument
+        ({"table": "orders"}, "id", (), True),  # the key is not an argument: all inputs typed
+        ({"name": "zzz"}, "zzz", (), True),  # a KeyError on an argument's value
+        ({"name": "${steps.1.value}"}, "zzz", (), False),  # ... that a reference supplied
+        ({"name": "zzz"}, "zzz", ("kv/s",), False),  # ... or after reading state step 3 wrote
         ({"path": "reports/x.txt"}, "", (), True),  # no key named, nothing from earlier
         ({"path": "${steps.1.key}.txt"}, "", (), False),  # no key named, a reference
     ],

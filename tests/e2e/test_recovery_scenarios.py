@@ -66,16 +66,20 @@ def test_root_cause_jumps_once_to_the_root(results: dict[str, dict[str, Any]], n
 def test_persistent_aborts_with_everything_undone(
     results: dict[str, dict[str, Any]], n: int
 ) -> None:
-    run = results[f"persistent-{n}"]["agenttx"]
+    r = results[f"persistent-{n}"]
+    run, f = r["agenttx"], r["failing_step"]
     assert not run["succeeded"]
-    assert [s["strategy"] for s in run["strategies"]] == [
-        "LOCAL_BACKTRACK",
-        "LOCAL_BACKTRACK",
-        "GLOBAL_RESET",
-        "LOCAL_BACKTRACK",
-        "LOCAL_BACKTRACK",
-        "ABORT",
+    # bench.broken's only input is typed at the step: its first failure is retried in place
+    # of the reference's first local backtrack, then the escalation is the reference's
+    assert [(s["strategy"], s["next_step_id"]) for s in run["strategies"]] == [
+        ("RETRY", f),
+        ("LOCAL_BACKTRACK", f - 2),
+        ("GLOBAL_RESET", 1),
+        ("RETRY", f),
+        ("LOCAL_BACKTRACK", f - 2),
+        ("ABORT", 0),
     ]
+    assert run["tool_calls"] == CALLS["persistent"][n][1] - 2  # one replayed step per epoch
     assert run["effects_dispatched"] == 0
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agenttx.types import StepStatus
+from agenttx.types import StepStatus, Strategy
 from gateway_servers import gateway_engine, write_gateway
 from paths import TESTS
 from waiting import eventually
@@ -101,6 +101,33 @@ async def test_a_call_that_failed_downstream_is_not_undone(engine: Any, kv_file:
     assert "already exists" in step.clean_hint
     assert step.compensation_errors == []
     assert state(kv_file)["color"] == "red"
+
+
+async def test_a_downstream_error_on_a_typed_key_retries_in_place(
+    engine: Any, kv_file: Path
+) -> None:
+    """The server's own text ("no such key: zzz"), which no hint rule knows, on a key typed at
+    the failing step: that step is sent again and the earlier ones are kept (issue 25)."""
+    tx = (await engine.begin()).transaction_id
+    await engine.execute_step(tx, 1, "store.create", {"key": "shape", "value": "round"})
+    await engine.execute_step(tx, 2, "kv.put", {"key": "a", "value": 1})
+    step = await engine.execute_step(tx, 3, "store.get", {"key": "zzz"})
+    assert (step.strategy, step.rollback_to_step, step.next_step_id) == (Strategy.RETRY, 3, 3)
+    assert "no such key: zzz" in step.clean_hint
+    assert state(kv_file)["shape"] == "round"  # step 1's write was not undone
+    step = await engine.execute_step(tx, 3, "store.get", {"key": "${steps.1.key}"})
+    assert step.output["value"] == "round"
+    assert (await engine.commit(tx)).committed
+
+
+async def test_a_downstream_error_on_a_referenced_key_is_not_retried(engine: Any) -> None:
+    tx = (await engine.begin()).transaction_id
+    await engine.execute_step(tx, 1, "kv.put", {"key": "which", "value": "zzz"})
+    await engine.execute_step(tx, 2, "kv.put", {"key": "a", "value": 1})
+    step = await engine.execute_step(tx, 3, "store.get", {"key": "${steps.1.value}"})
+    assert "no such key: zzz" in step.clean_hint
+    # nothing names the key to trace it by: the reference's local backtrack, not a retry
+    assert (step.strategy, step.next_step_id) == (Strategy.LOCAL_BACKTRACK, 2)
 
 
 async def test_an_undo_mapped_from_the_output_runs_on_rollback(engine: Any, kv_file: Path) -> None:

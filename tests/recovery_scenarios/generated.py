@@ -18,7 +18,12 @@ outside reservation with a compensation) and one fault *family*:
   a literal key that does not exist);
 - ``repeated-typo``: two or three malformed attempts in a row, at step 1, 2 or a random step
   (at step 1 the replay budget is max(1, ⌈2·1·1⌉) = 2);
-- ``typo+root``: a typo and a root cause in one run.
+- ``typo+root``: a typo and a root cause in one run;
+- the errors framework tools raise and downstream servers answer (issue 25), each on an
+  argument typed at a random step, fixed on the next attempt: ``path-escape`` (``fs.read`` of
+  ``../`` and a file an earlier step wrote), ``user-key-error`` (a user tool's ``KeyError`` on
+  its own argument's value), ``downstream-text`` (an MCP server's ``no such key: zzz``, raised
+  as the gateway raises it) and ``unrecognised-error`` (a bare ``ValueError``).
 
 **The oracle** knows, when a failure shows, where its cause is, and works in the same
 transaction model (rewinding to step t undoes every step ≥ t). Its tool calls: N, plus for each
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import agenttx
+from agenttx.gateway.tools import DownstreamToolError
 
 from .runner import list_files, read_jsonl
 from .tools import ToolFailure
@@ -58,7 +64,18 @@ FAMILIES = (
     "typo",
     "repeated-typo",
     "typo+root",
+    "path-escape",
+    "user-key-error",
+    "downstream-text",
+    "unrecognised-error",
 )
+# Each framework-error family → the filler its failing step runs once the agent gets it right.
+FRAMEWORK_FAMILIES = {
+    "path-escape": "readback",
+    "user-key-error": "price",
+    "downstream-text": "remote",
+    "unrecognised-error": "settle",
+}
 TYPOS = ("misspelled-argument", "missing-argument", "malformed-json", "unknown-tool", "missing-key")
 MAX_CALLS = 10_000  # a safety stop: the engine's bound is far below this
 
@@ -115,6 +132,7 @@ class Generated:
     reserve_at: int = 0  # compensation-failure: the reservation undone by the rewind
     undo_failures: int = 0  # compensation-failure: failed tries of that undo before it works
     kv_source: int = 0  # missing-key typo: an earlier kv.put step whose key the fix reads
+    file_source: int = 0  # path-escape: an earlier fs.write step whose file the fix reads
 
     @property
     def id(self) -> str:
@@ -199,6 +217,14 @@ class Generated:
             return "gen.note", {"label": f"n{i}", "text": f"note {i}", "tag": "wf"}
         if kind == "read" and self.kv_source:
             return "kv.get", {"key": f"wf/step-{self.kv_source}"}
+        if kind == "readback":
+            return "fs.read", {"path": f"reports/step-{self.file_source}.txt"}
+        if kind == "price":
+            return "gen.price", {"sku": "sku-7"}
+        if kind == "remote":
+            return "gen.remote", {"key": "color"}
+        if kind == "settle":
+            return "gen.settle", {"period": "2026-11"}
         return "kv.put", {"key": f"wf/step-{i}", "value": 1000 + i}
 
     def _is_kv(self, j: int) -> bool:
@@ -208,6 +234,15 @@ class Generated:
     def _typo_call(self, i: int, typo: str) -> tuple[str, Any]:
         """The right call of step ``i``, malformed the way ``typo`` says."""
         tool, args = self._filler_call(i)
+        # The framework errors: a value the tool itself refuses, typed at the step.
+        if typo == "path-escape":
+            return tool, {"path": f"../{args['path']}"}
+        if typo == "user-key-error":
+            return tool, {"sku": "sku-zzz"}
+        if typo == "downstream-text":
+            return tool, {"key": "zzz"}
+        if typo == "unrecognised-error":
+            return tool, {"period": "2026-13"}
         first = next(iter(args))  # a required argument of every filler tool
         if typo == "misspelled-argument":
             # a user tool's optional argument (pydantic: extra_forbidden), else a required one
@@ -322,6 +357,8 @@ def _one(rng: random.Random, seed: int, index: int, family: str) -> Generated:
     elif family == "repeated-typo":
         typo_at = rng.choice((1, 2, free(3, n)))
         typos = [rng.choice(TYPOS) for _ in range(rng.randint(2, 3))]
+    elif family in FRAMEWORK_FAMILIES:
+        typo_at, typos = free(4, n), [family]  # from 4: a file step can come before it
 
     fillers: dict[int, str] = {}
     for j in range(3, n + 1):
@@ -331,8 +368,14 @@ def _one(rng: random.Random, seed: int, index: int, family: str) -> Generated:
             )[0]
     if reserve_at:
         fillers[reserve_at] = "reserve"
-    kv_source = 0
-    if typo_at:
+    kv_source = file_source = 0
+    if family in FRAMEWORK_FAMILIES:
+        fillers[typo_at] = FRAMEWORK_FAMILIES[family]
+        if family == "path-escape":  # the fix reads a file an earlier step wrote
+            files = [j for j in range(3, typo_at) if fillers.get(j) == "file"]
+            file_source = files[-1] if files else max(j for j in fillers if j < typo_at)
+            fillers[file_source] = "file"
+    elif typo_at:
         kv_steps = [j for j in range(3, typo_at) if fillers.get(j) == "kv"]
         if typo_at <= 2 or not kv_steps:  # a missing key needs a kv.get of an earlier key
             typos = [t if t != "missing-key" else "missing-argument" for t in typos]
@@ -361,6 +404,7 @@ def _one(rng: random.Random, seed: int, index: int, family: str) -> Generated:
         reserve_at=reserve_at,
         undo_failures=undo_failures,
         kv_source=kv_source,
+        file_source=file_source,
     )
 
 
@@ -422,7 +466,27 @@ def make_tools(scenario: Generated, ledger: Path) -> list[agenttx.Tool]:
             raise ConnectionError(f"reservation service unavailable: cannot release {item}")
         append("release", item)
 
-    return [find, rename, note, flaky, reserve]
+    prices = {"sku-7": 1200}
+    remote = {"color": "red"}  # what the downstream server holds
+
+    @agenttx.tool(name="gen.price", effect="read", description="A price from the tool's table.")
+    async def price(sku: str) -> dict[str, Any]:
+        return {"sku": sku, "price": prices[sku]}  # a bare KeyError on an unknown sku
+
+    @agenttx.tool(name="gen.remote", effect="read", description="A downstream server's key.")
+    async def remote_get(key: str) -> dict[str, Any]:
+        if key not in remote:
+            # the text the MCP server answers, raised as the gateway raises an isError reply
+            raise DownstreamToolError(f"Error executing tool get: no such key: {key}")
+        return {"key": key, "value": remote[key]}
+
+    @agenttx.tool(name="gen.settle", effect="read", description="Settle an open period.")
+    async def settle(period: str) -> dict[str, str]:
+        if period != "2026-11":
+            raise ValueError
+        return {"settled": period}
+
+    return [find, rename, note, flaky, reserve, price, remote_get, settle]
 
 
 # --------------------------------------------------------------------------- running

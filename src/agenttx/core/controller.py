@@ -19,6 +19,12 @@ Order of decisions when step K fails (first that applies wins; the table with ex
    or, when the graph traced no earlier step, arguments that failed their checks
    (``Failure.in_arguments``), an argument-validation category, or a lookup/constraint
    category on a value that is a literal of K's own arguments (``Failure.literal``);
+1b. RETRY step K once *in place of its first local backtrack* when any other category (an
+   unrecognised error, a permission refused …) failed on literal inputs and the graph traced
+   no earlier step: nothing ties it to an earlier step, so undoing one gains nothing. The retry
+   counts as K's first failure, so if the failure persists the escalation goes on as the
+   reference's would (LB to ``max(K - 2, 1)``, reset, abort), one replayed step cheaper; it
+   happens only where that first backtrack would (``D ≥ 1``) and the retry streak allows;
 2. DEPENDENCY_JUMP to the root-cause step R < K, at most ``max(D, 1)`` jumps per root per epoch;
 3. LOCAL_BACKTRACK to ``max(K - a, 1)`` on the a-th (non-retried) failure of K while a ≤ D;
 4. a rewind to ``target`` costs ``K - target + 1`` replayed steps; if it would take the epoch's
@@ -116,8 +122,8 @@ class Failure:
     # not parse, an unknown tool, schema validation (ArgumentError) — the agent's own request
     in_arguments: bool = False
     # true iff the value the hint names is a literal of K's own arguments: it is there, and no
-    # reference, implicit edge or state read supplied it (with no key named: nothing of K's
-    # inputs came from an earlier step)
+    # reference, implicit edge or state read supplied it (with no key named, or one K's
+    # arguments do not hold: nothing of K's inputs came from an earlier step)
     literal: bool = False
 
     @property
@@ -264,8 +270,9 @@ class RollbackController:
 
     def wants_literal(self, category: str) -> bool:
         """Whether a failure of ``category`` needs ``Failure.literal`` to be decided: the engine
-        skips the graph work for the others (a timeout's decision never depends on it)."""
-        return category in LITERAL_CATEGORIES
+        skips the graph work for the others (a timeout's or a typo's decision never depends on
+        it; every other category's may, through the literal row or rule 1b)."""
+        return category not in self.retry_categories and category not in self.permanent_categories
 
     def own_cause(self, failure: Failure) -> bool:
         """True iff the failure's cause lies in step K itself, so RETRY K is the answer (the
@@ -329,6 +336,20 @@ class RollbackController:
         attempt = state.failures.get(k, 0) + 1
         state.failures[k] = attempt
         depth = policy.max_local_depth
+
+        # 1b. Literal inputs, untraced, a category that says nothing about the cause: the first
+        #     local backtrack would undo K − 1, which nothing ties to the failure. Retry K in its
+        #     place; counted as that failure (above), so a persistent one escalates on the
+        #     reference's schedule and never later.
+        if (
+            failure.literal
+            and not failure.traced
+            and attempt == 1
+            and attempt <= depth
+            and retried < self.retry_limit(policy)
+        ):
+            state.retries[k] = retried + 1
+            return Decision(Strategy.RETRY, target=k, rollback_to_step=k, replayed=1)
 
         # 2. DEPENDENCY_JUMP, then 3. LOCAL_BACKTRACK.
         root = failure.root_step

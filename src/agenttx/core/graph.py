@@ -500,8 +500,10 @@ class DependencyGraph:
 
         1. inputs under ``key`` (at any depth; ``fields.customer_id`` also works) → the steps
            that supplied them;
-        2. a reference whose ``key`` is ``key`` → its step;
-        3. a state read of ``key`` → its latest earlier writer.
+        2. an input whose value is ``key`` (a ``KeyError`` names the value it looked up, not
+           the argument that held it) → the steps that supplied it;
+        3. a reference whose ``key`` is ``key`` → its step;
+        4. a state read of ``key`` → its latest earlier writer.
 
         From each producer the walk continues back while the value passed through: the
         producer's own inputs (or a state key it read) supplied an equal value, possibly under
@@ -538,6 +540,14 @@ class DependencyGraph:
                 elif held[: len(path)] == path:  # the supplied value lies inside this one
                     starts.append((source.producer, source.value))
         if not starts:
+            for path, value in _dict_positions(inputs):
+                if value != key:
+                    continue
+                for source in sources:
+                    held = source.arg_path
+                    if path[: len(held)] == held:
+                        starts.append((source.producer, value))
+        if not starts:
             for ref in references:
                 if ref.key == key and ref.step_id < step_id:
                     producer = self._nodes.get(ref.step_id)
@@ -561,21 +571,26 @@ class DependencyGraph:
         """Whether the value step ``step_id`` failed on is a literal of its own arguments:
         ``inputs`` hold ``key`` (at any depth, matched as in ``root_cause``) and no reference,
         implicit edge or read of state an earlier step wrote supplied it. With ``key`` empty
-        (the hint named none): whether no input of the step came from an earlier step at all.
+        (the hint named none) or a key the arguments do not hold (a ``KeyError`` on an
+        argument's value, a name a downstream server reports): whether no input of the step
+        came from an earlier step at all — then whatever the failure names came from the step
+        itself or from outside the transaction, never from an earlier step.
 
         Conservative on purpose: a read of state an earlier step wrote makes nothing a literal
-        (the earlier write may be why the value is not found), and neither does a key the
-        arguments do not hold. ``inputs`` and ``references`` are as for ``root_cause``.
+        (the earlier write may be why the value is not found). ``inputs`` and ``references``
+        are as for ``root_cause``.
         """
         if references is None:
             references = find_references(inputs)
         sources = self._sources(step_id, inputs, references)
         if any(self._latest_writer(state_key, step_id) is not None for state_key in state_reads):
             return False
-        if not key:
+        paths = (
+            [path for path, _ in _dict_positions(inputs) if _key_matches(path, key)] if key else []
+        )
+        if not paths:
             return not sources
-        paths = [path for path, _ in _dict_positions(inputs) if _key_matches(path, key)]
-        if not paths or any(ref.key == key for ref in references):
+        if any(ref.key == key for ref in references):
             return False
         for path in paths:
             for source in sources:

@@ -9,7 +9,7 @@ How: the input is capped (``MAX_INPUT_CHARS``: first quarter and last three quar
 frame lines are removed, then an ordered rule table is tried, first match wins; a rule is data
 (``hint_rules.toml`` in this package, plus the user's TOML files, which go first). Nothing
 matched: the message of the last ``Caused by:``, else of the last exception-like line, else the
-last line.
+first line.
 
 Invariants:
 - ``HintCleaner.clean`` never raises, and its result always satisfies the ``text`` contract

@@ -111,6 +111,9 @@ LITERAL_CATEGORIES: frozenset[str] = frozenset(
         Category.HTTP_NOT_FOUND,
         Category.MISSING_COLUMN,
         Category.MISSING_TABLE,
+        # a path outside the sandbox: typed by the agent, it resends the step with another one;
+        # handed on from an earlier step's output, that step made it
+        Category.PATH_ESCAPE,
     )
 )
 

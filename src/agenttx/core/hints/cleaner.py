@@ -4,7 +4,7 @@ The input is capped (``MAX_INPUT_CHARS``: first quarter and last three quarters 
 frame lines are removed, what is left is cut to the rules' window (``RULE_WINDOW_CHARS``, lines
 capped at ``MAX_LINE_CHARS``), then the ordered rule table is tried, first match wins. Nothing
 matched: the message of the last ``Caused by:``, else of the last exception-like line, else the
-last line.
+first line.
 
 Invariants:
 - ``HintCleaner.clean`` never raises, and its result always satisfies the ``Hint.text``
@@ -129,6 +129,9 @@ _FRAME_TEXT = re.compile(
 )
 _RUST_PANIC = re.compile(r"thread '[^']*' panicked at (?:'(?P<msg>.*)', \S+|\S+:)")
 _QUALIFIER = re.compile(r"(?:[a-z_$][\w$]*(?:\.|::))+(?=[A-Z])")
+# ``tools.ledger.LedgerClosed: …``: an exception of a class _EXCEPTION_LINE does not know by
+# its name; its package prefix is dropped all the same.
+_QUALIFIED_CLASS = re.compile(r"(?:[a-z_$][\w$]*(?:\.|::))+[A-Z][\w$]*: ")
 _GENERIC_PREFIX = re.compile(r"(?:Uncaught |Unhandled )?(?:Error|error|ERROR|Exception): +(?=\S)")
 _CAUSE_INDEX = re.compile(r"\d+: +")
 # A run of lines that are empty or only whitespace. The fallback reads one such line exactly as
@@ -173,10 +176,12 @@ def _fallback_message(message: str) -> str:
             return rest[0] if rest else line
         if _EXCEPTION_LINE.fullmatch(line):
             return _short_exception(line)
-    # 3. The last line with anything on it.
-    for line in reversed(lines):
+    # 3. The first line with anything on it: a message that names no exception (a downstream
+    #    server's text, an exception class the pattern does not know) says what went wrong
+    #    first and adds detail after, and the detail alone would tell the agent nothing.
+    for line in lines:
         if line:
-            return line
+            return _short_exception(line) if _QUALIFIED_CLASS.match(line) else line
     return ""
 
 
