@@ -23,12 +23,15 @@
   checked on the newest committed row, and every change moves the revision, so what commits
   is what the locked call would have written; a lost CAS writes nothing, and the engine runs
   the call again under the session lock (``docs/stores.md``).
-- **Commit**: the written keys' ``kv_head`` rows are locked (``FOR UPDATE``, in key order so two
-  committers cannot deadlock), versions are checked, then the commit counter row is advanced
-  and the writes published. The counter row lock is held from that update to the end of the
-  commit, so versions become visible in order: a snapshot (the counter's value when a
-  transaction began) never sees a smaller version appear later. A bare SEQUENCE would hand out
-  numbers without that ordering, which is why the counter is a row.
+- **Commit**: one pipeline, one round trip and one server transaction (``commit``). The
+  written keys' ``kv_head`` rows are locked (``FOR UPDATE``, in key order so two committers
+  cannot deadlock); the success statement's CAS applies only if no checked key's head is
+  newer than its check allows, and takes the commit counter row, the writes, the outbox rows
+  and the undo log's drop with it; the conflict statement's CAS applies only if one is. The
+  counter row lock is held from that statement to the end of the commit, so versions become
+  visible in order: a snapshot (the counter's value when a transaction began) never sees a
+  smaller version appear later. A bare SEQUENCE would hand out numbers without that
+  ordering, which is why the counter is a row. The statements are ``postgres_sql.py``'s.
 - **A long history** (``load_steps(large=True)``) is read on a thread and a synchronous
   connection of the store's own (``postgres_bulk.py``), not through the pool on the loop.
 - **Outbox**: claimed with ``FOR UPDATE SKIP LOCKED`` and a lease; a commit that queued effects

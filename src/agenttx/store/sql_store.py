@@ -8,11 +8,11 @@ subclass that supplies only what really differs, as the abstract methods below:
   its group-commit writer; PostgreSQL on pooled autocommit connections, with an explicit
   transaction only inside ``_atomic``;
 - **lists of values** in a statement (``_in``, ``_in_params``): ``IN (?, …)`` or ``= ANY(?)``;
-- **commit's version check**: how the written keys' versions are read and locked
-  (``_latest_versions_on``, ``_publish_versions_on``) and who hears of new effects
-  (``_effects_queued_on``);
-- the **step write** (``start_step``/``finish_step``, with the request's reply or claim),
-  the hot path, in the dialect's fastest shape; and opening, migrating and closing.
+- the **step write** (``start_step``/``finish_step``, with the request's reply or claim)
+  and the **commit** (``commit``: validate, publish, enqueue effects, end the transaction),
+  the hot paths, each in the dialect's fastest shape: SQLite's statement by statement in one
+  writer unit (a statement costs it no round trip), PostgreSQL's in one pipeline; and
+  opening, migrating and closing.
 
 A request's reply is stored by the unit of the operation that produced it (begin, a step, a
 commit), "first wins": if the id is taken, the unit raises ``AlreadyExists`` and is rolled
