@@ -77,7 +77,7 @@ from agenttx.store.postgres_sql import (
     LOCK_HEADS,
     READ_STATES,
     XACT_LOCK,
-    audit_ctes,
+    audit_cte,
     audit_params,
     check_params,
     commit_conflict,
@@ -319,7 +319,7 @@ class PostgresStore(SqlStore):
     async def put_receipt(
         self, row: ReceiptRow, audit: Sequence[AuditRecord] = (), *, audit_seq: int = 0
     ) -> None:
-        ctes = audit_ctes(len(audit), "").removeprefix(", ")
+        ctes = audit_cte(len(audit), "").removeprefix(", ")
         seal = seal_cte(audit, audit_seq, "")
         if seal:
             ctes += seal
@@ -340,7 +340,7 @@ class PostgresStore(SqlStore):
     ) -> bool:
         """One statement: the compare-and-set ``update`` and, only if it applied, ``audit``
         (the records select from it) and the move of the sealed watermark."""
-        records = audit_ctes(len(audit), "upd") + seal_cte(audit, audit_seq, "upd")
+        records = audit_cte(len(audit), "upd") + seal_cte(audit, audit_seq, "upd")
         query = pg(f"WITH upd AS ({update} RETURNING 1){records} SELECT count(*) FROM upd")
         async with self._connection() as c:
             try:

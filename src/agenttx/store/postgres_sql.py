@@ -26,21 +26,32 @@ def pg(query: str) -> str:
     return query.replace("?", "%s")
 
 
-def audit_ctes(n: int, source: str) -> str:
-    """``n`` data-modifying CTEs inserting one audit record each, from ``source`` (``cas``:
-    only if the CAS applied; ``""``: unconditionally). A position already taken fails the
-    statement on the primary key, undoing all of it (see ``step_write``)."""
-    select = f"SELECT ?,?,?,?,?,? FROM {source}" if source else "VALUES (?,?,?,?,?,?)"
-    return "".join(f", aud{i} AS (INSERT INTO audit ({sql.AUDIT_COLS}) {select})" for i in range(n))
+def audit_cte(n: int, source: str) -> str:
+    """The data-modifying CTE inserting ``n`` audit records ("" if none), from ``source``
+    (``cas``: only if the CAS applied; ``""``: unconditionally). One CTE of six array
+    parameters (``audit_params``) whatever ``n``: a write that chains a batch of pending step
+    records is planned and bound as cheaply as one record. A position already taken fails
+    the statement on the primary key, undoing all of it (see ``step_write``)."""
+    if n <= 0:
+        return ""
+    rows = (
+        "unnest(?::text[], ?::bigint[], ?::text[], ?::double precision[], ?::text[], ?::text[]) "
+        "AS a(tx_id, seq, kind, at, body, hash)"
+    )
+    select = f"SELECT a.* FROM {source}, {rows}" if source else f"SELECT * FROM {rows}"
+    return f", aud AS (INSERT INTO audit ({sql.AUDIT_COLS}) {select})"
 
 
 def audit_params(records: Sequence[AuditRecord]) -> list[Any]:
-    return [v for r in records for v in sql.audit_values(r)]
+    """The parameters of ``audit_cte``: one array per column ([] if no records)."""
+    if not records:
+        return []
+    return [list(column) for column in zip(*(sql.audit_values(r) for r in records), strict=True)]
 
 
 def seal_cte(records: Sequence[AuditRecord], audit_seq: int, source: str) -> str:
     """The CTE that moves the transaction's watermark with records that chained its pending
-    step records (``audit_seq`` > 0; ``source`` as in ``audit_ctes``); "" if none."""
+    step records (``audit_seq`` > 0; ``source`` as in ``audit_cte``); "" if none."""
     if audit_seq <= 0 or not records:
         return ""
     where = f" AND EXISTS (SELECT 1 FROM {source})" if source else ""
@@ -75,7 +86,7 @@ def step_write(cas: str, with_reply: bool, n_audit: int = 0) -> str:
     the same statement is for the statement to fail — which the primary key does."""
     reply = REPLY_FROM_CAS if with_reply else ""
     return pg(
-        f"WITH cas AS ({cas} RETURNING tenant){reply}{audit_ctes(n_audit, 'cas')} "
+        f"WITH cas AS ({cas} RETURNING tenant){reply}{audit_cte(n_audit, 'cas')} "
         f"INSERT INTO steps ({sql.STEP_COLS}) "
         f"SELECT {sql.STEP_MARKS} FROM cas {sql.STEP_UPSERT} RETURNING 1"
     )
@@ -90,7 +101,7 @@ def insert_tx(with_reply: bool, n_audit: int) -> str:
         ctes.append(
             f"req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?,?))"
         )
-    audit = audit_ctes(n_audit, "").removeprefix(", ")
+    audit = audit_cte(n_audit, "").removeprefix(", ")
     if audit:
         ctes.append(audit)
     return pg(f"WITH {', '.join(ctes)} {sql.INSERT_TX}" if ctes else sql.INSERT_TX)
@@ -153,7 +164,7 @@ def commit_write(
     ctes = [f"WITH cas AS ({cas}{test} RETURNING tenant)"]
     if with_reply:
         ctes.append(REPLY_FROM_CAS)
-    ctes.append(audit_ctes(n_audit, "cas"))
+    ctes.append(audit_cte(n_audit, "cas"))
     if writes:
         ctes.append(
             ", ver AS (UPDATE meta SET value = value + 1 "
@@ -224,6 +235,6 @@ def commit_conflict(cas: str, n_audit: int) -> str:
     return pg(
         f"WITH conflict AS ({_CONFLICTS}), "
         f"cas AS ({cas} AND EXISTS (SELECT 1 FROM conflict) RETURNING tenant)"
-        f"{audit_ctes(n_audit, 'cas')} SELECT key, version FROM conflict "
+        f"{audit_cte(n_audit, 'cas')} SELECT key, version FROM conflict "
         "WHERE EXISTS (SELECT 1 FROM cas)"
     )
