@@ -5,7 +5,10 @@ Every write that must happen only if a compare-and-set applied is a data-modifyi
 selects from the CAS (``cas``): data-modifying CTEs all run to their end on the statement's
 snapshot, so "only if" is a ``FROM cas`` or ``EXISTS (SELECT 1 FROM cas)``, and the only way
 to undo the CAS from inside the statement is for the statement to fail (a taken request id or
-audit position does, on its primary key). Placeholders are ``?`` until ``pg`` renders them.
+audit position does, on its primary key). Placeholders are ``?`` until ``pg`` renders them,
+except arrays': ``%b``, psycopg's binary format, whose elements go as they are — in the text
+format every quote of a JSON value is escaped through a regular expression, ~30 µs of CPU
+a commit's audit record (measured).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ def audit_cte(n: int, source: str) -> str:
     if n <= 0:
         return ""
     rows = (
-        "unnest(?::text[], ?::bigint[], ?::text[], ?::double precision[], ?::text[], ?::text[]) "
-        "AS a(tx_id, seq, kind, at, body, hash)"
+        "unnest(%b::text[], %b::bigint[], %b::text[], %b::double precision[], %b::text[], "
+        "%b::text[]) AS a(tx_id, seq, kind, at, body, hash)"
     )
     select = f"SELECT a.* FROM {source}, {rows}" if source else f"SELECT * FROM {rows}"
     return f", aud AS (INSERT INTO audit ({sql.AUDIT_COLS}) {select})"
@@ -46,7 +49,14 @@ def audit_params(records: Sequence[AuditRecord]) -> list[Any]:
     """The parameters of ``audit_cte``: one array per column ([] if no records)."""
     if not records:
         return []
-    return [list(column) for column in zip(*(sql.audit_values(r) for r in records), strict=True)]
+    return [
+        [r.tx_id for r in records],
+        [r.seq for r in records],
+        [r.kind for r in records],
+        [float(r.at) for r in records],  # a binary array's elements are all of one type
+        [r.body for r in records],
+        [r.hash for r in records],
+    ]
 
 
 def seal_cte(records: Sequence[AuditRecord], audit_seq: int, source: str) -> str:
@@ -128,16 +138,18 @@ READ_STATES = (
 # A key never written gets a head at 0, so it has a row to lock.
 ADD_HEADS = pg(
     "INSERT INTO kv_head (tenant, key, version) "
-    "SELECT ?, k, 0 FROM unnest(?::text[]) AS k ON CONFLICT DO NOTHING"
+    "SELECT ?, k, 0 FROM unnest(%b::text[]) AS k ON CONFLICT DO NOTHING"
 )
 # Locked in key order, so two committers never wait for each other in a cycle. Held to the
 # end of the commit: the checks of the statements after it read the heads as they are.
 LOCK_HEADS = pg(
-    "SELECT key, version FROM kv_head WHERE tenant = ? AND key = ANY(?) ORDER BY key FOR UPDATE"
+    "SELECT key, version FROM kv_head WHERE tenant = ? AND key = ANY(%b::text[]) "
+    "ORDER BY key FOR UPDATE"
 )
 # The checked keys whose newest version is past what their check allows (``check_params``).
 _CONFLICTS = (
-    "SELECT h.key, h.version FROM kv_head h, unnest(?::text[], ?::bigint[]) AS c(key, max_version) "
+    "SELECT h.key, h.version FROM kv_head h, "
+    "unnest(%b::text[], %b::bigint[]) AS c(key, max_version) "
     "WHERE h.tenant = ? AND h.key = c.key AND h.version > c.max_version"
 )
 
@@ -170,16 +182,16 @@ def commit_write(
             ", ver AS (UPDATE meta SET value = value + 1 "
             "WHERE name = 'commit_seq' AND EXISTS (SELECT 1 FROM cas) RETURNING value)"
             ", kv AS (INSERT INTO kv (tenant, key, version, value) SELECT ?, w.key, ver.value, "
-            "w.value FROM ver, unnest(?::text[], ?::text[]) AS w(key, value))"
+            "w.value FROM ver, unnest(%b::text[], %b::text[]) AS w(key, value))"
             ", head AS (UPDATE kv_head SET version = ver.value FROM ver "
-            "WHERE kv_head.tenant = ? AND kv_head.key = ANY(?))"
+            "WHERE kv_head.tenant = ? AND kv_head.key = ANY(%b::text[]))"
         )
     if effects:
         # In the plan's order, so the outbox ids follow it.
         ctes.append(
             f", ob AS (INSERT INTO outbox ({sql.OUTBOX_INSERT_COLS}) "
             "SELECT ?, ?, e.step_id, e.channel, e.payload, e.idempotency_key, ?, 0, ?, '', ?, 0, ? "
-            "FROM cas, unnest(?::integer[], ?::text[], ?::text[], ?::text[]) WITH ORDINALITY "
+            "FROM cas, unnest(%b::integer[], %b::text[], %b::text[], %b::text[]) WITH ORDINALITY "
             "AS e(step_id, channel, payload, idempotency_key, n) ORDER BY e.n "
             f"RETURNING {sql.OUTBOX_COLS})"
         )
@@ -188,8 +200,8 @@ def commit_write(
         ctes.append(
             ", kept AS (INSERT INTO undo_kept (undo_id, tx_id, expires_at) "
             "SELECT k.id, ?, k.expires_at FROM cas, "
-            "unnest(?::bigint[], ?::double precision[]) AS k(id, expires_at))"
-            ", undo AS (DELETE FROM undo WHERE tx_id = ? AND id <> ALL(?::bigint[]) "
+            "unnest(%b::bigint[], %b::double precision[]) AS k(id, expires_at))"
+            ", undo AS (DELETE FROM undo WHERE tx_id = ? AND id <> ALL(%b::bigint[]) "
             "AND id NOT IN (SELECT undo_id FROM undo_kept WHERE tx_id = ?) "
             "AND EXISTS (SELECT 1 FROM cas))"
         )
@@ -220,7 +232,7 @@ def commit_write_params(plan: CommitPlan, cas_params: Sequence[Any]) -> list[Any
         params += [[e.payload_json for e in effects], [e.idempotency_key for e in effects]]
     if plan.keep_undo:
         ids = [u for u, _ in plan.keep_undo]
-        params += [tx_id, ids, [end for _, end in plan.keep_undo], tx_id, ids, tx_id]
+        params += [tx_id, ids, [float(end) for _, end in plan.keep_undo], tx_id, ids, tx_id]
     else:
         params.append(tx_id)
     return params
