@@ -19,7 +19,8 @@ Each on a database of its own, created and dropped here:
 
 A round alternates the two, one run each, ``--runs`` times, so a shared machine's load hits
 both alike; its ratio is p50 run / p50 floor; ``run_cpu_us``: this process's CPU time a run
-(the engine and the driver). ``xacts``: server transactions (the database's
+(the engine and the driver), and over the rounds' median, per step, ``cpu_us_per_step.run``
+(a figure of ``benchmarks.ab``). ``xacts``: server transactions (the database's
 ``pg_stat_database.xact_commit``, read once every backend of the engine has exited, so all
 their counts are flushed) per step: the difference between runs of 10 steps and runs of none
 (begin + commit only), so opening, begin and commit cancel out.
@@ -187,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     res["run"] = {"p50": statistics.median(r["run"]["p50"] for r in rounds)}
     res["floor"] = {"p50": statistics.median(r["floor"]["p50"] for r in rounds)}
+    # This process's CPU (the engine and the driver) a run over its steps: a figure for
+    # benchmarks.ab, which a loaded disk moves far less than the wall times.
+    res["cpu_us_per_step"] = {"run": statistics.median(r["run_cpu_us"] for r in rounds) / STEPS}
     res["xacts"] = asyncio.run(_xacts_per_step(5 if ns.quick else 20))
     finish_machine(res, started)
     _tables(out, res)

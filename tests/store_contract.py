@@ -542,6 +542,38 @@ class StoreContract:
         passing = [VersionCheck("a", 1, "write"), VersionCheck("b", 2, "read")]
         assert (await store.commit(plan(row, writes={"c": "1"}, checks=passing))).committed
 
+    async def test_concurrent_commits_of_one_key_exactly_one_wins_and_versions_follow_commits(
+        self, store: Store
+    ) -> None:
+        # On PostgreSQL each commit is on a connection of its own, at once: the losers wait on
+        # the key's head, then find the winner's version past their check.
+        rows = [await new_tx(store, f"tx_{n}") for n in range(4)]
+        checks = [VersionCheck("k", 0, "write")]
+        outcomes = await asyncio.gather(
+            *(
+                store.commit(plan(r, writes={"k": f'"{n}"', f"own{n}": "1"}, checks=checks))
+                for n, r in enumerate(rows)
+            )
+        )
+        won = [n for n, o in enumerate(outcomes) if o.committed]
+        assert len(won) == 1
+        assert all(o.conflicts == checks for o in outcomes if not o.committed)
+        assert outcomes[won[0]].version == 1 == await store.current_version()
+        assert await store.read_state(TENANT, "k", None) == (f'"{won[0]}"', 1)
+        assert [await store.read_state(TENANT, f"own{n}", None) for n in range(4)] == [
+            ("1", 1) if n == won[0] else (None, 0) for n in range(4)
+        ]
+        # Commits of distinct keys at once each get a version of their own, in the order
+        # they became visible: every key reads at its commit's version and not before.
+        rows = [await new_tx(store, f"tx_d{n}") for n in range(4)]
+        done = await asyncio.gather(
+            *(store.commit(plan(r, writes={f"d{n}": "1"})) for n, r in enumerate(rows))
+        )
+        assert sorted(o.version for o in done) == [2, 3, 4, 5]
+        for n, o in enumerate(done):
+            assert await store.read_state(TENANT, f"d{n}", o.version) == ("1", o.version)
+            assert await store.read_state(TENANT, f"d{n}", o.version - 1) == (None, 0)
+
     async def test_a_commit_whose_cas_fails_publishes_nothing(self, store: Store) -> None:
         row = await new_tx(store, "tx_cas")
         await store.update_transaction(cas("tx_cas", 1))

@@ -305,6 +305,35 @@ async def test_a_postgres_state_step_with_a_request_id_is_one_round_trip(
             await engine.close()
 
 
+@pytest.mark.stores("postgres")
+async def test_a_postgres_commit_is_one_round_trip_under_the_lock(
+    store_url: str, tmp_path: Path
+) -> None:
+    async with relayed(store_url) as (url, relay):
+        engine = await agenttx.Engine.open(url, background=False, fs_root=tmp_path / "files")
+        try:
+            counts = []
+            for run in range(2):  # the first run warms both pools' connections
+                tx = (await engine.begin()).transaction_id
+                for step in (1, 2, 3):
+                    await engine.execute_step(
+                        tx, step, "kv.put", {"key": f"k{run}{step}", "value": 1}
+                    )
+                before = relay.round_trips
+                done = await engine.commit(tx, request_id=f"c-{run}")
+                counts.append(relay.round_trips - before)
+                assert done.committed
+            # The lock with the row, the chain's head and the request's lookup; the commit
+            # (heads, the success and the conflict statements) in one pipeline; the unlock.
+            assert counts[1] == 3
+            assert await engine.store.read_state("default", "kv/k13", None) == ("1", 2)
+            stored = await engine.store.get_request("default", "c-1")
+            assert stored is not None
+            assert '"committed": true' in stored.reply_json
+        finally:
+            await engine.close()
+
+
 # ----------------------------------------------------------------- an id taken meanwhile
 
 

@@ -23,12 +23,15 @@
   checked on the newest committed row, and every change moves the revision, so what commits
   is what the locked call would have written; a lost CAS writes nothing, and the engine runs
   the call again under the session lock (``docs/stores.md``).
-- **Commit**: the written keys' ``kv_head`` rows are locked (``FOR UPDATE``, in key order so two
-  committers cannot deadlock), versions are checked, then the commit counter row is advanced
-  and the writes published. The counter row lock is held from that update to the end of the
-  commit, so versions become visible in order: a snapshot (the counter's value when a
-  transaction began) never sees a smaller version appear later. A bare SEQUENCE would hand out
-  numbers without that ordering, which is why the counter is a row.
+- **Commit**: one pipeline, one round trip and one server transaction (``commit``). The
+  written keys' ``kv_head`` rows are locked (``FOR UPDATE``, in key order so two committers
+  cannot deadlock); the success statement's CAS applies only if no checked key's head is
+  newer than its check allows, and takes the commit counter row, the writes, the outbox rows
+  and the undo log's drop with it; the conflict statement's CAS applies only if one is. The
+  counter row lock is held from that statement to the end of the commit, so versions become
+  visible in order: a snapshot (the counter's value when a transaction began) never sees a
+  smaller version appear later. A bare SEQUENCE would hand out numbers without that
+  ordering, which is why the counter is a row. The statements are ``postgres_sql.py``'s.
 - **A long history** (``load_steps(large=True)``) is read on a thread and a synchronous
   connection of the store's own (``postgres_bulk.py``), not through the pool on the loop.
 - **Outbox**: claimed with ``FOR UPDATE SKIP LOCKED`` and a lease; a commit that queued effects
@@ -38,7 +41,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import time
 import weakref
@@ -59,8 +61,34 @@ from agenttx.errors import (
     StoreFull,
 )
 from agenttx.store import receipts_sql, sql
-from agenttx.store.contract import HeldTx, ReceiptRow, StepRow, StoredReply, TxRow, TxUpdate
+from agenttx.store.contract import (
+    CommitOutcome,
+    CommitPlan,
+    HeldTx,
+    ReceiptRow,
+    StepRow,
+    StoredReply,
+    TxRow,
+    TxUpdate,
+)
 from agenttx.store.postgres_bulk import BulkReader
+from agenttx.store.postgres_sql import (
+    ADD_HEADS,
+    LOCK_HEADS,
+    READ_STATES,
+    XACT_LOCK,
+    audit_cte,
+    audit_params,
+    check_params,
+    commit_conflict,
+    commit_write,
+    commit_write_params,
+    insert_tx,
+    pg,
+    seal_cte,
+    seal_params,
+    step_write,
+)
 from agenttx.store.postgres_target import Target
 from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
 
@@ -79,94 +107,8 @@ _SCHEMA = (
 )
 
 
-@functools.lru_cache(maxsize=1024)
-def _pg(query: str) -> str:
-    """``query`` with psycopg's placeholders (``sql`` writes ``?``, which psycopg reads as
-    text); cached, as the same few statements run all the time."""
-    return query.replace("?", "%s")
-
-
 # The primary key of the stored replies: a plain INSERT that hits it fails its statement.
 _REQUESTS_KEY = "requests_pkey"
-
-
-def _audit_ctes(n: int, source: str) -> str:
-    """``n`` data-modifying CTEs inserting one audit record each, from ``source`` (``cas``:
-    only if the CAS applied; ``""``: unconditionally). A position already taken fails the
-    statement on the primary key, undoing all of it (see ``_step_write``)."""
-    select = f"SELECT ?,?,?,?,?,? FROM {source}" if source else "VALUES (?,?,?,?,?,?)"
-    return "".join(f", aud{i} AS (INSERT INTO audit ({sql.AUDIT_COLS}) {select})" for i in range(n))
-
-
-def _audit_params(records: Sequence[AuditRecord]) -> list[Any]:
-    return [v for r in records for v in sql.audit_values(r)]
-
-
-def _seal_cte(records: Sequence[AuditRecord], audit_seq: int, source: str) -> str:
-    """The CTE that moves the transaction's watermark with records that chained its pending
-    step records (``audit_seq`` > 0; ``source`` as in ``_audit_ctes``); "" if none."""
-    if audit_seq <= 0 or not records:
-        return ""
-    where = f" AND EXISTS (SELECT 1 FROM {source})" if source else ""
-    return (
-        ", seal AS (UPDATE transactions SET audit_seq = ? "
-        f"WHERE id = ? AND audit_seq < ?{where} RETURNING 1)"
-    )
-
-
-def _seal_params(records: Sequence[AuditRecord], audit_seq: int) -> list[Any]:
-    if audit_seq <= 0 or not records:
-        return []
-    return [audit_seq, records[0].tx_id, audit_seq]
-
-
-@functools.lru_cache(maxsize=128)
-def _step_write(cas: str, with_reply: bool, n_audit: int = 0) -> str:
-    """The step write as one statement: the step row (and with ``with_reply`` the stored
-    reply, under the transaction's tenant, and the ``n_audit`` records of the update) is
-    inserted only if the CAS applied.
-
-    The reply is a plain INSERT, not ``ON CONFLICT DO NOTHING``: data-modifying CTEs all run
-    to their end, so the only way for a taken request id to undo the CAS and the step row of
-    the same statement is for the statement to fail — which the primary key does."""
-    reply = (
-        f", req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) "
-        "SELECT tenant, ?,?,?,?,?,? FROM cas)"
-        if with_reply
-        else ""
-    )
-    return _pg(
-        f"WITH cas AS ({cas} RETURNING tenant){reply}{_audit_ctes(n_audit, 'cas')} "
-        f"INSERT INTO steps ({sql.STEP_COLS}) "
-        f"SELECT {sql.STEP_MARKS} FROM cas {sql.STEP_UPSERT} RETURNING 1"
-    )
-
-
-@functools.lru_cache(maxsize=16)
-def _insert_tx(with_reply: bool, n_audit: int) -> str:
-    """A begin, its reply and its audit records in one statement; a taken request id fails it
-    (see ``_step_write``)."""
-    ctes = []
-    if with_reply:
-        ctes.append(
-            f"req AS (INSERT INTO requests (tenant, {sql.REQUEST_COLS}) VALUES (?,?,?,?,?,?,?))"
-        )
-    audit = _audit_ctes(n_audit, "").removeprefix(", ")
-    if audit:
-        ctes.append(audit)
-    return _pg(f"WITH {', '.join(ctes)} {sql.INSERT_TX}" if ctes else sql.INSERT_TX)
-
-
-# A condition that holds once the transaction-scoped advisory lock is held (the function
-# returns void, which is not null): an InitPlan, evaluated once, before any row is taken.
-_XACT_LOCK = " AND (SELECT pg_advisory_xact_lock(?)) IS NOT NULL"
-
-
-# The newest committed version of each of many keys (a preview's batch read).
-_READ_STATES = (
-    "SELECT DISTINCT ON (key) key, value, version FROM kv WHERE tenant = ? AND key = ANY(?) "
-    "ORDER BY key, version DESC"
-)
 
 
 def _taken(exc: psycopg.errors.UniqueViolation) -> bool:
@@ -197,11 +139,11 @@ class _Connection:
 
     async def execute_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         async with self._c.cursor() as cur:
-            await cur.executemany(_pg(query), rows)
+            await cur.executemany(pg(query), rows)
 
 
 async def _execute_on(c: AsyncConnection[Any], query: str, params: Sequence[Any]) -> Result:
-    cur = await c.execute(_pg(query), params)
+    cur = await c.execute(pg(query), params)
     rows = await cur.fetchall() if cur.description is not None else []
     return Result(cur.rowcount, rows)
 
@@ -317,7 +259,7 @@ class PostgresStore(SqlStore):
 
     async def _rows(self, query: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
         async with self._connection() as c:
-            return await (await c.execute(_pg(query), params)).fetchall()
+            return await (await c.execute(pg(query), params)).fetchall()
 
     async def _rows_off_loop(
         self, query: str, params: Sequence[Any], convert: Callable[[Sequence[Any]], T]
@@ -327,7 +269,7 @@ class PostgresStore(SqlStore):
         # in process, benchmarks/results/history.md). One autocommit statement there as here.
         if self._bulk is None:
             raise InternalError("store is closed")
-        return await self._bulk.rows(_pg(query), params, convert, _failure)
+        return await self._bulk.rows(pg(query), params, convert, _failure)
 
     async def _execute(self, query: str, params: Sequence[Any] = ()) -> Result:
         async with self._connection() as c:
@@ -357,11 +299,11 @@ class PostgresStore(SqlStore):
     ) -> TxRow:
         # One statement, one round trip (the shared form would be a four-trip transaction).
         params = [*sql.request_values(row.tenant, reply)] if reply is not None else []
-        params += _audit_params(audit)
+        params += audit_params(audit)
         async with self._connection() as c:
             try:
                 cur = await c.execute(
-                    _insert_tx(reply is not None, len(audit)), [*params, *sql.tx_values(row)]
+                    insert_tx(reply is not None, len(audit)), [*params, *sql.tx_values(row)]
                 )
             except psycopg.errors.UniqueViolation as exc:
                 if reply is None or not _taken(exc):
@@ -377,14 +319,14 @@ class PostgresStore(SqlStore):
     async def put_receipt(
         self, row: ReceiptRow, audit: Sequence[AuditRecord] = (), *, audit_seq: int = 0
     ) -> None:
-        ctes = _audit_ctes(len(audit), "").removeprefix(", ")
-        seal = _seal_cte(audit, audit_seq, "")
+        ctes = audit_cte(len(audit), "").removeprefix(", ")
+        seal = seal_cte(audit, audit_seq, "")
         if seal:
             ctes += seal
-        query = _pg(
+        query = pg(
             f"WITH {ctes} {receipts_sql.INSERT_RECEIPT}" if ctes else receipts_sql.INSERT_RECEIPT
         )
-        params = [*_audit_params(audit), *_seal_params(audit, audit_seq)]
+        params = [*audit_params(audit), *seal_params(audit, audit_seq)]
         async with self._connection() as c:
             try:
                 await c.execute(query, [*params, *receipts_sql.receipt_values(row)])
@@ -398,12 +340,12 @@ class PostgresStore(SqlStore):
     ) -> bool:
         """One statement: the compare-and-set ``update`` and, only if it applied, ``audit``
         (the records select from it) and the move of the sealed watermark."""
-        records = _audit_ctes(len(audit), "upd") + _seal_cte(audit, audit_seq, "upd")
-        query = _pg(f"WITH upd AS ({update} RETURNING 1){records} SELECT count(*) FROM upd")
+        records = audit_cte(len(audit), "upd") + seal_cte(audit, audit_seq, "upd")
+        query = pg(f"WITH upd AS ({update} RETURNING 1){records} SELECT count(*) FROM upd")
         async with self._connection() as c:
             try:
                 cur = await c.execute(
-                    query, [*params, *_audit_params(audit), *_seal_params(audit, audit_seq)]
+                    query, [*params, *audit_params(audit), *seal_params(audit, audit_seq)]
                 )
             except psycopg.errors.UniqueViolation as exc:
                 if audit and _chain_taken(exc):
@@ -418,7 +360,7 @@ class PostgresStore(SqlStore):
         # DISTINCT ON walks the primary key once per key: a third of the shared form's time.
         found: dict[str, tuple[str | None, int]] = dict.fromkeys(keys, (None, 0))
         if keys:
-            for key, value, version in await self._rows(_READ_STATES, (tenant, list(keys))):
+            for key, value, version in await self._rows(READ_STATES, (tenant, list(keys))):
                 found[str(key)] = (value, int(version))
         return found
 
@@ -443,10 +385,10 @@ class PostgresStore(SqlStore):
                     if self._lock_timeouts.get(c) != timeout:
                         await c.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                     await c.execute("SELECT pg_advisory_lock(%s)", (key,))
-                    cur = await c.execute(_pg(sql.SELECT_TX), (tx_id,))
-                    head = await c.execute(_pg(sql.AUDIT_HEAD), (tx_id,))
+                    cur = await c.execute(pg(sql.SELECT_TX), (tx_id,))
+                    head = await c.execute(pg(sql.AUDIT_HEAD), (tx_id,))
                     if request is not None:
-                        stored = await c.execute(_pg(sql.GET_REQUEST), request)
+                        stored = await c.execute(pg(sql.GET_REQUEST), request)
                 self._lock_timeouts[c] = timeout
                 found = await cur.fetchone()
                 audit_head = sql.chain_head(await head.fetchall())
@@ -495,7 +437,7 @@ class PostgresStore(SqlStore):
             except psycopg.errors.UniqueViolation as exc:
                 raise _step_refused(exc, update, reply) from None
             if cur.rowcount != 1:
-                found = await (await c.execute(_pg(sql.TX_STATE), (update.tx_id,))).fetchone()
+                found = await (await c.execute(pg(sql.TX_STATE), (update.tx_id,))).fetchone()
                 raise sql.revision_conflict(update, found)
         return update.expected_revision + 1
 
@@ -553,50 +495,86 @@ class PostgresStore(SqlStore):
     def _step_statement(
         self, update: TxUpdate, step: StepRow, reply: StoredReply | None, lock: int | None = None
     ) -> tuple[str, list[Any]]:
-        """The step write (``_step_write``) for ``update`` and its parameters; with ``lock``,
+        """The step write (``step_write``) for ``update`` and its parameters; with ``lock``,
         its CAS first takes that transaction-scoped advisory lock (``lock_and_finish_step``)."""
         cas, params = self._cas(update)
         values = [*params]
         if lock is not None:
-            cas += _XACT_LOCK  # at the end of the CAS's WHERE: its parameter follows the CAS's
+            cas += XACT_LOCK  # at the end of the CAS's WHERE: its parameter follows the CAS's
             values.append(lock)
         if reply is not None:
             values.extend(sql.request_values("", reply)[1:])  # the tenant comes from the row
         audit = update.audit
         if audit:
-            values.extend(_audit_params(audit))
+            values.extend(audit_params(audit))
         values.extend(sql.step_values(step))
-        return _step_write(cas, reply is not None, len(audit)), values
+        return step_write(cas, reply is not None, len(audit)), values
 
     # -- commit -------------------------------------------------------------------------------
 
-    async def _latest_versions_on(
-        self, conn: Connection, tenant: str, checked: Sequence[str], written: Sequence[str]
-    ) -> dict[str, int]:
-        if written:  # a key never written gets a head at 0, so it has a row to lock
-            await conn.execute(
-                "INSERT INTO kv_head (tenant, key, version) "
-                "SELECT ?, k, 0 FROM unnest(?::text[]) AS k ON CONFLICT DO NOTHING",
-                (tenant, list(written)),
-            )
-        # Locked in key order, so two committers never wait for each other in a cycle.
-        got = await conn.execute(
-            "SELECT key, version FROM kv_head WHERE tenant = ? AND key = ANY(?) "
-            "ORDER BY key FOR UPDATE",
-            (tenant, sorted({*checked, *written})),
-        )
-        return {k: int(v) for k, v in got.rows}
-
-    async def _publish_versions_on(
-        self, conn: Connection, tenant: str, keys: Sequence[str], version: int
-    ) -> None:
-        await conn.execute(
-            "UPDATE kv_head SET version = ? WHERE tenant = ? AND key = ANY(?)",
-            (version, tenant, list(keys)),
-        )
-
-    async def _effects_queued_on(self, conn: Connection) -> None:
-        await conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")  # delivered when the commit ends
+    async def commit(self, plan: CommitPlan) -> CommitOutcome:
+        # ONE round trip and one server transaction: the statements go in one pipeline, ended
+        # by one Sync, which PostgreSQL runs as one implicit transaction (a statement that
+        # fails skips the rest, and the Sync rolls all of it back). No statement waits on an
+        # earlier one's result: what depends on the version check is decided in SQL — the
+        # success statement's CAS applies only if no checked key has a newer version (read
+        # on the heads LOCK_HEADS holds, so the check sees them as they stay to the end),
+        # and everything else it writes selects from that CAS; the conflict statement's CAS
+        # applies only if one has. At most one of them applies: the first moves the
+        # revision the second tests. The counter row goes at the Sync too, so versions
+        # still become visible in the order they were numbered (``commit_write``).
+        success, success_params = self._cas(plan.on_success)
+        conflict, conflict_params = self._cas(plan.on_conflict)
+        checked = [c.key for c in plan.checks]
+        async with self._connection() as c:
+            try:
+                async with c.pipeline():
+                    heads = None
+                    if plan.writes:
+                        await c.execute(ADD_HEADS, (plan.tenant, list(plan.writes)))
+                    if checked or plan.writes:
+                        keys = sorted({*checked, *plan.writes})
+                        heads = await c.execute(LOCK_HEADS, (plan.tenant, keys))
+                    won = await c.execute(
+                        commit_write(
+                            success, bool(plan.checks), plan.reply is not None,
+                            len(plan.on_success.audit), bool(plan.writes), bool(plan.effects),
+                            bool(plan.keep_undo),
+                        ),
+                        commit_write_params(plan, success_params),
+                    )  # fmt: skip
+                    lost = None
+                    if plan.checks:
+                        lost = await c.execute(
+                            commit_conflict(conflict, len(plan.on_conflict.audit)),
+                            [*check_params(plan), *conflict_params,
+                             *audit_params(plan.on_conflict.audit)],
+                        )  # fmt: skip
+                    if plan.effects and plan.claim_until <= 0:
+                        # Delivered when the commit ends; sent with a commit that did not
+                        # apply too, which wakes dispatchers to find nothing new.
+                        await c.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+            except psycopg.errors.UniqueViolation as exc:
+                raise _commit_refused(exc, plan) from None
+            rows = await won.fetchall()
+            if rows:
+                outbox = [sql.outbox_row(r[1:]) for r in rows] if plan.effects else []
+                version = int(rows[0][0])
+                revision = plan.on_success.expected_revision + 1
+                outbox.sort(key=lambda r: r.id)
+                return CommitOutcome(True, version, revision, [], outbox)
+            found = dict(await lost.fetchall()) if lost is not None else {}
+            if found:
+                conflicts = [ch for ch in plan.checks if found.get(ch.key, 0) > ch.max_version]
+                revision = plan.on_conflict.expected_revision + 1
+                return CommitOutcome(False, 0, revision, conflicts, [])
+            # Neither CAS applied: the transaction changed under the caller's lock. The update
+            # named is the one the heads (as locked) called for.
+            latest = dict(await heads.fetchall()) if heads is not None else {}
+            lost_check = any(latest.get(ch.key, 0) > ch.max_version for ch in plan.checks)
+            update = plan.on_conflict if lost_check else plan.on_success
+            state = await (await c.execute(pg(sql.TX_STATE), (update.tx_id,))).fetchone()
+        raise sql.revision_conflict(update, state)
 
     # -- outbox wake-ups ----------------------------------------------------------------------
 
@@ -647,6 +625,19 @@ def _step_refused(
         return sql.chain_taken(update.audit[0])
     if reply is not None and _taken(exc):
         return sql.request_taken(reply)
+    return exc
+
+
+def _commit_refused(
+    exc: psycopg.errors.UniqueViolation, plan: CommitPlan
+) -> AgentTxError | psycopg.errors.UniqueViolation:
+    """What a commit that hit a unique key raises: a taken audit position (both updates'
+    records go at the chain's next one), a taken request id, or the driver's error itself."""
+    records = plan.on_success.audit or plan.on_conflict.audit
+    if records and _chain_taken(exc):
+        return sql.chain_taken(records[0])
+    if plan.reply is not None and _taken(exc):
+        return sql.request_taken(plan.reply)
     return exc
 
 

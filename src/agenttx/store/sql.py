@@ -311,9 +311,12 @@ PRUNE_VERSIONS = (
 
 # -- outbox -------------------------------------------------------------------------------------
 
+OUTBOX_INSERT_COLS = (
+    "tenant, tx_id, step_id, channel, payload, idempotency_key, status, attempts, "
+    "next_attempt_at, last_error, created_at, delivered_at, lease_until"
+)
 INSERT_OUTBOX = (
-    "INSERT INTO outbox (tenant, tx_id, step_id, channel, payload, idempotency_key, status, "
-    "attempts, next_attempt_at, last_error, created_at, delivered_at, lease_until) "
+    f"INSERT INTO outbox ({OUTBOX_INSERT_COLS}) "
     f"VALUES (?,?,?,?,?,?,?,0,?,'',?,0,?) RETURNING {OUTBOX_COLS}"
 )
 OUTBOX_DUE = (

@@ -8,11 +8,11 @@ subclass that supplies only what really differs, as the abstract methods below:
   its group-commit writer; PostgreSQL on pooled autocommit connections, with an explicit
   transaction only inside ``_atomic``;
 - **lists of values** in a statement (``_in``, ``_in_params``): ``IN (?, …)`` or ``= ANY(?)``;
-- **commit's version check**: how the written keys' versions are read and locked
-  (``_latest_versions_on``, ``_publish_versions_on``) and who hears of new effects
-  (``_effects_queued_on``);
-- the **step write** (``start_step``/``finish_step``, with the request's reply or claim),
-  the hot path, in the dialect's fastest shape; and opening, migrating and closing.
+- the **step write** (``start_step``/``finish_step``, with the request's reply or claim)
+  and the **commit** (``commit``: validate, publish, enqueue effects, end the transaction),
+  the hot paths, each in the dialect's fastest shape: SQLite's statement by statement in one
+  writer unit (a statement costs it no round trip), PostgreSQL's in one pipeline; and
+  opening, migrating and closing.
 
 A request's reply is stored by the unit of the operation that produced it (begin, a step, a
 commit), "first wins": if the id is taken, the unit raises ``AlreadyExists`` and is rolled
@@ -43,8 +43,6 @@ from agenttx.errors import InvalidArgument, clip
 from agenttx.jsontext import compact
 from agenttx.store import receipts_sql, sql
 from agenttx.store.contract import (
-    CommitOutcome,
-    CommitPlan,
     OutboxRow,
     ReceiptRow,
     StepRow,
@@ -119,24 +117,6 @@ class SqlStore(Store):
     @abc.abstractmethod
     def _in_params(values: Sequence[Any]) -> Sequence[Any]:
         """``values`` as the parameters of ``_in``."""
-
-    @abc.abstractmethod
-    async def _latest_versions_on(
-        self, conn: Connection, tenant: str, checked: Sequence[str], written: Sequence[str]
-    ) -> dict[str, int]:
-        """Inside a commit: the newest committed version of each checked key (absent: never
-        written), held so that no other commit changes them before this one ends."""
-
-    @abc.abstractmethod
-    async def _publish_versions_on(
-        self, conn: Connection, tenant: str, keys: Sequence[str], version: int
-    ) -> None:
-        """Inside a commit, after the ``kv`` rows of ``version`` went in: whatever else
-        records ``keys``' newest version."""
-
-    @abc.abstractmethod
-    async def _effects_queued_on(self, conn: Connection) -> None:
-        """Inside a commit that queued ``pending`` effects: wake dispatchers elsewhere."""
 
     # -- shared pieces --------------------------------------------------------------------
 
@@ -314,52 +294,6 @@ class SqlStore(Store):
             return revision
 
         return await self._atomic(unit)
-
-    # -- commit -------------------------------------------------------------------------------
-
-    async def commit(self, plan: CommitPlan) -> CommitOutcome:
-        return await self._atomic(lambda conn: self._commit_on(conn, plan))
-
-    async def _commit_on(self, conn: Connection, plan: CommitPlan) -> CommitOutcome:
-        tx_id, tenant = plan.on_success.tx_id, plan.tenant
-        checked = [check.key for check in plan.checks]
-        latest: dict[str, int] = {}
-        if checked or plan.writes:
-            latest = await self._latest_versions_on(conn, tenant, checked, list(plan.writes))
-        conflicts = [ch for ch in plan.checks if latest.get(ch.key, 0) > ch.max_version]
-        if conflicts:
-            revision = await self._cas_on(conn, plan.on_conflict)
-            return CommitOutcome(False, 0, revision, conflicts, [])
-        revision = await self._cas_on(conn, plan.on_success)
-        if plan.reply is not None:
-            await self._insert_reply_on(conn, tenant, plan.reply)
-        version = 0
-        if plan.writes:
-            # The dialect holds the counter row from here to the end of the commit, so
-            # versions become visible in the order they were numbered.
-            version = int((await conn.execute(sql.NEXT_VERSION)).rows[0][0])
-            items = list(plan.writes.items())
-            await conn.execute_many(sql.INSERT_KV, [(tenant, k, version, v) for k, v in items])
-            await self._publish_versions_on(conn, tenant, [k for k, _ in items], version)
-        now = plan.on_success.now
-        status = "delivering" if plan.claim_until > 0 else "pending"
-        outbox: list[OutboxRow] = []
-        for e in plan.effects:
-            got = await conn.execute(
-                sql.INSERT_OUTBOX,
-                (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
-                 status, now, now, plan.claim_until),
-            )  # fmt: skip
-            outbox.append(sql.outbox_row(got.rows[0]))
-        if outbox and status == "pending":
-            await self._effects_queued_on(conn)
-        if plan.keep_undo:
-            # Records a compensation may still need outlive the commit, until their window.
-            await conn.execute_many(sql.KEEP_UNDO, [(u, tx_id, end) for u, end in plan.keep_undo])
-            await conn.execute(sql.DROP_UNKEPT_UNDO, (tx_id, tx_id))
-        else:
-            await conn.execute(sql.DROP_UNDO, (tx_id,))
-        return CommitOutcome(True, version, revision, [], outbox)
 
     # -- managed state ------------------------------------------------------------------------
 

@@ -35,7 +35,16 @@ from typing import Any, ClassVar, TypeVar, cast
 from agenttx.audit import ChainHead
 from agenttx.errors import AgentTxError, InternalError, StoreFull
 from agenttx.store import sql
-from agenttx.store.contract import HeldTx, StepRow, StoredReply, TxRow, TxUpdate
+from agenttx.store.contract import (
+    CommitOutcome,
+    CommitPlan,
+    HeldTx,
+    OutboxRow,
+    StepRow,
+    StoredReply,
+    TxRow,
+    TxUpdate,
+)
 from agenttx.store.sql_store import Connection, Result, SqlStore, start_chains_on
 from agenttx.store.sqlite_locks import LockFile
 from agenttx.store.sqlite_writer import GroupCommitWriter
@@ -384,11 +393,52 @@ class SqliteStore(SqlStore):
 
     # -- commit -------------------------------------------------------------------------------
 
+    async def commit(self, plan: CommitPlan) -> CommitOutcome:
+        # Statement by statement in one writer unit: a statement here costs no round trip,
+        # and BEGIN IMMEDIATE keeps every other writer out, so no row needs a lock and the
+        # versions read stay the newest to the unit's end (they become visible in order).
+        return await self._atomic(lambda conn: self._commit_on(conn, plan))
+
+    async def _commit_on(self, conn: Connection, plan: CommitPlan) -> CommitOutcome:
+        tx_id, tenant = plan.on_success.tx_id, plan.tenant
+        latest = await self._latest_versions_on(conn, tenant, [ch.key for ch in plan.checks])
+        conflicts = [ch for ch in plan.checks if latest.get(ch.key, 0) > ch.max_version]
+        if conflicts:
+            revision = await self._cas_on(conn, plan.on_conflict)
+            return CommitOutcome(False, 0, revision, conflicts, [])
+        revision = await self._cas_on(conn, plan.on_success)
+        if plan.reply is not None:
+            await self._insert_reply_on(conn, tenant, plan.reply)
+        version = 0
+        if plan.writes:
+            # The kv rows are the record: their maximum is each key's newest version.
+            version = int((await conn.execute(sql.NEXT_VERSION)).rows[0][0])
+            items = [(tenant, k, version, v) for k, v in plan.writes.items()]
+            await conn.execute_many(sql.INSERT_KV, items)
+        now = plan.on_success.now
+        status = "delivering" if plan.claim_until > 0 else "pending"
+        outbox: list[OutboxRow] = []
+        # Dispatchers of other processes on this file find pending rows when they poll.
+        for e in plan.effects:
+            got = await conn.execute(
+                sql.INSERT_OUTBOX,
+                (tenant, tx_id, e.step_id, e.channel, e.payload_json, e.idempotency_key,
+                 status, now, now, plan.claim_until),
+            )  # fmt: skip
+            outbox.append(sql.outbox_row(got.rows[0]))
+        if plan.keep_undo:
+            # Records a compensation may still need outlive the commit, until their window.
+            await conn.execute_many(sql.KEEP_UNDO, [(u, tx_id, end) for u, end in plan.keep_undo])
+            await conn.execute(sql.DROP_UNKEPT_UNDO, (tx_id, tx_id))
+        else:
+            await conn.execute(sql.DROP_UNDO, (tx_id,))
+        return CommitOutcome(True, version, revision, [], outbox)
+
     async def _latest_versions_on(
-        self, conn: Connection, tenant: str, checked: Sequence[str], written: Sequence[str]
+        self, conn: Connection, tenant: str, checked: Sequence[str]
     ) -> dict[str, int]:
-        # No lock to take: BEGIN IMMEDIATE already keeps every other writer out. The newest
-        # version is the kv rows' maximum, read in a few chunked queries, not one per key.
+        """Inside a commit: the newest committed version of each checked key (absent: never
+        written), the kv rows' maximum, read in a few chunked queries, not one per key."""
         latest: dict[str, int] = {}
         unique = list(dict.fromkeys(checked))
         for i in range(0, len(unique), _IN_CHUNK):
@@ -400,14 +450,6 @@ class SqliteStore(SqlStore):
             )
             latest.update((k, int(v)) for k, v in got.rows)
         return latest
-
-    async def _publish_versions_on(
-        self, conn: Connection, tenant: str, keys: Sequence[str], version: int
-    ) -> None:
-        return  # the kv rows are the record: their maximum is each key's newest version
-
-    async def _effects_queued_on(self, conn: Connection) -> None:
-        return  # dispatchers of other processes on this file find the rows when they poll
 
 
 class _HeldSqliteTx:
