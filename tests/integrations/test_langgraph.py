@@ -26,7 +26,7 @@ from agenttx import ApprovalRequired, FailedPrecondition, StepsNotRedone, TxStat
 from agenttx.integrations import PROVIDER_NAME, StepsOwed
 from agenttx.integrations import langgraph as lgx
 from agenttx.service import TransactionService
-from lg_tools import FRAMEWORK_TOOLS, TOOLS, book_room, cancel_room, journal
+from lg_tools import TOOLS, book_room, cancel_room, journal
 from scripted_model import ScriptedAgent, call, graph, tool_results
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ def fk_plan(messages: list[BaseMessage]) -> AIMessage:
         text = str(failed.content)
         assert "resumes at step 2" in text
         wrong = re.search(r"customer '([\w-]+)' is not in customers", text)
-        assert wrong is not None and wrong[1] == "c-404", text
+        assert wrong is not None, text
+        assert wrong[1] == "c-404"
         customer = "c-1"  # the customer step 1 inserted, instead of the one the hint names
         calls = []
     else:
@@ -110,7 +111,8 @@ async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_com
     assert "c-404" in text
     # The next turn carried the constraint in its system message.
     assert any("c-404" in str(m.content) for m in agent.sent[1][:1])
-    assert tx.result is not None and tx.result.committed
+    assert tx.result is not None
+    assert tx.result.committed
     assert tx.result.steps_committed == 4
     assert tx.status is TxStatus.COMMITTED
     assert await committed_value(service, "session/customer") == "c-1"
@@ -170,7 +172,8 @@ async def test_a_messages_parallel_calls_are_steps_in_the_messages_order(
         ("b", "error"),
         ("c", "error"),
     ]
-    assert first[0].content == "12" and first[0].artifact == 12
+    assert first[0].content == "12"
+    assert first[0].artifact == 12
     assert "AgentTx: kv--get (step 2) failed" in str(first[1].content)
     assert "resumes at step 2" in str(first[1].content)
     assert str(first[2].content).startswith(
@@ -184,7 +187,8 @@ async def test_a_messages_parallel_calls_are_steps_in_the_messages_order(
         (2, "kv.get", "FAILED"),
         (2, "kv.put", "SUCCESS"),
     ]
-    assert tx.result is not None and tx.result.steps_committed == 2
+    assert tx.result is not None
+    assert tx.result.steps_committed == 2
     assert await committed_value(service, "size") == 12
 
 
@@ -210,16 +214,22 @@ async def test_a_block_that_raises_rolls_back_and_the_undos_run_newest_first(
     service: TransactionService, tmp_path: Path
 ) -> None:
     log = str(tmp_path / "rooms.jsonl")
-    with pytest.raises(RuntimeError, match="the user changed their mind"):
-        async with lgx.transaction(service, agent_id="rooms") as tx:
+    tx = lgx.transaction(service, agent_id="rooms")
+
+    async def run() -> None:
+        async with tx:
             agent = ScriptedAgent(tx, booking_plan(log))
             await graph(agent, await tx.tool_node([book_room])).ainvoke(
                 {"messages": [HumanMessage("Book blue and red.")]}
             )
             assert journal(log) == [("book", "blue"), ("book", "red")]
             raise RuntimeError("the user changed their mind")
+
+    with pytest.raises(RuntimeError, match="the user changed their mind"):
+        await run()
     assert journal(log)[2:] == [("cancel", "red"), ("cancel", "blue")]
-    assert tx.status is TxStatus.ROLLED_BACK and tx.result is None
+    assert tx.status is TxStatus.ROLLED_BACK
+    assert tx.result is None
     info = await service.get_transaction(tx.transaction_id)
     assert info.status is TxStatus.ROLLED_BACK
 
@@ -227,12 +237,18 @@ async def test_a_block_that_raises_rolls_back_and_the_undos_run_newest_first(
 async def test_a_framework_tool_the_service_has_not_loaded_is_refused_at_wrap_time(
     service: TransactionService,
 ) -> None:
-    with pytest.raises(FailedPrecondition) as refused:
-        async with lgx.transaction(service, agent_id="rooms") as tx:
+    tx = lgx.transaction(service, agent_id="rooms")
+
+    async def run() -> None:
+        async with tx:
             await tx.tools([cancel_room])
+
+    with pytest.raises(FailedPrecondition) as refused:
+        await run()
     text = str(refused.value)
     assert "tool 'cancel_room' is not loaded on the server" in text
-    assert "as_agenttx_tools" in text and "--tools module:attr" in text
+    assert "as_agenttx_tools" in text
+    assert "--tools module:attr" in text
     assert tx.status is TxStatus.ROLLED_BACK
 
 
@@ -256,12 +272,17 @@ def forgetful_plan(messages: list[BaseMessage]) -> AIMessage:
 async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
     service: TransactionService,
 ) -> None:
-    with pytest.raises(StepsOwed) as owed:
-        async with lgx.transaction(service, agent_id="forgetful") as tx:
+    tx = lgx.transaction(service, agent_id="forgetful")
+
+    async def run() -> None:
+        async with tx:
             agent = ScriptedAgent(tx, forgetful_plan)
             await graph(agent, await tx.tool_node(await tx.tools())).ainvoke(
                 {"messages": [HumanMessage("Look it up.")]}
             )
+
+    with pytest.raises(StepsOwed) as owed:
+        await run()
     assert isinstance(owed.value, StepsNotRedone)  # the client helper's rule and error
     assert owed.value.steps == {1: "kv.put"}
     assert "step 1 (kv.put)" in str(owed.value)
@@ -311,7 +332,8 @@ async def test_an_approved_commit_commits_exactly_the_change_shown(
         assert shown["changes"]["state"][0]["after"] == 100
         out = await g.ainvoke(lgx.approve("alice"), config)
         assert "__interrupt__" not in out
-    assert tx.result is not None and tx.result.committed
+    assert tx.result is not None
+    assert tx.result.committed
     assert await committed_value(service, "price") == 100
     info = await service.get_transaction(tx.transaction_id)
     assert info.receipts[0].status == "approved"
@@ -335,18 +357,22 @@ async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_n
         assert "refused by 'alice': the limit is 50, not 100" in str(told.content)
         await g.ainvoke(lgx.approve("alice"), config)
     assert [r.reason for r in tx.refusals] == ["the limit is 50, not 100"]
-    assert tx.result is not None and tx.result.committed
+    assert tx.result is not None
+    assert tx.result.committed
     assert await committed_value(service, "price") == 50
 
 
 async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
     service: TransactionService,
 ) -> None:
-    with pytest.raises(ApprovalRequired):
-        async with lgx.transaction(
-            service, agent_id="pricer", principal="agent-7", mode="approval_required"
-        ) as tx:
+    tx = lgx.transaction(service, agent_id="pricer", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
             g, config = await approval_graph(tx)
             await g.ainvoke({"messages": [HumanMessage("Set the price.")]}, config)
+
+    with pytest.raises(ApprovalRequired):
+        await run()
     assert tx.status is TxStatus.ROLLED_BACK
     assert await committed_value(service, "price") is None
