@@ -83,6 +83,8 @@ class StepsOwed(StepsNotRedone):
     """The agent finished while steps a rewind undid were not sent again: the transaction was
     rolled back, not committed. ``steps`` maps each to the tool it called."""
 
+    reason = "STEPS_OWED"
+
     def __init__(self, transaction_id: str, steps: dict[int, str]) -> None:
         FailedPrecondition.__init__(
             self,

@@ -96,6 +96,8 @@ def tool_name(provider: str) -> str | None:
 class NameCollision(InvalidArgument):
     """Two tools would reach the model under one name."""
 
+    reason = "TOOL_NAME_COLLISION"
+
 
 class ToolNames:
     """Both ways between AgentTx tool names and provider names, for one set of tools.
