@@ -12,6 +12,7 @@ from pathlib import Path
 
 from langchain_core.tools import tool
 
+import agenttx
 from agenttx.integrations.langgraph import as_agenttx_tools
 
 SIZES = {"blue": 4, "red": 12}
@@ -64,3 +65,12 @@ TOOLS = as_agenttx_tools(
     effects={"book_room": "compensatable", "room_size": "read"},
     undo={"book_room": cancel_room},
 )
+
+
+@tool
+def close_account(account: str) -> None:
+    """Close an account (the provider refuses beyond repair: the transaction is aborted)."""
+    raise agenttx.FatalToolError(f"the provider closed account {account} already")
+
+
+ABORTING_TOOLS = as_agenttx_tools([close_account], effects={"close_account": "irreversible"})

@@ -38,7 +38,7 @@ class ScriptedAgent:
 
 def graph(
     agent: ScriptedAgent,
-    tools: TransactionToolNode,
+    tools: TransactionToolNode | Any,  # or LangGraph's own ToolNode
     approval: Callable[..., Any] | None = None,
     checkpointer: Any = None,
 ) -> Any:
