@@ -129,18 +129,18 @@ class AgentTransaction:
         if self.status is None or self.ended:
             return
         if exc is not None:
-            await self._abort(exc, exc)
+            await self._abort(exc)
             return
         owed = self.ledger.to_redo()
         if owed:
             error = StepsOwed(self.transaction_id, owed)
-            await self._abort(error, error)
+            await self._abort(error)
             raise error
         try:
             await self.commit()
         except AgentTxError as refused:
             if not self.ended:
-                await self._abort(refused, refused)
+                await self._abort(refused)
             raise
 
     async def commit(self) -> CommitResult:
@@ -155,13 +155,14 @@ class AgentTransaction:
         self.result, self.status, self.next_step_id = r, r.transaction_status, 0
         return r
 
-    async def _abort(self, cause: BaseException, note_on: BaseException) -> None:
+    async def _abort(self, cause: BaseException) -> None:
+        """Roll back because of ``cause``, which the caller is about to see raised."""
         reason = f"aborted by the agent run on {type(cause).__name__}: {cause}"[:240]
         try:
             r = await self.service.rollback(self.transaction_id, None, reason)
         except AgentTxError as abort_error:
             # The run's own error is what the caller needs to see; say the abort failed.
-            note_on.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")
+            cause.add_note(f"agenttx: rolling back {self.transaction_id} failed: {abort_error}")
             return
         self.status, self.next_step_id = r.transaction_status, r.next_step_id
 
