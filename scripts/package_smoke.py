@@ -141,7 +141,7 @@ def langgraph_needs_the_extra() -> None:
 
     check(agenttx.integrations.provider_name("kv.put") == "kv--put", "the neutral core imports")
     try:
-        import agenttx.integrations.langgraph  # noqa: F401 - the import is the check
+        import agenttx.integrations.langgraph  # the import is the check
     except ImportError as exc:
         check("pip install 'agenttx[langgraph]'" in str(exc), f"message names no extra: {exc}")
         print(f"agenttx.integrations.langgraph without the extra: {exc}")
