@@ -12,6 +12,8 @@ shares lives here, one idea per module:
   back, reversibly and without collisions;
 - ``_failure``: what the model reads of a call that did not take effect, and the error the
   block raises when the agent finished owing steps;
+- ``_order``: the calls of one model message let through in the message's order, for a
+  framework that runs them as concurrent tasks;
 - ``_catalog``: the tools a service has, in one shape for the engine and the client.
 
 The layer: it may import the service contract, the plain types and errors, the tool contract

@@ -8,11 +8,14 @@ Invariants:
 
 - ``next_step_id`` is the step the service expects, as its last reply said (0 once ended);
   a call is always sent as exactly that step.
-- One step at a time (``_turn``): calls that arrive together (a framework running a message's
-  calls as concurrent tasks) are sent one after another, never with the same step id.
-  ``in_order`` sends the calls of one model message in the message's order, so a replay of
-  the same messages is the same steps; after a call of the message rewinds the transaction,
-  the rest are not sent (they were planned on steps that no longer stand).
+- One step at a time (``_turn``): calls that arrive together are sent one after another,
+  never with the same step id.
+- The calls of one model message become steps in the message's order, so a replay of the
+  same messages is the same steps: ``in_order`` sends them one by one for a framework that
+  lets us run the message; for one that runs them as concurrent tasks, ``expect`` names the
+  message's calls and each ``call(..., call_id=)`` waits its turn (``MessageOrder``). Either
+  way, after a call of the message rewinds the transaction the rest are not sent (they were
+  planned on steps that no longer stand).
 - ``ledger`` is the client helper's rule (``StepLedger``): steps a server-side rewind undid
   are owed until sent again, and the block does not commit while one is owed (``StepsOwed``;
   it rolls back instead).
@@ -35,6 +38,7 @@ from agenttx.errors import AgentTxError, FailedPrecondition, NotActive
 from agenttx.integrations._catalog import ToolSpec, listed_tools, tools_not_loaded
 from agenttx.integrations._failure import FailedCall, StepsOwed, constraints_prompt
 from agenttx.integrations._names import ToolNames
+from agenttx.integrations._order import MessageOrder
 from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.service import TransactionService
 from agenttx.types import CommitResult, RollbackPolicy, StepResult, StepStatus, TxStatus
@@ -95,6 +99,8 @@ class AgentTransaction:
         self.approved: Preview | None = None
         self.refusals: list[Refusal] = []  # every refusal of this run, oldest first
         self._turn = asyncio.Lock()  # held while a step is out: one at a time, FIFO
+        self.order = MessageOrder()  # the current message's calls, for frameworks that gather
+        self._message_rewinds = 0  # ``rewinds`` when the current message was expected
         self._tools: dict[str, ToolSpec] | None = None  # the service's listing, read once
         # The names the model knows the tools by, every wrapped tool's: one table, so two
         # tools offered under one name are refused when the second is wrapped.
@@ -187,12 +193,32 @@ class AgentTransaction:
         """The constraints so far as a system-prompt fragment ("" when there are none)."""
         return constraints_prompt(self.constraints)
 
-    async def call(self, tool: str, arguments: Any = None, raw_context: str = "") -> CallOutcome:
+    async def call(
+        self, tool: str, arguments: Any = None, raw_context: str = "", *, call_id: str = ""
+    ) -> CallOutcome:
         """Send ``tool(arguments)`` as the next step. A failure the transaction survives (a
         rewind) is the outcome's ``failure``; one that ends it raises ``TransactionAborted``,
-        an outside call of unknown outcome ``OutcomeUnknown``."""
-        async with self._turn:
-            return await self._send(tool, arguments, raw_context)
+        an outside call of unknown outcome ``OutcomeUnknown``. A ``call_id`` of the message
+        ``expect`` named waits for the calls before it, and is not sent after one of them
+        rewound the transaction."""
+        if not call_id or not self.order.holds(call_id):
+            async with self._turn:
+                return await self._send(tool, arguments, raw_context)
+        await self.order.wait_turn(call_id)
+        try:
+            if self.rewinds != self._message_rewinds and self.last_failure is not None:
+                return CallOutcome(failure=self._not_sent(self.shown(tool)))
+            async with self._turn:
+                return await self._send(tool, arguments, raw_context)
+        finally:
+            await self.order.finish(call_id)
+
+    def expect(self, call_ids: Sequence[str]) -> None:
+        """A model message holds these calls, in this order: ``call(..., call_id=)`` sends
+        them so, however they are scheduled (``skip`` through ``order`` one that will not
+        run)."""
+        self.order.expect(call_ids)
+        self._message_rewinds = self.rewinds
 
     async def in_order(
         self,

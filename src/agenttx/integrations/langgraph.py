@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -75,6 +76,10 @@ DEFAULT_EFFECT = "irreversible"
 FRAMEWORK_EFFECTS = ("read", "compensatable", "irreversible")
 
 LangChainTool = BaseTool | Callable[..., Any]
+
+# The id of the tool call being run, set by ``ordered_calls`` around LangGraph's ToolNode
+# running it: the wrapped tool's coroutine gets only the model's arguments.
+_CALL_ID: ContextVar[str] = ContextVar("agenttx_call_id", default="")
 
 
 def _langchain(t: LangChainTool) -> BaseTool:
@@ -199,7 +204,7 @@ def _step_tool(
     """A LangChain tool named ``shown_as`` whose call is the next step, ``agenttx_name``."""
 
     async def step(**arguments: Any) -> tuple[str, Any]:
-        outcome = await core.call(agenttx_name, arguments)
+        outcome = await core.call(agenttx_name, arguments, call_id=_CALL_ID.get())
         if outcome.failure is not None:
             raise ToolException(outcome.failure.text())  # a ToolMessage with status="error"
         return _content(outcome.output), outcome.output
@@ -414,6 +419,27 @@ class LangGraphTransaction:
             return Command(goto=agent, update={key: [told]})
 
         return approval
+
+    async def ordered_calls(self, request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
+        """For LangGraph's own ``ToolNode(tools, awrap_tool_call=tx.ordered_calls)``: its
+        concurrent calls of one ``AIMessage`` become steps in the message's order, and after a
+        call that rewinds the transaction the rest are answered as not run — as in
+        ``tx.tool_node``."""
+        call_id = str(request.tool_call["id"])
+        if not self.core.order.holds(call_id):  # the first call of a new message
+            state = request.state
+            messages = state if isinstance(state, list) else state[self.messages_key]
+            message = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+            ids = [str(c["id"]) for c in message.tool_calls] if message is not None else []
+            self.core.expect(ids if call_id in ids else [call_id])
+        token = _CALL_ID.set(call_id)
+        try:
+            return await execute(request)
+        finally:
+            _CALL_ID.reset(token)
+            # A call ToolNode refused before the tool ran (no such tool) must not hold up
+            # the calls after it; for one that ran, this is already so.
+            await self.core.order.skip(call_id)
 
     async def __aenter__(self) -> LangGraphTransaction:
         await self.core.begin()
