@@ -94,9 +94,7 @@ def _engine_tool(t: FrameworkTool, effect: str, take_back: Runner | None, kind: 
             await ctx.register_undo(dict(arguments))  # durable before the outside call
         return await t.run(dict(arguments))
 
-    made = agenttx_tool(name=t.name, effect=effect, description=t.description, schema=t.schema)(
-        run
-    )
+    made = agenttx_tool(name=t.name, effect=effect, description=t.description, schema=t.schema)(run)
     if take_back is not None:
         undoer = take_back
 
