@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agents import function_tool
 
+import agenttx
 from agenttx.integrations.openai_agents import as_agenttx_tools
 
 SIZES = {"blue": 4, "red": 12}
@@ -59,3 +60,21 @@ TOOLS = as_agenttx_tools(
     effects={"book_room": "compensatable", "room_size": "read"},
     undo={"book_room": cancel_room},
 )
+
+
+@function_tool(needs_approval=True)
+def order_lunch(people: int) -> str:
+    """Order lunch (a person approves each order; nobody declared its effect: irreversible)."""
+    return f"lunch for {people}"
+
+
+APPROVED_TOOLS = as_agenttx_tools([order_lunch])
+
+
+@function_tool
+def close_account(account: str) -> None:
+    """Close an account (the provider refuses beyond repair: the transaction is aborted)."""
+    raise agenttx.FatalToolError(f"the provider closed account {account} already")
+
+
+ABORTING_TOOLS = as_agenttx_tools([close_account], effects={"close_account": "irreversible"})
