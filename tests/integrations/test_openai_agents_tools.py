@@ -5,12 +5,13 @@ tool outside approval mode. The public surface of the module is exactly what doc
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, set_tracing_disabled
+from agents import Agent, Runner, set_trace_processors, set_tracing_disabled
 from agents.exceptions import UserError
+from agents.tracing import FunctionSpanData, Span, Trace, TracingProcessor
 
 import agenttx
 from agenttx import InvalidArgument, TransactionAborted, TxStatus
@@ -132,11 +133,69 @@ async def test_the_approval_tool_outside_approval_mode_answers_at_once(
     assert tx.result.steps_committed == 1
 
 
+class Spans(TracingProcessor):
+    """Keeps every finished span in memory: tracing on, nothing exported."""
+
+    def __init__(self) -> None:
+        self.ended: list[Span[Any]] = []
+
+    def on_trace_start(self, trace: Trace) -> None:
+        pass
+
+    def on_trace_end(self, trace: Trace) -> None:
+        pass
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        pass
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        self.ended.append(span)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    kept = Spans()
+    set_trace_processors([kept])  # in place of the exporter to OpenAI
+    set_tracing_disabled(False)
+    yield kept
+    set_tracing_disabled(True)
+    set_trace_processors([])
+
+
+async def test_a_rewound_call_is_an_error_on_its_trace_span(
+    open_engine: OpenEngine, spans: Spans
+) -> None:
+    engine = await open_engine(tools=TOOLS)
+
+    def plan(sent: Sent) -> list[Any]:
+        if sent.outputs():
+            return [say("No green room.")]
+        return [call("room_size", "g", room="green", delay_s=0.0), call("kv--put", "p", key="a")]
+
+    async with oax.transaction(engine, agent_id="rooms") as tx:
+        rooms = Agent(name="rooms", model=ScriptedModel(plan), tools=await tx.tools())
+        await Runner.run(rooms, "Green?", run_config=tx.run_config())
+    functions = [s for s in spans.ended if isinstance(s.span_data, FunctionSpanData)]
+    assert [(s.span_data.name, s.error and s.error["message"]) for s in functions] == [
+        ("room_size", "AgentTx step rewound"),
+        ("kv--put", "AgentTx call not sent"),
+    ]
+    assert functions[0].error is not None
+    assert functions[0].error["data"] == {"tool_name": "room_size", "step_id": 1, "resume_at": 1}
+
+
 def test_the_public_surface_is_exactly_these() -> None:
     assert oax.__all__ == [
         "APPROVAL_TOOL",
         "DEFAULT_EFFECT",
         "OpenAIAgentsTransaction",
+        "StepRewound",
         "as_agenttx_tools",
         "transaction",
     ]

@@ -12,9 +12,10 @@ next step. The transaction itself (begin, steps in order, the owed-steps rule, c
 rollback, approval) is ``agenttx.integrations.AgentTransaction``; this module only turns its
 outcomes into the SDK's shapes:
 
-- a failed step is the tool's error output, the text the model reads as the call's output
-  (the SDK's default ``failure_error_function`` would hide the error behind a fixed sentence;
-  here it is the ``FailedCall`` text: hint, what was undone, where the transaction resumes);
+- a failed step is the tool's error (``StepRewound``), which the wrapped tool's
+  ``failure_error_function`` turns into the output the model reads: the ``FailedCall`` text
+  (hint, what was undone, where the transaction resumes), where the SDK's default would say
+  only "An error occurred while running the tool";
 - ``tx.run_config()`` makes the ``Runner`` run a response's calls one at a time in the
   response's order (``ToolExecutionConfig(max_function_tool_concurrency=1)``) and, before
   every model call, marks where the response was planned and puts the constraints so far into
@@ -47,8 +48,12 @@ try:
         ToolExecutionConfig,
     )
     from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
-    from agents.tool import set_function_tool_failure_error_function
+    from agents.tool import (
+        set_function_tool_failure_error_function,
+        with_function_tool_failure_error_handler,
+    )
     from agents.tool_context import ToolContext
+    from agents.tracing import SpanError, get_current_span
 except ImportError as missing:  # the extra is not installed: say which one, at once
     raise ImportError(
         "agenttx.integrations.openai_agents needs the OpenAI Agents SDK, which is not "
@@ -72,6 +77,7 @@ __all__ = [
     "APPROVAL_TOOL",
     "DEFAULT_EFFECT",
     "OpenAIAgentsTransaction",
+    "StepRewound",
     "as_agenttx_tools",
     "transaction",
 ]
@@ -100,6 +106,45 @@ def _json_output(value: Any) -> Any:
 
 def _content(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+class StepRewound(Exception):
+    """A call that did not take effect (its step failed and was rewound, or it was not sent
+    after one that was): the wrapped tool's error, which its ``failure_error_function`` turns
+    into the output the model reads."""
+
+    def __init__(self, failure: FailedCall) -> None:
+        super().__init__(failure.text())
+        self.failure = failure
+
+
+def _failed_call_text(ctx: RunContextWrapper[Any], error: Exception) -> str:
+    """The wrapped tools' ``failure_error_function``: a rewound call's ``FailedCall`` text
+    (the hint, what was undone, where the transaction resumes). Any other error is not the
+    model's to handle (an aborted transaction, a run without ``tx.run_config()``): it goes on
+    and ends the run."""
+    if isinstance(error, StepRewound):
+        return error.failure.text()
+    raise error
+
+
+def _mark_span(tool: FunctionTool, error: Exception, arguments: str) -> None:
+    """A rewound call is an error on the tool's trace span, as the SDK marks a tool error it
+    handled (steps and tool only: the hint may quote the arguments)."""
+    span = get_current_span()
+    if span is not None and isinstance(error, StepRewound):
+        f = error.failure
+        span.set_error(
+            SpanError(
+                message="AgentTx step rewound" if f.after is None else "AgentTx call not sent",
+                data={"tool_name": tool.name, "step_id": f.step_id, "resume_at": f.resume_at},
+            )
+        )
+
+
+def _failing_with_text(t: FunctionTool) -> FunctionTool:
+    set_function_tool_failure_error_function(t, _failed_call_text)
+    return t
 
 
 # ---------------------------------------------------------------------- engine side
@@ -303,29 +348,33 @@ class OpenAIAgentsTransaction:
         return self.core.names.add(tool, shown)
 
     def _wrapped(self, t: FunctionTool) -> FunctionTool:
-        return FunctionTool(
-            name=t.name,
-            description=t.description,
-            params_json_schema=dict(t.params_json_schema),
-            on_invoke_tool=self._invoker(t.name, t.name),
-            strict_json_schema=t.strict_json_schema,
-            is_enabled=t.is_enabled,
-            tool_input_guardrails=t.tool_input_guardrails,
-            tool_output_guardrails=t.tool_output_guardrails,
-            needs_approval=t.needs_approval,
+        return _failing_with_text(
+            FunctionTool(
+                name=t.name,
+                description=t.description,
+                params_json_schema=dict(t.params_json_schema),
+                on_invoke_tool=self._invoker(t.name, t.name),
+                strict_json_schema=t.strict_json_schema,
+                is_enabled=t.is_enabled,
+                tool_input_guardrails=t.tool_input_guardrails,
+                tool_output_guardrails=t.tool_output_guardrails,
+                needs_approval=t.needs_approval,
+            )
         )
 
     def _listed(self, spec: ToolSpec, shown_as: str) -> FunctionTool:
         schema = dict(spec.input_schema)
         schema.setdefault("type", "object")
-        return FunctionTool(
-            name=shown_as,
-            description=spec.description or f"AgentTx tool {spec.name}",
-            params_json_schema=schema,
-            on_invoke_tool=self._invoker(spec.name, shown_as),
-            # The service's schemas allow any JSON where a tool takes any (kv.put's value):
-            # strict mode would forbid that, and the engine validates the arguments anyway.
-            strict_json_schema=False,
+        return _failing_with_text(
+            FunctionTool(
+                name=shown_as,
+                description=spec.description or f"AgentTx tool {spec.name}",
+                params_json_schema=schema,
+                on_invoke_tool=self._invoker(spec.name, shown_as),
+                # The service's schemas allow any JSON where a tool takes any (kv.put's
+                # value): strict mode would forbid that; the engine validates the arguments.
+                strict_json_schema=False,
+            )
         )
 
     def _invoker(self, agenttx_name: str, shown_as: str) -> Any:
@@ -346,18 +395,18 @@ class OpenAIAgentsTransaction:
             async def send(_: str) -> str:
                 outcome = await core.call(agenttx_name, parsed)
                 if outcome.failure is not None:
-                    return outcome.failure.text()  # the error output the model reads
+                    raise StepRewound(outcome.failure)
                 return _content(outcome.output)
 
             def not_sent(_: str, failure: FailedCall) -> str:
-                return failure.text()
+                raise StepRewound(failure)
 
             [reply] = await core.in_order(
                 [shown_as], send, not_sent, lambda c: c, since=self.planned_at
             )
             return reply
 
-        return invoke
+        return with_function_tool_failure_error_handler(invoke, _mark_span)
 
     # ------------------------------------------------------------------ approval
 
