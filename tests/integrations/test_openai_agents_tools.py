@@ -9,12 +9,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, set_trace_processors, set_tracing_disabled
+from agents import Agent, RunConfig, Runner, set_trace_processors, set_tracing_disabled
 from agents.exceptions import UserError
+from agents.run_config import CallModelData, ModelInputData
 from agents.tracing import FunctionSpanData, Span, Trace, TracingProcessor
 
 import agenttx
-from agenttx import InvalidArgument, TransactionAborted, TxStatus
+from agenttx import FailedPrecondition, InvalidArgument, TransactionAborted, TxStatus
 from agenttx.integrations import openai_agents as oax
 from oa_model import ScriptedModel, Sent, call, say
 from oa_tools import ABORTING_TOOLS, APPROVED_TOOLS, TOOLS, book_room, cancel_room, order_lunch
@@ -131,6 +132,63 @@ async def test_the_approval_tool_outside_approval_mode_answers_at_once(
         assert result.interruptions == []
     assert tx.result is not None
     assert tx.result.steps_committed == 1
+
+
+async def test_an_approval_given_to_the_sdk_alone_fails_the_run_and_rolls_back(
+    open_engine: OpenEngine,
+) -> None:
+    engine = await open_engine(tools=TOOLS)
+
+    def plan(sent: Sent) -> list[Any]:
+        if sent.outputs():
+            return [call("commit_changes", "ask1")]
+        return [call("kv--put", "p1", key="price", value=100)]
+
+    tx = oax.transaction(engine, agent_id="pricer", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
+            pricer = Agent(
+                name="pricer",
+                model=ScriptedModel(plan),
+                tools=[*await tx.tools(), tx.approval_tool()],
+            )
+            result = await Runner.run(pricer, "Set the price.", run_config=tx.run_config())
+            state = result.to_state()
+            state.approve(result.interruptions[0])  # the SDK's approval, not AgentTx's
+            await Runner.run(pricer, state, run_config=tx.run_config())
+
+    with pytest.raises(UserError) as failed:
+        await run()
+    assert isinstance(failed.value.__cause__, FailedPrecondition)
+    assert "tx.approve(result, principal)" in str(failed.value)
+    assert tx.status is TxStatus.ROLLED_BACK
+
+
+async def test_the_callers_own_model_input_filter_runs_first_and_the_constraints_after(
+    open_engine: OpenEngine,
+) -> None:
+    engine = await open_engine(tools=TOOLS)
+
+    def plan(sent: Sent) -> list[Any]:
+        if sent.outputs():
+            return [say("No green room.")]
+        return [call("room_size", "g", room="green", delay_s=0.0)]
+
+    def house_rules(data: CallModelData[Any]) -> ModelInputData:
+        given = data.model_data
+        return ModelInputData(input=given.input, instructions=f"{given.instructions} Be brief.")
+
+    model = ScriptedModel(plan)
+    async with oax.transaction(engine, agent_id="rooms") as tx:
+        rooms = Agent(name="rooms", instructions="Rooms.", model=model, tools=await tx.tools())
+        config = tx.run_config(tx.run_config(RunConfig(call_model_input_filter=house_rules)))
+        await Runner.run(rooms, "Green?", run_config=config)
+    assert model.sent[0].instructions == "Rooms. Be brief."
+    second = model.sent[1].instructions
+    assert second.startswith("Rooms. Be brief.\n\nConstraints learned from failed steps")
+    assert second.count("Be brief.") == 1  # a run_config of a run_config filters once
+    assert "no room named 'green'" in second
 
 
 class Spans(TracingProcessor):
