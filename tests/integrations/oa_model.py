@@ -42,12 +42,17 @@ Plan = Callable[[Sent], list[Any]]
 
 
 def call(name: str, call_id: str, **args: Any) -> ResponseFunctionToolCall:
+    return raw_call(name, call_id, json.dumps(args))
+
+
+def raw_call(name: str, call_id: str, arguments: str) -> ResponseFunctionToolCall:
+    """A function call whose arguments are this text, JSON or not (as a model may send)."""
     return ResponseFunctionToolCall(
         type="function_call",
         id=f"fc_{call_id}",
         call_id=call_id,
         name=name,
-        arguments=json.dumps(args),
+        arguments=arguments,
         status="completed",
     )
 

@@ -9,7 +9,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, set_trace_processors, set_tracing_disabled
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    ToolCallOutputItem,
+    set_trace_processors,
+    set_tracing_disabled,
+)
 from agents.exceptions import UserError
 from agents.run_config import CallModelData, ModelInputData
 from agents.tracing import FunctionSpanData, Span, Trace, TracingProcessor
@@ -17,7 +24,7 @@ from agents.tracing import FunctionSpanData, Span, Trace, TracingProcessor
 import agenttx
 from agenttx import FailedPrecondition, InvalidArgument, TransactionAborted, TxStatus
 from agenttx.integrations import openai_agents as oax
-from oa_model import ScriptedModel, Sent, call, say
+from oa_model import ScriptedModel, Sent, call, raw_call, say
 from oa_tools import ABORTING_TOOLS, APPROVED_TOOLS, TOOLS, book_room, cancel_room, order_lunch
 from oa_tools import room_size as room_size_tool
 
@@ -132,6 +139,27 @@ async def test_the_approval_tool_outside_approval_mode_answers_at_once(
         assert result.interruptions == []
     assert tx.result is not None
     assert tx.result.steps_committed == 1
+
+
+async def test_arguments_that_are_not_a_json_object_are_told_and_nothing_is_sent(
+    open_engine: OpenEngine,
+) -> None:
+    engine = await open_engine(tools=TOOLS)
+
+    def plan(sent: Sent) -> list[Any]:
+        if sent.outputs():
+            return [say("Sorry.")]
+        return [raw_call("kv--put", "x", "{oops"), raw_call("kv--put", "y", "[1]")]
+
+    async with oax.transaction(engine, agent_id="sloppy") as tx:
+        sloppy = Agent(name="sloppy", model=ScriptedModel(plan), tools=await tx.tools())
+        result = await Runner.run(sloppy, "Put it.", run_config=tx.run_config())
+        assert tx.next_step_id == 1
+    told = [str(i.output) for i in result.new_items if isinstance(i, ToolCallOutputItem)]
+    assert len(told) == 2
+    for text in told:
+        assert text.startswith("AgentTx: the arguments of kv--put are not a JSON object")
+        assert "nothing was sent" in text
 
 
 async def test_an_approval_given_to_the_sdk_alone_fails_the_run_and_rolls_back(

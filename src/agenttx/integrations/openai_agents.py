@@ -289,10 +289,8 @@ class OpenAIAgentsTransaction:
         response's function calls run one at a time in the response's order, and the
         constraints reach the model's instructions before every model call."""
         base = base if base is not None else RunConfig()
-        execution = base.tool_execution if base.tool_execution is not None else None
         ordered = dataclasses.replace(
-            execution if execution is not None else ToolExecutionConfig(),
-            max_function_tool_concurrency=1,
+            base.tool_execution or ToolExecutionConfig(), max_function_tool_concurrency=1
         )
         inner = base.call_model_input_filter
         if isinstance(inner, _ModelTurns):
