@@ -55,3 +55,22 @@ def test_the_langgraph_module_without_its_extra_names_the_extra(blocked: str) ->
     assert done.returncode == 0, done.stderr
     assert "pip install 'agenttx[langgraph]'" in done.stdout
     assert "needs LangGraph and LangChain" in done.stdout
+
+
+def test_the_openai_agents_module_without_its_extra_names_the_extra() -> None:
+    done = fresh(
+        """
+        import sys
+        sys.modules["agents"] = None  # as if the extra were not installed
+        import agenttx.integrations
+        try:
+            import agenttx.integrations.openai_agents
+        except ImportError as e:
+            print(e)
+        else:
+            raise SystemExit("imported without the framework")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'agenttx[openai-agents]'" in done.stdout
+    assert "needs the OpenAI Agents SDK" in done.stdout

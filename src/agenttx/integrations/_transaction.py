@@ -226,11 +226,14 @@ class AgentTransaction:
         send: Callable[[Call], Awaitable[Reply]],
         not_sent: Callable[[Call, FailedCall], Reply],
         tool_of: Callable[[Call], str],
+        since: int | None = None,
     ) -> list[Reply]:
         """The calls of one model message, one after another in the message's order
         (``send`` makes each one's reply; it calls ``call``). After a call rewinds the
-        transaction the rest are not sent: ``not_sent`` makes their replies, saying so."""
-        mark = self.rewinds
+        transaction the rest are not sent: ``not_sent`` makes their replies, saying so.
+        ``since`` is ``rewinds`` when the message arrived (default: now): a framework that
+        is handed a message's calls one at a time passes it with each."""
+        mark = self.rewinds if since is None else since
         replies: list[Reply] = []
         for c in calls:
             if self.rewinds != mark and self.last_failure is not None:
