@@ -11,6 +11,7 @@ model reads. The store is not what these test, so SQLite only.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -38,6 +39,7 @@ from agenttx import (
 from agenttx.integrations import PROVIDER_NAME, StepsOwed
 from agenttx.integrations import pydantic_ai as pax
 from agenttx.service import TransactionService
+from gateway_servers import gateway_engine, write_gateway
 from pai_tools import (
     ABORTING_TOOLS,
     ROOMS,
@@ -53,6 +55,7 @@ from pai_tools import (
     text,
     turns,
 )
+from paths import TESTS
 
 if TYPE_CHECKING:
     from served_engine import Served
@@ -542,3 +545,71 @@ def test_the_module_without_its_extra_names_the_extra() -> None:
     assert done.returncode == 0, done.stderr
     assert "pip install 'agenttx[pydantic-ai]'" in done.stdout
     assert "needs pydantic-ai" in done.stdout
+
+
+# ------------------------------------------------------------------ a gateway server's tools
+
+
+async def test_a_toolset_of_a_gateway_servers_tools_steps_through_the_gateway(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``server=``: the wrapped toolset's ``put`` is the step ``store.put``, which the engine's
+    gateway calls on the real downstream MCP server. (A pydantic-ai ``MCPToolset`` of that
+    server is such a toolset; it needs fastmcp, not in the pinned extra, so a toolset of the
+    same definitions stands in for its listing: its bodies never run.)"""
+    kv_file = tmp_path / "store.json"
+    kv_file.write_text(json.dumps({"color": "red"}))
+    gateway = write_gateway(
+        tmp_path / "gateway.toml",
+        f"""
+        [servers.store]
+        command = "{sys.executable}"
+        args = ["{TESTS / "gateway_downstream.py"}"]
+        env = {{ KV_FILE = "{kv_file}" }}
+
+        [servers.store.tools.put.before]
+        tool = "get"
+        arguments = {{ key = "${{args.key}}" }}
+
+        [servers.store.tools.put.undo]
+        tool = "put"
+        arguments = {{ key = "${{args.key}}", value = "${{before.value}}" }}
+        """,
+    )
+
+    def put(key: str, value: str) -> dict[str, Any]:
+        """Write one key."""
+        raise AssertionError("the wrapper sends the call to the service; it never runs here")
+
+    def painting(color: str) -> Callable[[list[ModelMessage]], ModelResponse]:
+        def plan(messages: list[ModelMessage]) -> ModelResponse:
+            if turns(messages):
+                return text(f"It is {color} now.")
+            return calls(("put", "p1", {"key": "color", "value": color}))
+
+        return plan
+
+    def color() -> Any:
+        return json.loads(kv_file.read_text())["color"]
+
+    engine = await gateway_engine(store_url, tmp_path / "data", gateway)
+    try:
+        async with pax.transaction(engine, agent_id="painter") as tx:
+            toolset = tx.toolset(FunctionToolset([put]), server="store")
+            await ScriptedModel(painting("blue")).agent(toolset).run("Paint it blue.")
+            assert color() == "blue"  # ran at its step, through the gateway
+        assert tx.result is not None
+        assert await live_steps(engine, tx.transaction_id) == ["store.put"]
+
+        async def change_of_mind() -> None:
+            async with pax.transaction(engine, agent_id="painter") as again:
+                toolset = again.toolset(FunctionToolset([put]), server="store")
+                await ScriptedModel(painting("green")).agent(toolset).run("Paint it green.")
+                assert color() == "green"
+                raise RuntimeError("changed my mind")
+
+        with pytest.raises(RuntimeError, match="changed my mind"):
+            await change_of_mind()
+        assert color() == "blue"  # the gateway's undo ran on the rollback
+    finally:
+        await engine.close()
