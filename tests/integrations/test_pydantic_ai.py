@@ -613,3 +613,23 @@ async def test_a_toolset_of_a_gateway_servers_tools_steps_through_the_gateway(
         assert color() == "blue"  # the gateway's undo ran on the rollback
     finally:
         await engine.close()
+
+
+async def test_two_toolsets_of_one_transaction_say_its_instructions_and_offer_approval_once(
+    service: TransactionService,
+) -> None:
+    model = ScriptedModel(lambda messages: text("Nothing to do."))
+    tx = pax.transaction(service, agent_id="two", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
+            first = tx.toolset(FunctionToolset([room_size]))
+            second = tx.toolset(FunctionToolset([book_room]))
+            await model.agent(first, approval=True).run("", toolsets=[second])
+
+    with pytest.raises(ApprovalRequired):  # the model finished without asking: rolled back
+        await run()
+    [offered] = model.tools
+    names = sorted(t.name for t in offered)
+    assert names == ["agenttx--request_approval", "book_room", "room_size"]
+    assert model.instructions[0].count("call agenttx--request_approval") == 1
