@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import Any, cast
 
 try:
@@ -44,6 +43,7 @@ except ImportError as missing:  # the extra is not installed: say which one, at 
 from pydantic_core import SchemaValidator, core_schema, to_jsonable_python
 
 from agenttx.errors import FailedPrecondition, InvalidArgument
+from agenttx.integrations._block import TransactionBlock
 from agenttx.integrations._catalog import ToolSpec
 from agenttx.integrations._declared import (
     DEFAULT_EFFECT,
@@ -53,11 +53,10 @@ from agenttx.integrations._declared import (
 )
 from agenttx.integrations._failure import refusal_text
 from agenttx.integrations._transaction import APPROVER, AgentTransaction
-from agenttx.receipts import Refusal
 from agenttx.service import TransactionService
 from agenttx.tools.contract import Tool as AgentTxTool
 from agenttx.tools.contract import tool as agenttx_tool
-from agenttx.types import CommitResult, RollbackPolicy, TxStatus
+from agenttx.types import RollbackPolicy
 
 __all__ = [
     "APPROVAL_TOOL",
@@ -375,47 +374,15 @@ class ServiceToolset(AbstractToolset[Any]):
 # ---------------------------------------------------------------------- the transaction
 
 
-class PydanticAITransaction:
+class PydanticAITransaction(TransactionBlock):
     """One agent run (or several: a run, a person's decision, the resumed run) as one AgentTx
-    transaction (made by ``transaction``)."""
+    transaction (made by ``transaction``). The toolsets give the model the constraints as
+    instructions; ``system_prompt()`` is the same text for a prompt of your own."""
 
     def __init__(self, core: AgentTransaction, *, approval: bool) -> None:
-        self.core = core  # begin, steps in order, owed steps, commit or rollback, approval
+        super().__init__(core)
         self._steps = _Steps(core)  # shared by every toolset of this transaction
         self._voice: _Voice | None = _Voice(core, approval)  # handed to the first toolset
-
-    @property
-    def transaction_id(self) -> str:
-        return self.core.transaction_id
-
-    @property
-    def result(self) -> CommitResult | None:
-        """The commit's reply, once the block committed."""
-        return self.core.result
-
-    @property
-    def status(self) -> TxStatus | None:
-        return self.core.status
-
-    @property
-    def next_step_id(self) -> int:
-        return self.core.next_step_id
-
-    @property
-    def constraints(self) -> list[str]:
-        return list(self.core.constraints)
-
-    @property
-    def refusals(self) -> list[Refusal]:
-        return list(self.core.refusals)
-
-    def to_redo(self) -> dict[int, str]:
-        return self.core.to_redo()
-
-    def system_prompt(self) -> str:
-        """The constraints so far as a system-prompt fragment ("" when there are none); the
-        toolsets already give them to the model as instructions."""
-        return self.core.system_prompt()
 
     def toolset(
         self,
@@ -477,20 +444,6 @@ class PydanticAITransaction:
         r = await self.core.refuse(principal, reason, roles)
         told = ToolDenied(refusal_text(r.refused_by, r.reason, self.core.next_step_id))
         return DeferredToolResults(approvals={asked: told}, answered_by={asked: principal})
-
-    # ------------------------------------------------------------------ the block
-
-    async def __aenter__(self) -> PydanticAITransaction:
-        await self.core.begin()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.core.end(exc)
 
 
 def transaction(
