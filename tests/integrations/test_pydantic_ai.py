@@ -633,3 +633,36 @@ async def test_two_toolsets_of_one_transaction_say_its_instructions_and_offer_ap
     names = sorted(t.name for t in offered)
     assert names == ["agenttx--request_approval", "book_room", "room_size"]
     assert model.instructions[0].count("call agenttx--request_approval") == 1
+
+
+async def test_approval_asked_after_a_rewinding_call_of_the_same_response_is_not_asked(
+    service: TransactionService,
+) -> None:
+    def plan(messages: list[ModelMessage]) -> ModelResponse:
+        if turns(messages) == 0:
+            return calls(
+                ("kv--get", "g", {"key": "no-such-key"}),
+                ("agenttx--request_approval", "ask1", {}),
+            )
+        if turns(messages) == 1:
+            return calls(("kv--put", "p", {"key": "price", "value": 10}))
+        return calls(("agenttx--request_approval", "ask2", {}))
+
+    tx = pax.transaction(service, agent_id="hasty", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
+            done = await ScriptedModel(plan).agent(tx.toolset(), approval=True).run("")
+            assert isinstance(done.output, DeferredToolRequests)
+            [asked] = done.output.approvals
+            assert asked.tool_call_id == "ask2"  # the first was planned on a rewound step
+            first = answers(done.all_messages()[:3])
+            assert [(a.tool_call_id, a.outcome) for a in first] == [
+                ("g", "retried"),
+                ("ask1", "failed"),
+            ]
+            assert str(first[1].content).startswith("AgentTx: not run.")
+
+    with pytest.raises(ApprovalRequired):  # never approved: the block rolls back
+        await run()
+    assert tx.status is TxStatus.ROLLED_BACK

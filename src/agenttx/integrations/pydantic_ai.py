@@ -193,7 +193,9 @@ class _Steps:
     response: tuple[str | None, int] | None = None
     mark: int = 0
 
-    async def send(self, tool: str, shown_as: str, arguments: Any, ctx: RunContext[Any]) -> Any:
+    def check_planned(self, shown_as: str, ctx: RunContext[Any]) -> None:
+        """Refuse the call ``shown_as`` when an earlier call of its response rewound the
+        transaction: it was planned on steps that no longer stand."""
         core = self.core
         response = (ctx.run_id, ctx.run_step)
         if response != self.response:
@@ -201,7 +203,10 @@ class _Steps:
         if core.rewinds != self.mark and core.last_failure is not None:
             # Not the model's mistake: ToolFailed spends none of the tool's retries.
             raise ToolFailed(core.not_sent(shown_as).text())
-        outcome = await core.call(tool, to_jsonable_python(arguments))
+
+    async def send(self, tool: str, shown_as: str, arguments: Any, ctx: RunContext[Any]) -> Any:
+        self.check_planned(shown_as, ctx)
+        outcome = await self.core.call(tool, to_jsonable_python(arguments))
         if outcome.failure is not None:
             # pydantic-ai's own retry: one retry of this tool (its max_retries), the model
             # reads the hint, the undone steps and where the transaction resumes.
@@ -228,8 +233,12 @@ class _Voice:
     instructions, and in approval_required mode the tool that asks a person to approve. Only
     the first toolset a transaction makes carries it, so two toolsets never say it twice."""
 
-    core: AgentTransaction
+    steps: _Steps
     approval: bool  # true iff the transaction's mode is approval_required
+
+    @property
+    def core(self) -> AgentTransaction:
+        return self.steps.core
 
     def instructions(self) -> str | None:
         parts = [self.core.system_prompt()]
@@ -257,6 +266,7 @@ class _Voice:
 
     async def request_approval(self, ctx: RunContext[Any]) -> str:
         core = self.core
+        self.steps.check_planned(core.shown(APPROVAL_TOOL), ctx)
         if ctx.tool_call_approved:  # the person approved: PydanticAITransaction.approve did
             if core.approved is None:
                 raise FailedPrecondition(
@@ -382,7 +392,7 @@ class PydanticAITransaction(TransactionBlock):
     def __init__(self, core: AgentTransaction, *, approval: bool) -> None:
         super().__init__(core)
         self._steps = _Steps(core)  # shared by every toolset of this transaction
-        self._voice: _Voice | None = _Voice(core, approval)  # handed to the first toolset
+        self._voice: _Voice | None = _Voice(self._steps, approval)  # handed to the first toolset
 
     def toolset(
         self,
