@@ -666,3 +666,23 @@ async def test_approval_asked_after_a_rewinding_call_of_the_same_response_is_not
     with pytest.raises(ApprovalRequired):  # never approved: the block rolls back
         await run()
     assert tx.status is TxStatus.ROLLED_BACK
+
+
+async def test_pydantic_ais_own_approval_of_a_call_wraps_the_transactions_toolset(
+    service: TransactionService, tmp_path: Path
+) -> None:
+    """``tx.toolset(ROOMS).approval_required(...)``: pydantic-ai defers the call for a person;
+    once approved it is the next step; denied, it never reaches the service."""
+    log = str(tmp_path / "rooms.jsonl")
+    async with pax.transaction(service, agent_id="careful") as tx:
+        toolset = tx.toolset(ROOMS).approval_required(lambda ctx, d, args: d.name == "book_room")
+        agent = ScriptedModel(booking_plan(log)).agent(toolset, approval=True)
+        run = await agent.run("Book blue and red.")
+        assert isinstance(run.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in run.output.approvals] == ["b1", "b2"]
+        assert journal(log) == []  # nothing ran while the person decides
+        decided = run.output.build_results(approvals={"b1": True, "b2": False})
+        run = await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
+        assert run.output == "Both rooms are booked."
+    assert journal(log) == [("book", "blue")]
+    assert await live_steps(service, tx.transaction_id) == ["book_room"]
