@@ -489,6 +489,7 @@ RUNS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/http.md", '{"error":'): json_value(lambda v: v["error"]["reason"] == "WRONG_STEP"),
     ("docs/integrations.md", "import asyncio"): script(),
     ("docs/integrations.md", "# The Agents SDK shape"): script(),
+    ("docs/integrations.md", "# pip install 'agenttx[pydantic-ai]'"): script(),
     ("docs/isolation.md", "tx = await engine.begin(isolation="): with_engine(),
     ("docs/isolation.md", "async def add_one("): with_engine(check=ISOLATION_CHECK),
     ("docs/operations.md", '{"ts":'): json_value(lambda v: v["rpc"] == "ExecuteStep"),

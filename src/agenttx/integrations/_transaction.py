@@ -237,14 +237,17 @@ class AgentTransaction:
         replies: list[Reply] = []
         for c in calls:
             if self.rewinds != mark and self.last_failure is not None:
-                replies.append(not_sent(c, self._not_sent(tool_of(c))))
+                replies.append(not_sent(c, self.not_sent(tool_of(c))))
                 continue
             replies.append(await send(c))
         return replies
 
-    def _not_sent(self, tool: str) -> FailedCall:
+    def not_sent(self, tool: str) -> FailedCall:
+        """Why ``tool``, called in the same model message after a call that rewound the
+        transaction (``last_failure``), is not sent: for a framework that hands the calls of
+        a message over one at a time, not as the list ``in_order`` takes."""
         first = self.last_failure
-        assert first is not None  # in_order checks it
+        assert first is not None  # callers check it (in_order does)
         return FailedCall(
             tool=tool,
             step_id=0,
