@@ -14,7 +14,17 @@ shares lives here, one idea per module:
   block raises when the agent finished owing steps;
 - ``_order``: the calls of one model message let through in the message's order, for a
   framework that runs them as concurrent tasks;
-- ``_catalog``: the tools a service has, in one shape for the engine and the client.
+- ``_catalog``: the tools a service has, in one shape for the engine and the client;
+- ``_block``: ``TransactionBlock``, the ``tx`` of every framework's block (begin on entry, end
+  on exit, what the caller reads), subclassed once per framework; ``preview_shown``, what an
+  approval pause shows a person;
+- ``_engine_tools``: ``engine_tools``, the engine side of every ``as_agenttx_tools`` — the
+  default effect (irreversible), the effects a framework tool may have, the undo rules, the
+  name checks — over tools described as ``FrameworkTool``s;
+- ``_extras``: ``missing_extra``, the error of a framework module imported without its extra.
+
+Every framework's ``transaction(service, **options)`` takes ``TransactionOptions`` (in
+``_transaction``), the keywords of ``AgentTransaction``, declared once.
 
 The layer: it may import the service contract, the plain types and errors, the tool contract
 (to make ``agenttx.Tool``s of framework tools) and the client-side helpers; nothing in the

@@ -3,23 +3,29 @@ every framework's transaction object says the same way, around one ``AgentTransa
 
 A framework module subclasses ``TransactionBlock`` once and adds only its own shapes (tools,
 toolsets, nodes, approval answers); the block's rules (begin on entry, commit or roll back on
-exit) and what the caller reads after it are the core's, read through here.
+exit) and what the caller reads after it are the core's, read through here. ``preview_shown``
+is what a framework's approval pause shows a person, the same data in every framework.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from agenttx.integrations._transaction import AgentTransaction
-from agenttx.receipts import Refusal
+from agenttx.receipts import Preview, Refusal
 from agenttx.types import CommitResult, TxStatus
 
-__all__ = ["TransactionBlock"]
+__all__ = ["TransactionBlock", "preview_shown"]
 
 
 class TransactionBlock:
-    """One agent run as one AgentTx transaction, used as an ``async with`` block."""
+    """One agent run as one AgentTx transaction, used as an ``async with`` block: entering it
+    begins the transaction on the service (an ``agenttx.Engine`` or an
+    ``agenttx.client.AsyncAgentTxClient``); leaving it commits, or rolls back when the block
+    raises, ends owing steps a rewind undid, or its commit is refused. ``transaction_id``
+    during, ``result`` after."""
 
     def __init__(self, core: AgentTransaction) -> None:
         self.core = core  # begin, steps in order, owed steps, commit or rollback, approval
@@ -67,3 +73,16 @@ class TransactionBlock:
         tb: TracebackType | None,
     ) -> None:
         await self.core.end(exc)
+
+
+def preview_shown(p: Preview) -> dict[str, Any]:
+    """What a person deciding on a commit is shown: the change and its receipt, plain data."""
+    return {
+        "agenttx": "approve_commit",
+        "transaction_id": p.transaction_id,
+        "receipt_id": p.receipt_id,
+        "revision": p.revision,
+        "expires_at": p.expires_at,
+        "approval_reasons": list(p.approval_reasons),
+        "changes": dataclasses.asdict(p.changes),
+    }

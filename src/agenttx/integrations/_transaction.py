@@ -30,7 +30,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from agenttx.client._errors import OutcomeUnknown, TransactionAborted
 from agenttx.client._ledger import StepLedger
@@ -43,12 +43,26 @@ from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.service import TransactionService
 from agenttx.types import CommitResult, RollbackPolicy, StepResult, StepStatus, TxStatus
 
-__all__ = ["APPROVER", "AgentTransaction", "CallOutcome"]
+__all__ = ["APPROVER", "AgentTransaction", "CallOutcome", "TransactionOptions"]
 
 APPROVER = ("approver",)  # the role an approval or a refusal needs (docs/safety.md)
 
 Call = TypeVar("Call")
 Reply = TypeVar("Reply")
+
+
+class TransactionOptions(TypedDict, total=False):
+    """How the transaction begins: what every framework's ``transaction(service, ...)`` takes,
+    declared once; each is the service's ``begin`` argument of that name, and one not given
+    is the service's default."""
+
+    agent_id: str
+    mode: str  # "approval_required" makes the commit wait for a person's approval
+    principal: str
+    metadata: Mapping[str, str] | None
+    policy: RollbackPolicy | Mapping[str, Any] | None
+    isolation: str
+    labels: Sequence[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,25 +82,15 @@ class AgentTransaction:
     """An agent run's transaction on ``service`` (an ``Engine`` or an ``AsyncAgentTxClient``):
     ``async with AgentTransaction(service, agent_id=…) as tx:`` then ``await tx.call(…)``."""
 
-    def __init__(
-        self,
-        service: TransactionService,
-        *,
-        agent_id: str = "",
-        mode: str = "",
-        principal: str = "",
-        metadata: Mapping[str, str] | None = None,
-        policy: RollbackPolicy | Mapping[str, Any] | None = None,
-        isolation: str = "",
-        labels: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, service: TransactionService, **options: Unpack[TransactionOptions]) -> None:
         self.service = service
         # Only what the caller chose: each side's defaults stand for the rest.
-        given = {"principal": principal, "mode": mode, "isolation": isolation}
+        given = {k: options.get(k, "") for k in ("principal", "mode", "isolation")}
         self._begin_args: dict[str, Any] = {k: v for k, v in given.items() if v}
-        if labels:
+        if labels := options.get("labels", ()):
             self._begin_args["labels"] = list(labels)
-        self._agent_id, self._metadata, self._policy = agent_id, metadata, policy
+        self._agent_id = options.get("agent_id", "")
+        self._metadata, self._policy = options.get("metadata"), options.get("policy")
         self.transaction_id = ""
         self.status: TxStatus | None = None  # None until begun
         self.next_step_id = 0

@@ -18,12 +18,12 @@ order (``TransactionToolNode``), approval waits in LangGraph's ``interrupt``. do
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
+
+from agenttx.integrations._extras import missing_extra
 
 try:
     from langchain_core.messages import (
@@ -39,22 +39,18 @@ try:
     from langgraph.graph import END
     from langgraph.types import Command, interrupt
 except ImportError as missing:  # the extra is not installed: say which one, at once
-    raise ImportError(
-        "agenttx.integrations.langgraph needs LangGraph and LangChain, which are not "
-        f"installed ({missing}); install them with: pip install 'agenttx[langgraph]'"
-    ) from missing
+    raise missing_extra(__name__, "LangGraph and LangChain", "langgraph", missing) from missing
 
 from pydantic import BaseModel
 
 from agenttx.errors import InvalidArgument
+from agenttx.integrations._block import TransactionBlock, preview_shown
 from agenttx.integrations._catalog import ToolSpec
+from agenttx.integrations._engine_tools import DEFAULT_EFFECT, FrameworkTool, engine_tools
 from agenttx.integrations._failure import FailedCall, refusal_text
-from agenttx.integrations._transaction import APPROVER, AgentTransaction
-from agenttx.receipts import Preview, Refusal
+from agenttx.integrations._transaction import APPROVER, AgentTransaction, TransactionOptions
 from agenttx.service import TransactionService
-from agenttx.tools.contract import Tool, check_tool_name
-from agenttx.tools.contract import tool as agenttx_tool
-from agenttx.types import CommitResult, EffectClass, RollbackPolicy, TxStatus
+from agenttx.tools.contract import Tool
 
 __all__ = [
     "DEFAULT_EFFECT",
@@ -66,14 +62,7 @@ __all__ = [
     "transaction",
 ]
 
-# A framework tool nobody declared runs at its step and is taken to be irreversible: its
-# effects cannot be assumed undoable, so a rewind never pretends to take them back, a crash
-# during it is an unknown outcome (never a silent second run), and previews and safety
-# policies see it. Declare read-only tools "read" so a rewind past them is free.
-DEFAULT_EFFECT = "irreversible"
-# What a framework tool can be: it cannot write AgentTx managed state (ctx.state) or stage
-# an effect, so "state" and "staged" would promise an undo or a deferral that never happens.
-FRAMEWORK_EFFECTS = ("read", "compensatable", "irreversible")
+_KIND = "a LangChain tool"
 
 LangChainTool = BaseTool | Callable[..., Any]
 
@@ -132,59 +121,25 @@ def as_agenttx_tools(
     name (``read``, ``compensatable``, ``irreversible``), ``default_effect`` the rest. A
     ``compensatable`` tool needs ``undo[name]``: a LangChain tool called with the same
     arguments to take the call back, recorded durably before the call runs."""
-    effects, undo = dict(effects or {}), dict(undo or {})
-    converted = [_langchain(t) for t in tools]
-    names = [t.name for t in converted]
-    for given, what in ((effects, "effects"), (undo, "undo")):
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise InvalidArgument(
-                f"{what} names {', '.join(map(repr, unknown))}, which "
-                f"{'is' if len(unknown) == 1 else 'are'} not among the tools: {', '.join(names)}"
-            )
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise InvalidArgument(f"two tools are named {', '.join(map(repr, twice))}")
-    return [
-        _agenttx_tool(t, effects.get(t.name, default_effect), undo.get(t.name)) for t in converted
-    ]
+    given = [_langchain(t) for t in tools]
+    return engine_tools(
+        [FrameworkTool(t.name, t.description, _input_schema(t), _engine_run(t)) for t in given],
+        effects=dict(effects or {}),
+        default_effect=default_effect,
+        undo={name: _engine_run(_langchain(u)) for name, u in (undo or {}).items()},
+        kind=_KIND,
+    )
 
 
-def _agenttx_tool(t: BaseTool, effect: str, undo_with: LangChainTool | None) -> Tool:
-    check_tool_name(t.name)
-    if effect not in FRAMEWORK_EFFECTS:
-        raise InvalidArgument(
-            f"tool {t.name}: effect {effect!r} is not one a LangChain tool can have; use one of "
-            f"{', '.join(FRAMEWORK_EFFECTS)} (a tool that writes AgentTx state or stages an "
-            "effect is an @agenttx.tool of its own)"
-        )
-    compensatable = effect == EffectClass.COMPENSATABLE.value
-    if compensatable and undo_with is None:
-        raise InvalidArgument(
-            f"tool {t.name} is compensatable, so it needs an undo: pass undo={{{t.name!r}: "
-            "a LangChain tool that takes the call back, given the same arguments}"
-        )
-    if not compensatable and undo_with is not None:
-        raise InvalidArgument(f"tool {t.name} has an undo, so declare it compensatable")
+def _engine_run(t: BaseTool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """Runs ``t`` on a step's arguments; its exception is the step's failure."""
     # Errors must reach the engine as exceptions, not as text the tool handled itself.
     runner = t.model_copy(update={"handle_tool_error": False, "handle_validation_error": False})
 
-    async def run(ctx: Any, arguments: Any) -> Any:
-        if compensatable:
-            await ctx.register_undo(dict(arguments))  # durable before the outside call
+    async def run(arguments: dict[str, Any]) -> Any:
         return _json_output(await runner.ainvoke(arguments))
 
-    made = agenttx_tool(
-        name=t.name, effect=effect, description=t.description, schema=_input_schema(t)
-    )(run)
-    if undo_with is not None:
-        undoer = _langchain(undo_with)
-
-        async def take_back(ctx: Any, **arguments: Any) -> None:
-            await undoer.ainvoke(arguments)
-
-        made.undo(take_back)
-    return made
+    return run
 
 
 # ---------------------------------------------------------------------- agent side
@@ -283,19 +238,6 @@ def refuse(principal: str, reason: str, roles: Sequence[str] = APPROVER) -> Comm
     )
 
 
-def _shown(p: Preview) -> dict[str, Any]:
-    """What the interrupt shows the person: the change and its receipt, as plain data."""
-    return {
-        "agenttx": "approve_commit",
-        "transaction_id": p.transaction_id,
-        "receipt_id": p.receipt_id,
-        "revision": p.revision,
-        "expires_at": p.expires_at,
-        "approval_reasons": list(p.approval_reasons),
-        "changes": dataclasses.asdict(p.changes),
-    }
-
-
 def _decision(value: Any) -> tuple[bool, str, str, tuple[str, ...]]:
     if not isinstance(value, Mapping) or not isinstance(value.get("approved"), bool):
         raise InvalidArgument(
@@ -309,44 +251,12 @@ def _decision(value: Any) -> tuple[bool, str, str, tuple[str, ...]]:
 # ---------------------------------------------------------------------- the transaction
 
 
-class LangGraphTransaction:
+class LangGraphTransaction(TransactionBlock):
     """One graph run as one AgentTx transaction (made by ``transaction``)."""
 
     def __init__(self, core: AgentTransaction, messages_key: str = "messages") -> None:
-        self.core = core  # begin, steps in order, owed steps, commit or rollback, approval
+        super().__init__(core)
         self.messages_key = messages_key
-
-    @property
-    def transaction_id(self) -> str:
-        return self.core.transaction_id
-
-    @property
-    def result(self) -> CommitResult | None:
-        """The commit's reply, once the block committed."""
-        return self.core.result
-
-    @property
-    def status(self) -> TxStatus | None:
-        return self.core.status
-
-    @property
-    def next_step_id(self) -> int:
-        return self.core.next_step_id
-
-    @property
-    def constraints(self) -> list[str]:
-        return list(self.core.constraints)
-
-    @property
-    def refusals(self) -> list[Refusal]:
-        return list(self.core.refusals)
-
-    def to_redo(self) -> dict[int, str]:
-        return self.core.to_redo()
-
-    def system_prompt(self) -> str:
-        """The constraints so far as a system-prompt fragment ("" when there are none)."""
-        return self.core.system_prompt()
 
     def with_constraints(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """``messages`` with the constraints so far as a system message in front (as they
@@ -410,7 +320,7 @@ class LangGraphTransaction:
             p = await core.preview()
             if not p.approval_required:
                 return Command(goto=end)
-            approved, principal, reason, roles = _decision(interrupt(_shown(p)))
+            approved, principal, reason, roles = _decision(interrupt(preview_shown(p)))
             if approved:
                 await core.approve(principal, roles)
                 return Command(goto=end)
@@ -441,43 +351,15 @@ class LangGraphTransaction:
             # the calls after it; for one that ran, this is already so.
             await self.core.order.skip(call_id)
 
-    async def __aenter__(self) -> LangGraphTransaction:
-        await self.core.begin()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.core.end(exc)
-
 
 def transaction(
     service: TransactionService,
     *,
-    agent_id: str = "",
-    mode: str = "",
-    principal: str = "",
-    metadata: Mapping[str, str] | None = None,
-    policy: RollbackPolicy | Mapping[str, Any] | None = None,
-    isolation: str = "",
-    labels: Sequence[str] = (),
     messages_key: str = "messages",
+    **options: Unpack[TransactionOptions],
 ) -> LangGraphTransaction:
-    """``async with transaction(service, agent_id=…, mode=…) as tx:`` begins a transaction on
-    ``service`` (an ``agenttx.Engine`` or an ``agenttx.client.AsyncAgentTxClient``), commits
-    it when the block ends and rolls it back when the block raises (or ends owing steps a
-    rewind undid, or its commit is refused). ``tx.transaction_id``, ``tx.result`` after."""
-    core = AgentTransaction(
-        service,
-        agent_id=agent_id,
-        mode=mode,
-        principal=principal,
-        metadata=metadata,
-        policy=policy,
-        isolation=isolation,
-        labels=labels,
-    )
-    return LangGraphTransaction(core, messages_key)
+    """``async with transaction(service, agent_id=…, mode=…) as tx:`` one graph run as one
+    transaction on ``service`` (an ``agenttx.Engine`` or an ``AsyncAgentTxClient``), with the
+    block's rules of ``TransactionBlock``; ``messages_key``: where the graph's state holds its
+    messages."""
+    return LangGraphTransaction(AgentTransaction(service, **options), messages_key)

@@ -33,8 +33,9 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
+
+from agenttx.integrations._extras import missing_extra
 
 try:
     from agents import (
@@ -55,23 +56,20 @@ try:
     from agents.tool_context import ToolContext
     from agents.tracing import SpanError, get_current_span
 except ImportError as missing:  # the extra is not installed: say which one, at once
-    raise ImportError(
-        "agenttx.integrations.openai_agents needs the OpenAI Agents SDK, which is not "
-        f"installed ({missing}); install it with: pip install 'agenttx[openai-agents]'"
-    ) from missing
+    raise missing_extra(__name__, "the OpenAI Agents SDK", "openai-agents", missing) from missing
 
 from pydantic import BaseModel
 
 from agenttx.errors import FailedPrecondition, InvalidArgument
+from agenttx.integrations._block import TransactionBlock
 from agenttx.integrations._catalog import ToolSpec
 from agenttx.integrations._engine_tools import DEFAULT_EFFECT, FrameworkTool, engine_tools
 from agenttx.integrations._failure import FailedCall, refusal_text
 from agenttx.integrations._names import NameCollision, provider_name
-from agenttx.integrations._transaction import APPROVER, AgentTransaction
-from agenttx.receipts import Preview, Refusal
+from agenttx.integrations._transaction import APPROVER, AgentTransaction, TransactionOptions
+from agenttx.receipts import Preview
 from agenttx.service import TransactionService
 from agenttx.tools.contract import Tool
-from agenttx.types import CommitResult, RollbackPolicy, TxStatus
 
 __all__ = [
     "APPROVAL_TOOL",
@@ -231,12 +229,12 @@ class _ModelTurns:
 # ---------------------------------------------------------------------- the transaction
 
 
-class OpenAIAgentsTransaction:
+class OpenAIAgentsTransaction(TransactionBlock):
     """One Agents SDK run (and its resumptions) as one AgentTx transaction (made by
     ``transaction``)."""
 
     def __init__(self, core: AgentTransaction) -> None:
-        self.core = core  # begin, steps in order, owed steps, commit or rollback, approval
+        super().__init__(core)
         # ``core.rewinds`` when the model was last called: the calls of its response after
         # one that rewinds are not sent (they were planned on steps that no longer stand).
         self.planned_at = 0
@@ -246,41 +244,9 @@ class OpenAIAgentsTransaction:
     # ------------------------------------------------------------------ what it holds
 
     @property
-    def transaction_id(self) -> str:
-        return self.core.transaction_id
-
-    @property
-    def result(self) -> CommitResult | None:
-        """The commit's reply, once the block committed."""
-        return self.core.result
-
-    @property
-    def status(self) -> TxStatus | None:
-        return self.core.status
-
-    @property
-    def next_step_id(self) -> int:
-        return self.core.next_step_id
-
-    @property
-    def constraints(self) -> list[str]:
-        return list(self.core.constraints)
-
-    @property
-    def refusals(self) -> list[Refusal]:
-        return list(self.core.refusals)
-
-    @property
     def pending_preview(self) -> Preview | None:
         """The change a person is asked to approve (``None`` when nobody is being asked)."""
         return self.core.pending_preview
-
-    def to_redo(self) -> dict[int, str]:
-        return self.core.to_redo()
-
-    def system_prompt(self) -> str:
-        """The constraints so far as a system-prompt fragment ("" when there are none)."""
-        return self.core.system_prompt()
 
     # ------------------------------------------------------------------ the run
 
@@ -492,44 +458,11 @@ class OpenAIAgentsTransaction:
         )
         return state
 
-    # ------------------------------------------------------------------ the block
-
-    async def __aenter__(self) -> OpenAIAgentsTransaction:
-        await self.core.begin()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.core.end(exc)
-
 
 def transaction(
-    service: TransactionService,
-    *,
-    agent_id: str = "",
-    mode: str = "",
-    principal: str = "",
-    metadata: Mapping[str, str] | None = None,
-    policy: RollbackPolicy | Mapping[str, Any] | None = None,
-    isolation: str = "",
-    labels: Sequence[str] = (),
+    service: TransactionService, **options: Unpack[TransactionOptions]
 ) -> OpenAIAgentsTransaction:
-    """``async with transaction(service, agent_id=…, mode=…) as tx:`` begins a transaction on
-    ``service`` (an ``agenttx.Engine`` or an ``agenttx.client.AsyncAgentTxClient``), commits
-    it when the block ends and rolls it back when the block raises (or ends owing steps a
-    rewind undid, or its commit is refused). ``tx.transaction_id``, ``tx.result`` after."""
-    core = AgentTransaction(
-        service,
-        agent_id=agent_id,
-        mode=mode,
-        principal=principal,
-        metadata=metadata,
-        policy=policy,
-        isolation=isolation,
-        labels=labels,
-    )
-    return OpenAIAgentsTransaction(core)
+    """``async with transaction(service, agent_id=…, mode=…) as tx:`` one Agents SDK run (and
+    its resumptions) as one transaction on ``service`` (an ``agenttx.Engine`` or an
+    ``AsyncAgentTxClient``), with the block's rules of ``TransactionBlock``."""
+    return OpenAIAgentsTransaction(AgentTransaction(service, **options))

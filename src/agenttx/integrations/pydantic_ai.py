@@ -18,9 +18,11 @@ approval is a deferred tool call (``ApprovalRequired``). docs/integrations.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, Unpack, cast
+
+from agenttx.integrations._extras import missing_extra
 
 try:
     from pydantic_ai import RunContext
@@ -35,28 +37,18 @@ try:
     )
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 except ImportError as missing:  # the extra is not installed: say which one, at once
-    raise ImportError(
-        "agenttx.integrations.pydantic_ai needs pydantic-ai, which is not installed "
-        f"({missing}); install it with: pip install 'agenttx[pydantic-ai]'"
-    ) from missing
+    raise missing_extra(__name__, "pydantic-ai", "pydantic-ai", missing) from missing
 
 from pydantic_core import SchemaValidator, core_schema, to_jsonable_python
 
 from agenttx.errors import FailedPrecondition, InvalidArgument
-from agenttx.integrations._block import TransactionBlock
+from agenttx.integrations._block import TransactionBlock, preview_shown
 from agenttx.integrations._catalog import ToolSpec
-from agenttx.integrations._declared import (
-    DEFAULT_EFFECT,
-    check_declarations,
-    is_compensatable,
-    preview_shown,
-)
+from agenttx.integrations._engine_tools import DEFAULT_EFFECT, FrameworkTool, engine_tools
 from agenttx.integrations._failure import refusal_text
-from agenttx.integrations._transaction import APPROVER, AgentTransaction
+from agenttx.integrations._transaction import APPROVER, AgentTransaction, TransactionOptions
 from agenttx.service import TransactionService
 from agenttx.tools.contract import Tool as AgentTxTool
-from agenttx.tools.contract import tool as agenttx_tool
-from agenttx.types import RollbackPolicy
 
 __all__ = [
     "APPROVAL_TOOL",
@@ -116,12 +108,17 @@ def as_agenttx_tools(
     needs ``undo[name]``: a tool called with the same arguments to take the call back, recorded
     durably before the call runs. A tool that takes a ``RunContext`` is refused: the engine runs
     it outside any agent run, so there is no context to give it."""
-    effects, undo = dict(effects or {}), dict(undo or {})
-    converted = _listed(tools)
-    check_declarations([t.name for t in converted], effects, undo)
-    return [
-        _agenttx_tool(t, effects.get(t.name, default_effect), undo.get(t.name)) for t in converted
+    described = [
+        FrameworkTool(t.name, t.description or "", t.function_schema.json_schema, _engine_run(t))
+        for t in _listed(tools)
     ]
+    return engine_tools(
+        described,
+        effects=dict(effects or {}),
+        default_effect=default_effect,
+        undo={name: _engine_run(_pydantic(u)) for name, u in (undo or {}).items()},
+        kind=_KIND,
+    )
 
 
 def _without_context(t: Tool[Any]) -> Tool[Any]:
@@ -133,37 +130,18 @@ def _without_context(t: Tool[Any]) -> Tool[Any]:
     return t
 
 
-async def _run(t: Tool[Any], arguments: Any) -> Any:
-    schema = t.function_schema
-    validated = schema.validator.validate_python(dict(arguments))
-    # The schema asks for a context only when the tool takes one, which _without_context refused.
-    output = await schema.call(validated, cast(RunContext[Any], None))
-    return to_jsonable_python(output)
+def _engine_run(t: Tool[Any]) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """Runs ``t`` on a step's arguments as pydantic-ai would (validated by its own schema);
+    its exception (``ModelRetry`` too) is the step's failure."""
+    schema = _without_context(t).function_schema
 
+    async def run(arguments: dict[str, Any]) -> Any:
+        validated = schema.validator.validate_python(arguments)
+        # The schema asks for a context only when the tool takes one, which was refused above.
+        output = await schema.call(validated, cast(RunContext[Any], None))
+        return to_jsonable_python(output)
 
-def _agenttx_tool(t: Tool[Any], effect: str, undo_with: PydanticTool | None) -> AgentTxTool:
-    _without_context(t)
-    compensatable = is_compensatable(t.name, effect, undo_with is not None, _KIND)
-
-    async def run(ctx: Any, arguments: Any) -> Any:
-        if compensatable:
-            await ctx.register_undo(dict(arguments))  # durable before the outside call
-        return await _run(t, arguments)
-
-    made = agenttx_tool(
-        name=t.name,
-        effect=effect,
-        description=t.description or "",
-        schema=t.function_schema.json_schema,
-    )(run)
-    if undo_with is not None:
-        undoer = _without_context(_pydantic(undo_with))
-
-        async def take_back(ctx: Any, **arguments: Any) -> None:
-            await _run(undoer, arguments)
-
-        made.undo(take_back)
-    return made
+    return run
 
 
 # ---------------------------------------------------------------------- agent side
@@ -457,28 +435,11 @@ class PydanticAITransaction(TransactionBlock):
 
 
 def transaction(
-    service: TransactionService,
-    *,
-    agent_id: str = "",
-    mode: str = "",
-    principal: str = "",
-    metadata: Mapping[str, str] | None = None,
-    policy: RollbackPolicy | Mapping[str, Any] | None = None,
-    isolation: str = "",
-    labels: Sequence[str] = (),
+    service: TransactionService, **options: Unpack[TransactionOptions]
 ) -> PydanticAITransaction:
-    """``async with transaction(service, agent_id=…, mode=…) as tx:`` begins a transaction on
-    ``service`` (an ``agenttx.Engine`` or an ``agenttx.client.AsyncAgentTxClient``), commits
-    it when the block ends and rolls it back when the block raises (or ends owing steps a
-    rewind undid, or its commit is refused). ``tx.transaction_id``, ``tx.result`` after."""
-    core = AgentTransaction(
-        service,
-        agent_id=agent_id,
-        mode=mode,
-        principal=principal,
-        metadata=metadata,
-        policy=policy,
-        isolation=isolation,
-        labels=labels,
-    )
-    return PydanticAITransaction(core, approval=mode == "approval_required")
+    """``async with transaction(service, agent_id=…, mode=…) as tx:`` one agent run (and its
+    resumptions) as one transaction on ``service`` (an ``agenttx.Engine`` or an
+    ``AsyncAgentTxClient``), with the block's rules of ``TransactionBlock``; with
+    ``mode="approval_required"`` its toolsets offer the model the approval tool."""
+    core = AgentTransaction(service, **options)
+    return PydanticAITransaction(core, approval=options.get("mode") == "approval_required")
