@@ -7,7 +7,9 @@ comes from the installed package. It checks what a user meets first: the library
 what was there (tomlkit is a run-time dependency); an embedded Engine on SQLite does begin ->
 kv.put -> commit;
 and without the ``postgres`` extra a ``postgresql://`` URL fails at once naming that extra, in
-the library and in ``agenttx serve``.
+the library and in ``agenttx serve``; without the ``langgraph`` extra,
+``agenttx.integrations.langgraph`` fails at import naming that extra (the neutral
+``agenttx.integrations`` imports).
 Any failure exits non-zero with the reason; the last line printed on success is ``smoke ok``.
 """
 
@@ -37,7 +39,7 @@ def installed_here() -> None:
         f"agenttx imported from {where}, not from the environment {sys.prefix}",
     )
     # The build tools and the PostgreSQL driver are extras: a plain install has neither.
-    for absent in ("grpc_tools", "psycopg", "psycopg_pool"):
+    for absent in ("grpc_tools", "psycopg", "psycopg_pool", "langgraph", "langchain_core"):
         check(importlib.util.find_spec(absent) is None, f"{absent} installed without an extra")
     print(f"agenttx {agenttx.__version__} from {where.parent}")
 
@@ -134,6 +136,19 @@ def serve_needs_the_extra(data: Path) -> None:
     print("agenttx serve on postgresql:// without the extra exits naming it")
 
 
+def langgraph_needs_the_extra() -> None:
+    import agenttx.integrations
+
+    check(agenttx.integrations.provider_name("kv.put") == "kv--put", "the neutral core imports")
+    try:
+        import agenttx.integrations.langgraph  # the import is the check
+    except ImportError as exc:
+        check("pip install 'agenttx[langgraph]'" in str(exc), f"message names no extra: {exc}")
+        print(f"agenttx.integrations.langgraph without the extra: {exc}")
+        return
+    check(False, "agenttx.integrations.langgraph imported without LangGraph installed")
+
+
 def main() -> int:
     installed_here()
     client_imports()
@@ -145,6 +160,7 @@ def main() -> int:
     asyncio.run(postgres_needs_the_extra())
     with tempfile.TemporaryDirectory(prefix="agenttx-smoke-") as tmp:
         serve_needs_the_extra(Path(tmp))
+    langgraph_needs_the_extra()
     print("smoke ok")
     return 0
 

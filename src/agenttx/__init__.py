@@ -38,6 +38,10 @@ Layers (imports only point down this list):
    ``client``                            speaks the wire protocol only: ``wire``, ``types``,
                                          ``errors``, ``audit``, ``receipts``, ``plural``,
                                          ``fieldcopy``
+8. ``integrations``                      agent frameworks' tool calls as steps: a neutral
+                                         core and ``integrations.<framework>``, each an
+                                         extra; over the service contract, the tool
+                                         contract and the client's helpers, never the engine
 
 The import rule, by package prefix (a prefix covers that module and every module under it).
 ``tests/repo/test_layering.py`` reads the table between the two ``--`` lines and checks it against
@@ -73,14 +77,15 @@ side by side: gRPC (``api.grpc``), HTTP (``api.http``: ``/v1`` and the listener)
     agenttx.wire      imports only   agenttx.wire
     agenttx.tools     never imports  agenttx.core agenttx.store agenttx.effects agenttx.app
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
+                                     agenttx.integrations
     agenttx.store     never imports  agenttx.core agenttx.app agenttx.api agenttx.server
-                                     agenttx.cli agenttx.client
+                                     agenttx.cli agenttx.client agenttx.integrations
     agenttx.core      never imports  agenttx.app agenttx.effects
                                      agenttx.store.sql agenttx.store.sql_store agenttx.store.sqlite
                                      agenttx.store.sqlite_writer agenttx.store.postgres
                                      agenttx.store.postgres_target agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg
-                                     psycopg_pool sqlite3
+                                     psycopg_pool sqlite3 agenttx.integrations
     agenttx.auth      never imports  agenttx.core agenttx.app agenttx.store agenttx.tools
                                      agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli agenttx.client
@@ -88,6 +93,7 @@ side by side: gRPC (``api.grpc``), HTTP (``api.http``: ``/v1`` and the listener)
                                      agenttx.store.sql_store
                                      agenttx.store.sqlite agenttx.store.postgres agenttx.api
                                      agenttx.server agenttx.cli agenttx.client psycopg sqlite3
+    agenttx.api       never imports  agenttx.integrations
     agenttx.api.operations  never imports  agenttx.api.grpc agenttx.api.http agenttx.api.mcp
                                      agenttx.api.dashboard agenttx.cli grpc starlette mcp
                                      mcp_types click
@@ -97,6 +103,9 @@ side by side: gRPC (``api.grpc``), HTTP (``api.http``: ``/v1`` and the listener)
     agenttx.client    never imports  agenttx.core agenttx.app agenttx.store agenttx.tools
                                      agenttx.effects
                                      agenttx.api agenttx.server agenttx.cli
+                                     psycopg psycopg_pool sqlite3 agenttx.integrations
+    agenttx.integrations  never imports  agenttx.core agenttx.app agenttx.store agenttx.effects
+                                     agenttx.api agenttx.server agenttx.cli agenttx.gateway
                                      psycopg psycopg_pool sqlite3
     --
 """

@@ -12,6 +12,7 @@ them, never from the message.
     AgentTxError                      AGENTTX_ERROR      the base (its code is INTERNAL)
     ├── a refused call: the RPC fails with the status named by ``code`` (table ERROR_CODES)
     │   ├── InvalidArgument           INVALID_ARGUMENT   request malformed or over a limit
+    │   │   └── NameCollision         TOOL_NAME_COLLISION  (integrations) two tools, one model name
     │   ├── NotFound                  NOT_FOUND          no such transaction (or step, tool)
     │   ├── FailedPrecondition        FAILED_PRECONDITION
     │   │   ├── WrongStep             WRONG_STEP         the step id is not the one expected
@@ -31,6 +32,7 @@ them, never from the message.
     │   │   ├── CompensationRefused   COMPENSATION_REFUSED  an undo its contract does not allow
     │   │   ├── CompensationApprovalRefused COMPENSATION_APPROVAL_REFUSED  not an approver
     │   │   └── StepsNotRedone        STEPS_NOT_REDONE   (client) a block ended owing rewound steps
+    │   │       └── StepsOwed             STEPS_OWED         (integrations) so did an agent run
     │   ├── AlreadyExists             ALREADY_EXISTS     request_id reused with another payload
     │   ├── Aborted                   ABORTED
     │   │   ├── CommitConflict        COMMIT_CONFLICT    first committer won; the keys are named

@@ -154,6 +154,7 @@ def test_the_rule_table_names_the_layers_the_issue_fixes() -> None:
     assert {"agenttx.core", "agenttx.client", "agenttx.tools", "agenttx.errors"} <= subjects
     assert {"agenttx.types", "agenttx.store", "agenttx.wire"} <= subjects
     assert {"agenttx.logs", "agenttx.redaction"} <= subjects  # logs imports no core (issue 23.5)
+    assert {"agenttx.integrations", "agenttx.api"} <= subjects  # the frameworks' layer (issue 25)
     for rule in RULES:  # a rule whose package was moved away would pass without checking anything
         assert any(covers(rule.subject, m) for m in MODULES), f"{rule.subject} has no modules"
         assert rule.targets, rule
@@ -187,6 +188,10 @@ def test_every_module_keeps_the_rule_statically() -> None:
         ("agenttx.logs", "from agenttx.core.hints import redact\n", 1),
         ("agenttx.logs", "from agenttx.redaction import redact\n", 0),
         ("agenttx.redaction", "from agenttx.errors import InvalidArgument\n", 1),
+        ("agenttx.core.x", "from agenttx.integrations import AgentTransaction\n", 1),
+        ("agenttx.api.x", "import agenttx.integrations.langgraph\n", 1),
+        ("agenttx.integrations.x", "from agenttx.core.engine import Engine\n", 1),
+        ("agenttx.integrations.x", "from agenttx.service import TransactionService\n", 0),
     ],
 )
 def test_the_static_check_sees_each_kind_of_import(module: str, source: str, expected: int) -> None:
@@ -251,7 +256,8 @@ def test_import_agenttx_loads_only_the_bottom_layer() -> None:
     ours = [m for m in loaded if covers("agenttx", m)]
     assert ours == ["agenttx", "agenttx.errors", "agenttx.types"]
     third_party = ("grpc", "google", "pydantic", "click", "rich", "prometheus_client")
-    bad = [m for m in loaded if any(covers(p, m) for p in third_party + DRIVERS)]
+    frameworks = ("langgraph", "langchain_core", "agents", "pydantic_ai")  # extras (issue 25)
+    bad = [m for m in loaded if any(covers(p, m) for p in third_party + frameworks + DRIVERS)]
     assert not bad, f"import agenttx loaded {bad}"
 
 

@@ -4,11 +4,12 @@ Invariants:
 
 - ``next_step_id`` is the step id the server expects, as its last reply said (0 once ended);
   the helper never makes one up.
-- ``_standing`` holds the steps that succeeded and stand (not rewound since), by step id;
-  ``_to_redo`` the steps a server-side rollback (``RollbackTriggered``) rewound and that no
-  later success at the same id replaced. Leaving the ``with`` block with ``_to_redo`` non-empty
-  would commit without them, so the helper refuses (``StepsNotRedone``). A rollback the caller
-  asks for (``tx.rollback(to_step)``) is the caller's decision: it drops steps silently.
+- ``_ledger`` (``StepLedger``, the one rule the framework integrations keep too) holds the
+  steps that succeeded and stand, and the steps a server-side rollback (``RollbackTriggered``)
+  rewound and that no later success at the same id replaced. Leaving the ``with`` block with
+  such a step owed would commit without it, so the helper refuses (``StepsNotRedone``). A
+  rollback the caller asks for (``tx.rollback(to_step)``) is the caller's decision: it drops
+  steps silently.
 - A request whose reply never arrived (the server was unreachable, or the deadline passed)
   keeps its request_id: calling the same method again with the same payload resends that id,
   so the server replays the first outcome instead of running the request twice.
@@ -35,6 +36,7 @@ from agenttx.client._errors import (
     StepsNotRedone,
     TransactionAborted,
 )
+from agenttx.client._ledger import StepLedger
 from agenttx.client._loop import AgentTurn
 from agenttx.client._wire import PolicyArg
 from agenttx.errors import (
@@ -95,8 +97,7 @@ class TransactionCursor(Generic[Client]):
         self.status: TxStatus | None = None  # None until begun
         self.last_result: StepResult | None = None
         self._pending: tuple[tuple[Any, ...], str] | None = None  # (payload, request_id)
-        self._standing: dict[int, tuple[str, Any]] = {}  # step id -> (tool, output)
-        self._to_redo: dict[int, str] = {}  # step id -> tool, rewound by the server, not redone
+        self._ledger = StepLedger()  # what stands, and what a server-side rewind left owed
         # Steps this helper undid (undo_step), newest last, as (step id, (tool, output)): a
         # redo puts the newest back among the standing ones.
         self._undone: list[tuple[int, tuple[str, Any]]] = []
@@ -107,12 +108,12 @@ class TransactionCursor(Generic[Client]):
     @property
     def to_redo(self) -> dict[int, str]:
         """The steps the server rolled back that were not redone yet: step id -> tool."""
-        return dict(sorted(self._to_redo.items()))
+        return self._ledger.to_redo()
 
     @property
     def outputs(self) -> dict[int, Any]:
         """The output of every step that stands (succeeded and not rewound), by step id."""
-        return {step_id: output for step_id, (_, output) in sorted(self._standing.items())}
+        return self._ledger.outputs()
 
     @property
     def ended(self) -> bool:
@@ -231,13 +232,11 @@ class TransactionCursor(Generic[Client]):
         self.constraints = list(r.constraints)
         self.status = r.transaction_status
         if r.status is StepStatus.SUCCESS:
-            self._standing[r.step_id] = (tool, r.output)
-            self._to_redo.pop(r.step_id, None)
+            self._ledger.succeeded(r.step_id, tool, r.output)
             return r.output
         if r.status is StepStatus.ROLLBACK_TRIGGERED:
             # Every step from next_step_id on was undone by the server: owed until redone.
-            for step_id in [s for s in self._standing if s >= r.next_step_id]:
-                self._to_redo[step_id] = self._standing.pop(step_id)[0]
+            self._ledger.rewound(r.next_step_id)
             raise RollbackTriggered(r)
         if r.status is StepStatus.FAILED:
             raise TransactionAborted(r)
@@ -251,16 +250,13 @@ class TransactionCursor(Generic[Client]):
     def _rolled_back(self, r: RollbackResult) -> RollbackResult:
         self._pending = None
         self.status, self.next_step_id = r.transaction_status, r.next_step_id
-        # The caller asked for this rewind: what it drops is not owed.
-        for steps in (self._standing, self._to_redo):
-            for step_id in [s for s in steps if s >= r.next_step_id]:
-                del steps[step_id]
+        self._ledger.dropped(r.next_step_id)  # the caller asked for this rewind: not owed
         return r
 
     def _undid(self, r: UndoResult) -> UndoResult:
         self._pending = None
         self.status, self.next_step_id = r.transaction_status, r.next_step_id
-        standing = self._standing.pop(r.step_id, None)
+        standing = self._ledger.standing.pop(r.step_id, None)
         if standing is not None:
             self._undone.append((r.step_id, standing))
         if not r.can_redo:
@@ -271,14 +267,15 @@ class TransactionCursor(Generic[Client]):
         self._pending = None
         self.status, self.next_step_id = r.transaction_status, r.next_step_id
         if self._undone and self._undone[-1][0] == r.step_id:
-            self._standing[r.step_id] = self._undone.pop()[1]
+            self._ledger.standing[r.step_id] = self._undone.pop()[1]
         return r
 
     def _unfinished(self) -> StepsNotRedone | None:
         """The error leaving the block now stands for, if steps the server rewound are owed."""
-        if not self._to_redo:
+        owed = self._ledger.to_redo()
+        if not owed:
             return None
-        return StepsNotRedone(self.transaction_id, self._to_redo)
+        return StepsNotRedone(self.transaction_id, owed)
 
     def _turn(self, error: RollbackTriggered | None, calls: int) -> AgentTurn:
         return AgentTurn(

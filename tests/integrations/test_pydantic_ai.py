@@ -1,0 +1,688 @@
+"""A pydantic-ai agent's run is one AgentTx transaction, against an embedded engine and against
+a real gRPC server through the async client (the same test code, ``service``).
+
+pydantic-ai's ``FunctionModel`` (scripted, no network) drives an agent whose toolset is
+``tx.toolset()``: a foreign-key failure rewinds to its root cause and the model fixes the value
+from the hint (a ``ModelRetry`` answer); a response's parallel calls are steps in the
+response's order, one failing; a block that raises rolls back and runs the tools' undos; a
+commit that needs approval is a deferred tool call, approved, or refused with a reason the
+model reads. The store is not what these test, so SQLite only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.toolsets import FunctionToolset
+
+import agenttx
+import agenttx.integrations
+from agenttx import (
+    ApprovalRequired,
+    FailedPrecondition,
+    InvalidArgument,
+    TransactionAborted,
+    TxStatus,
+)
+from agenttx.integrations import PROVIDER_NAME, StepsOwed
+from agenttx.integrations import pydantic_ai as pax
+from agenttx.service import TransactionService
+from gateway_servers import gateway_engine, write_gateway
+from pai_tools import (
+    ABORTING_TOOLS,
+    ROOMS,
+    TOOLS,
+    ScriptedModel,
+    answers,
+    book_room,
+    calls,
+    cancel_room,
+    close_account,
+    journal,
+    room_size,
+    text,
+    turns,
+)
+from paths import TESTS
+
+if TYPE_CHECKING:
+    from served_engine import Served
+
+pytest_plugins = ["served_engine"]
+pytestmark = pytest.mark.stores("sqlite")
+OpenEngine = Callable[..., Awaitable[agenttx.Engine]]
+
+
+@pytest.fixture(params=["embedded", "remote"])
+async def service(
+    request: pytest.FixtureRequest,
+    open_engine: OpenEngine,
+    serve: Callable[..., Awaitable[Served]],
+) -> AsyncIterator[TransactionService]:
+    """The engine itself, or the async client of a server in front of it: both load TOOLS."""
+    if request.param == "embedded":
+        yield await open_engine(tools=TOOLS)
+    else:
+        yield (await serve(tools=TOOLS)).client
+
+
+async def committed_value(service: TransactionService, key: str) -> Any:
+    """``key``'s committed value, as another agent reads it."""
+    r = await service.begin(agent_id="reader")
+    step = await service.execute_step(r.transaction_id, 1, "kv.get", {"key": key})
+    await service.rollback(r.transaction_id)
+    return step.output["value"] if step.output else None
+
+
+async def live_steps(service: TransactionService, tx: str) -> list[str]:
+    info = await service.get_transaction(tx)
+    return [s.tool_name for s in info.steps if s.live]
+
+
+# ------------------------------------------------------------------ a foreign-key failure
+
+
+def fk_plan(messages: list[ModelMessage]) -> ModelResponse:
+    """Insert customer c-1, remember the customer id, write a draft named after it, insert an
+    invoice for it. The first time it remembers c-404; told by the hint that c-404 is not a
+    customer, it sends the steps the rewind undid again with c-1."""
+    got = answers(messages)
+    retried = [a for a in got if a.outcome == "retried"]
+    if turns(messages) == 0:
+        customer = "c-404"
+        first = [("record--insert", "c1", {"table": "customers", "id": "c-1"})]
+    elif retried:
+        [failed] = retried
+        said = str(failed.content)
+        assert "resumes at step 2" in said
+        wrong = re.search(r"customer '([\w-]+)' is not in customers", said)
+        assert wrong is not None, said
+        assert wrong[1] == "c-404"
+        customer, first = "c-1", []  # the customer step 1 inserted, not the one the hint names
+    else:
+        return text("The invoice is in.")
+    return calls(
+        *first,
+        ("kv--put", "c2", {"key": "session/customer", "value": customer}),
+        ("fs--write", "c3", {"path": "drafts/${steps.2.value}.json", "contents": "{}"}),
+        (
+            "record--insert",
+            "c4",
+            {
+                "table": "invoices",
+                "id": "i-1",
+                "fields": {"customer": "${steps.2.value}"},
+                "references": {"customer": "customers"},
+            },
+        ),
+    )
+
+
+async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_commits(
+    service: TransactionService,
+) -> None:
+    model = ScriptedModel(fk_plan)
+    async with pax.transaction(service, agent_id="billing") as tx:
+        run = await model.agent(tx.toolset()).run("Invoice customer c-1.")
+    retried = [
+        p
+        for m in run.all_messages()
+        for p in getattr(m, "parts", [])
+        if getattr(p, "outcome", None) == "retried"
+    ]
+    assert len(retried) == 1
+    said = str(retried[0].content)
+    assert said.startswith("AgentTx: record--insert (step 4) failed and was rolled back")
+    assert "Undone by this rewind: steps 2 (kv--put), 3 (fs--write)." in said
+    # The turn after the failure had the constraint in its instructions; the first had none.
+    assert "c-404" not in model.instructions[0]
+    assert "Constraints learned from failed steps" in model.instructions[1]
+    assert "c-404" in model.instructions[1]
+    assert run.output == "The invoice is in."
+    assert tx.result is not None
+    assert tx.result.committed
+    assert tx.result.steps_committed == 4
+    assert tx.status is TxStatus.COMMITTED
+    assert await committed_value(service, "session/customer") == "c-1"
+    assert await live_steps(service, tx.transaction_id) == [
+        "record.insert",
+        "kv.put",
+        "fs.write",
+        "record.insert",
+    ]
+
+
+async def test_the_tools_reach_the_model_under_names_providers_accept(
+    service: TransactionService,
+) -> None:
+    model = ScriptedModel(lambda messages: text("Nothing to do."))
+    async with pax.transaction(service, agent_id="names") as tx:
+        await model.agent(tx.toolset()).run("")
+    [offered] = model.tools
+    names = {t.name for t in offered}
+    assert {"kv--put", "record--insert", "book_room", "room_size"} <= names
+    assert all(PROVIDER_NAME.match(n) for n in names)
+    assert all(t.sequential for t in offered)  # a response's calls one after another
+    booking = next(t for t in offered if t.name == "book_room")
+    assert set(booking.parameters_json_schema["properties"]) == {"room", "log"}
+    assert booking.description == "Book a meeting room."
+
+
+# ------------------------------------------------------------------ parallel calls
+
+
+def parallel_plan(messages: list[ModelMessage]) -> ModelResponse:
+    """Three calls in one response, the first slow and the second failing; then the call the
+    failure left out, alone."""
+    if turns(messages) == 0:
+        return calls(
+            ("room_size", "a", {"room": "red", "delay_s": 0.05}),
+            ("kv--get", "b", {"key": "no-such-key"}),
+            ("kv--put", "c", {"key": "size", "value": "${steps.1}"}),
+        )
+    if turns(messages) == 1:
+        return calls(("kv--put", "d", {"key": "size", "value": "${steps.1}"}))
+    return text("Red fits 12.")
+
+
+async def test_a_responses_parallel_calls_are_steps_in_the_responses_order(
+    service: TransactionService,
+) -> None:
+    model = ScriptedModel(parallel_plan)
+    async with pax.transaction(service, agent_id="rooms") as tx:
+        run = await model.agent(tx.toolset()).run("How big is the red room?")
+    first = answers(run.all_messages()[:3])
+    assert [(a.tool_call_id, a.outcome) for a in first] == [
+        ("a", "success"),
+        ("b", "retried"),
+        ("c", "failed"),  # not sent: ToolFailed, which spends none of the tool's retries
+    ]
+    assert first[0].content == 12
+    assert "AgentTx: kv--get (step 2) failed" in str(first[1].content)
+    assert "resumes at step 2" in str(first[1].content)
+    assert str(first[2].content).startswith(
+        "AgentTx: not run. An earlier call of the same message, kv--get (step 2), failed"
+    )
+    info = await service.get_transaction(tx.transaction_id)
+    attempts = [(s.step_id, s.tool_name, str(s.status)) for s in info.steps]
+    # The slow first call is step 1 all the same; the call after the failure was not sent.
+    assert attempts == [
+        (1, "room_size", "SUCCESS"),
+        (2, "kv.get", "FAILED"),
+        (2, "kv.put", "SUCCESS"),
+    ]
+    assert tx.result is not None
+    assert tx.result.steps_committed == 2
+    assert await committed_value(service, "size") == 12
+
+
+async def test_a_tool_failing_past_its_retries_ends_the_run_and_rolls_back(
+    service: TransactionService,
+) -> None:
+    """A rewind is one of pydantic-ai's retries of the failing tool: past ``max_retries``
+    failures in a row the run gives up, and so the block rolls back."""
+
+    def plan(messages: list[ModelMessage]) -> ModelResponse:
+        if turns(messages) == 0:
+            return calls(("kv--put", "p", {"key": "a", "value": 1}))
+        return calls(("kv--get", f"g{turns(messages)}", {"key": "no-such-key"}))
+
+    tx = pax.transaction(service, agent_id="stubborn")
+
+    async def run() -> None:
+        async with tx:
+            await ScriptedModel(plan).agent(tx.toolset(max_retries=2)).run("")
+
+    with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 2"):
+        await run()
+    assert tx.status is TxStatus.ROLLED_BACK
+    assert await committed_value(service, "a") is None
+
+
+# ------------------------------------------------------------------ a block that raises
+
+
+def booking_plan(log: str) -> Callable[[list[ModelMessage]], ModelResponse]:
+    def plan(messages: list[ModelMessage]) -> ModelResponse:
+        if turns(messages):
+            return text("Both rooms are booked.")
+        return calls(
+            ("book_room", "b1", {"room": "blue", "log": log}),
+            ("book_room", "b2", {"room": "red", "log": log}),
+        )
+
+    return plan
+
+
+async def test_a_block_that_raises_rolls_back_and_the_undos_run_newest_first(
+    service: TransactionService, tmp_path: Path
+) -> None:
+    log = str(tmp_path / "rooms.jsonl")
+    tx = pax.transaction(service, agent_id="rooms")
+
+    async def run() -> None:
+        async with tx:
+            agent = ScriptedModel(booking_plan(log)).agent(tx.toolset(FunctionToolset([book_room])))
+            await agent.run("Book blue and red.")
+            assert journal(log) == [("book", "blue"), ("book", "red")]
+            raise RuntimeError("the user changed their mind")
+
+    with pytest.raises(RuntimeError, match="the user changed their mind"):
+        await run()
+    assert journal(log)[2:] == [("cancel", "red"), ("cancel", "blue")]
+    assert tx.status is TxStatus.ROLLED_BACK
+    assert tx.result is None
+    info = await service.get_transaction(tx.transaction_id)
+    assert info.status is TxStatus.ROLLED_BACK
+
+
+async def test_a_wrapped_toolsets_calls_are_steps_sent_to_the_service(
+    service: TransactionService, tmp_path: Path
+) -> None:
+    log = str(tmp_path / "rooms.jsonl")
+    async with pax.transaction(service, agent_id="rooms") as tx:
+        model = ScriptedModel(booking_plan(log))
+        await model.agent(tx.toolset(ROOMS)).run("Book blue and red.")
+    assert [t.name for t in model.tools[0]] == ["book_room", "room_size", "order_lunch"]
+    assert journal(log) == [("book", "blue"), ("book", "red")]  # once each: in the engine
+    assert await live_steps(service, tx.transaction_id) == ["book_room", "book_room"]
+    assert tx.result is not None
+    assert tx.result.steps_committed == 2
+
+
+async def test_a_toolset_the_service_has_not_loaded_is_refused_at_its_first_listing(
+    service: TransactionService,
+) -> None:
+    tx = pax.transaction(service, agent_id="rooms")
+
+    async def run() -> None:
+        async with tx:
+            toolset = tx.toolset(FunctionToolset([cancel_room]))
+            await ScriptedModel(lambda m: text("")).agent(toolset).run("")
+
+    with pytest.raises(FailedPrecondition) as refused:
+        await run()
+    said = str(refused.value)
+    assert "tool 'cancel_room' is not loaded on the server" in said
+    assert "as_agenttx_tools" in said
+    assert tx.status is TxStatus.ROLLED_BACK
+
+
+async def test_a_tool_that_aborts_the_transaction_raises_out_of_the_run(
+    open_engine: OpenEngine,
+) -> None:
+    engine = await open_engine(tools=ABORTING_TOOLS)
+    tx = pax.transaction(engine, agent_id="closer")
+
+    def plan(messages: list[ModelMessage]) -> ModelResponse:
+        return calls(("close_account", "x1", {"account": "acme"}))
+
+    async def run() -> None:
+        async with tx:
+            await ScriptedModel(plan).agent(tx.toolset()).run("")
+
+    with pytest.raises(TransactionAborted) as aborted:
+        await run()
+    assert "the provider closed account acme already" in str(aborted.value)
+    assert tx.status is TxStatus.FAILED
+    assert tx.result is None
+
+
+# ------------------------------------------------------------------ owed steps
+
+
+def forgetful_plan(messages: list[ModelMessage]) -> ModelResponse:
+    """Puts a key, then a read that fails and rewinds it (the read names the key's value), then
+    gives up without sending the undone step again."""
+    if turns(messages):
+        return text("I give up.")
+    return calls(
+        ("kv--put", "p1", {"key": "a", "value": "nope"}),
+        ("kv--get", "g1", {"key": "${steps.1.value}"}),
+    )
+
+
+async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
+    service: TransactionService,
+) -> None:
+    tx = pax.transaction(service, agent_id="forgetful")
+
+    async def run() -> None:
+        async with tx:
+            await ScriptedModel(forgetful_plan).agent(tx.toolset()).run("Look it up.")
+
+    with pytest.raises(StepsOwed) as owed:
+        await run()
+    assert owed.value.steps == {1: "kv.put"}
+    assert tx.status is TxStatus.ROLLED_BACK
+    assert await committed_value(service, "a") is None
+
+
+# ------------------------------------------------------------------ approval
+
+
+def pricing_plan(messages: list[ModelMessage]) -> ModelResponse:
+    """Sets a price of 100 and asks for approval; told by a refusal that the limit is 50, sets
+    50 and asks again; once approved, finishes."""
+    got = answers(messages)
+    if turns(messages) == 0:
+        return calls(("kv--put", "p1", {"key": "price", "value": 100}))
+    if any(a.outcome == "denied" for a in got):
+        [denied] = got
+        limit = re.search(r"the limit is (\d+)", str(denied.content))
+        assert limit is not None
+        return calls(("kv--put", "p2", {"key": "price", "value": int(limit[1])}))
+    if got and got[0].tool_name == "kv--put":
+        return calls(("agenttx--request_approval", f"ask{turns(messages)}", {}))
+    assert "was approved" in str(got[0].content)
+    return text("The price is set.")
+
+
+async def test_an_approved_commit_commits_exactly_the_change_shown(
+    service: TransactionService,
+) -> None:
+    model = ScriptedModel(pricing_plan)
+    async with pax.transaction(
+        service, agent_id="pricer", principal="agent-7", mode="approval_required"
+    ) as tx:
+        agent = model.agent(tx.toolset(), approval=True)
+        run = await agent.run("Set the price.")
+        assert isinstance(run.output, DeferredToolRequests)
+        shown = tx.shown(run.output)
+        assert shown["agenttx"] == "approve_commit"
+        assert shown["transaction_id"] == tx.transaction_id
+        assert [c["key"] for c in shown["changes"]["state"]] == ["kv/price"]
+        assert shown["changes"]["state"][0]["after"] == 100
+        decided = await tx.approve(run.output, "alice")
+        run = await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
+        assert run.output == "The price is set."
+    assert "call agenttx--request_approval" in model.instructions[0]
+    assert tx.result is not None
+    assert tx.result.committed
+    assert await committed_value(service, "price") == 100
+    info = await service.get_transaction(tx.transaction_id)
+    assert info.receipts[0].status == "approved"
+    assert info.receipts[0].receipt_id == shown["receipt_id"]
+
+
+async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_next(
+    service: TransactionService,
+) -> None:
+    async with pax.transaction(
+        service, agent_id="pricer", principal="agent-7", mode="approval_required"
+    ) as tx:
+        agent = ScriptedModel(pricing_plan).agent(tx.toolset(), approval=True)
+        run = await agent.run("Set the price.")
+        assert isinstance(run.output, DeferredToolRequests)
+        first = tx.shown(run.output)
+        decided = await tx.refuse(run.output, "alice", "the limit is 50, not 100")
+        run = await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
+        assert isinstance(run.output, DeferredToolRequests)
+        second = tx.shown(run.output)
+        assert second["receipt_id"] != first["receipt_id"]
+        assert second["changes"]["state"][0]["after"] == 50
+        denied = [
+            p
+            for m in run.all_messages()
+            for p in getattr(m, "parts", [])
+            if getattr(p, "outcome", None) == "denied"
+        ]
+        assert "refused by 'alice': the limit is 50, not 100" in str(denied[0].content)
+        decided = await tx.approve(run.output, "alice")
+        await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
+    assert [r.reason for r in tx.refusals] == ["the limit is 50, not 100"]
+    assert tx.result is not None
+    assert tx.result.committed
+    assert await committed_value(service, "price") == 50
+
+
+async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
+    service: TransactionService,
+) -> None:
+    tx = pax.transaction(service, agent_id="pricer", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
+            await ScriptedModel(pricing_plan).agent(tx.toolset(), approval=True).run("Set it.")
+
+    with pytest.raises(ApprovalRequired):
+        await run()
+    assert tx.status is TxStatus.ROLLED_BACK
+    assert await committed_value(service, "price") is None
+
+
+# ------------------------------------------------------------------ the engine side
+
+
+def test_a_pydantic_ai_tool_becomes_an_agenttx_tool_of_its_name_schema_and_effect() -> None:
+    described = {t.name: t.describe() for t in TOOLS}
+    assert set(described) == {"book_room", "room_size", "order_lunch"}
+    assert described["room_size"]["effect"] == "read"
+    assert described["book_room"]["effect"] == "compensatable"
+    assert described["order_lunch"]["effect"] == "irreversible"  # nobody declared it
+    schema = described["room_size"]["input_schema"]
+    assert set(schema["properties"]) == {"room", "delay_s"}
+    assert schema["required"] == ["room"]
+    assert described["room_size"]["description"].startswith("How many people fit")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"effects": {"book_room": "compensatable"}}, "needs an undo: pass undo="),
+        ({"effects": {"book_room": "state"}}, "effect 'state' is not one a pydantic-ai tool"),
+        ({"effects": {"bok_room": "read"}}, "effects names 'bok_room', which is not among"),
+        ({"undo": {"book_room": cancel_room}}, "has an undo, so declare it compensatable"),
+    ],
+)
+def test_a_declaration_that_cannot_hold_is_refused_when_the_tools_are_made(
+    kwargs: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=words):
+        pax.as_agenttx_tools([book_room], **kwargs)
+
+
+def test_a_tool_that_takes_a_run_context_is_refused() -> None:
+    toolset = FunctionToolset[None]()
+
+    @toolset.tool
+    def who(ctx: RunContext[None]) -> str:
+        """Who runs this."""
+        return str(ctx)
+
+    with pytest.raises(InvalidArgument, match="takes a RunContext"):
+        pax.as_agenttx_tools(toolset)
+    assert [t.name for t in pax.as_agenttx_tools([room_size, close_account])] == [
+        "room_size",
+        "close_account",
+    ]
+
+
+def test_the_public_surface_is_exactly_these() -> None:
+    assert "pydantic_ai" not in agenttx.integrations.__all__
+    assert pax.__all__ == [
+        "APPROVAL_TOOL",
+        "DEFAULT_EFFECT",
+        "PydanticAITransaction",
+        "ServiceToolset",
+        "TransactionToolset",
+        "as_agenttx_tools",
+        "transaction",
+    ]
+
+
+def test_the_module_without_its_extra_names_the_extra() -> None:
+    code = """
+        import sys
+        sys.modules["pydantic_ai"] = None  # as if the extra were not installed
+        import agenttx.integrations
+        try:
+            import agenttx.integrations.pydantic_ai
+        except ImportError as e:
+            print(e)
+        else:
+            raise SystemExit("imported without the framework")
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'agenttx[pydantic-ai]'" in done.stdout
+    assert "needs pydantic-ai" in done.stdout
+
+
+# ------------------------------------------------------------------ a gateway server's tools
+
+
+async def test_a_toolset_of_a_gateway_servers_tools_steps_through_the_gateway(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``server=``: the wrapped toolset's ``put`` is the step ``store.put``, which the engine's
+    gateway calls on the real downstream MCP server. (A pydantic-ai ``MCPToolset`` of that
+    server is such a toolset; it needs fastmcp, not in the pinned extra, so a toolset of the
+    same definitions stands in for its listing: its bodies never run.)"""
+    kv_file = tmp_path / "store.json"
+    kv_file.write_text(json.dumps({"color": "red"}))
+    gateway = write_gateway(
+        tmp_path / "gateway.toml",
+        f"""
+        [servers.store]
+        command = "{sys.executable}"
+        args = ["{TESTS / "gateway_downstream.py"}"]
+        env = {{ KV_FILE = "{kv_file}" }}
+
+        [servers.store.tools.put.before]
+        tool = "get"
+        arguments = {{ key = "${{args.key}}" }}
+
+        [servers.store.tools.put.undo]
+        tool = "put"
+        arguments = {{ key = "${{args.key}}", value = "${{before.value}}" }}
+        """,
+    )
+
+    def put(key: str, value: str) -> dict[str, Any]:
+        """Write one key."""
+        raise AssertionError("the wrapper sends the call to the service; it never runs here")
+
+    def painting(color: str) -> Callable[[list[ModelMessage]], ModelResponse]:
+        def plan(messages: list[ModelMessage]) -> ModelResponse:
+            if turns(messages):
+                return text(f"It is {color} now.")
+            return calls(("put", "p1", {"key": "color", "value": color}))
+
+        return plan
+
+    def color() -> Any:
+        return json.loads(kv_file.read_text())["color"]
+
+    engine = await gateway_engine(store_url, tmp_path / "data", gateway)
+    try:
+        async with pax.transaction(engine, agent_id="painter") as tx:
+            toolset = tx.toolset(FunctionToolset([put]), server="store")
+            await ScriptedModel(painting("blue")).agent(toolset).run("Paint it blue.")
+            assert color() == "blue"  # ran at its step, through the gateway
+        assert tx.result is not None
+        assert await live_steps(engine, tx.transaction_id) == ["store.put"]
+
+        async def change_of_mind() -> None:
+            async with pax.transaction(engine, agent_id="painter") as again:
+                toolset = again.toolset(FunctionToolset([put]), server="store")
+                await ScriptedModel(painting("green")).agent(toolset).run("Paint it green.")
+                assert color() == "green"
+                raise RuntimeError("changed my mind")
+
+        with pytest.raises(RuntimeError, match="changed my mind"):
+            await change_of_mind()
+        assert color() == "blue"  # the gateway's undo ran on the rollback
+    finally:
+        await engine.close()
+
+
+async def test_two_toolsets_of_one_transaction_say_its_instructions_and_offer_approval_once(
+    service: TransactionService,
+) -> None:
+    model = ScriptedModel(lambda messages: text("Nothing to do."))
+    tx = pax.transaction(service, agent_id="two", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
+            first = tx.toolset(FunctionToolset([room_size]))
+            second = tx.toolset(FunctionToolset([book_room]))
+            await model.agent(first, approval=True).run("", toolsets=[second])
+
+    with pytest.raises(ApprovalRequired):  # the model finished without asking: rolled back
+        await run()
+    [offered] = model.tools
+    names = sorted(t.name for t in offered)
+    assert names == ["agenttx--request_approval", "book_room", "room_size"]
+    assert model.instructions[0].count("call agenttx--request_approval") == 1
+
+
+async def test_approval_asked_after_a_rewinding_call_of_the_same_response_is_not_asked(
+    service: TransactionService,
+) -> None:
+    def plan(messages: list[ModelMessage]) -> ModelResponse:
+        if turns(messages) == 0:
+            return calls(
+                ("kv--get", "g", {"key": "no-such-key"}),
+                ("agenttx--request_approval", "ask1", {}),
+            )
+        if turns(messages) == 1:
+            return calls(("kv--put", "p", {"key": "price", "value": 10}))
+        return calls(("agenttx--request_approval", "ask2", {}))
+
+    tx = pax.transaction(service, agent_id="hasty", principal="agent-7", mode="approval_required")
+
+    async def run() -> None:
+        async with tx:
+            done = await ScriptedModel(plan).agent(tx.toolset(), approval=True).run("")
+            assert isinstance(done.output, DeferredToolRequests)
+            [asked] = done.output.approvals
+            assert asked.tool_call_id == "ask2"  # the first was planned on a rewound step
+            first = answers(done.all_messages()[:3])
+            assert [(a.tool_call_id, a.outcome) for a in first] == [
+                ("g", "retried"),
+                ("ask1", "failed"),
+            ]
+            assert str(first[1].content).startswith("AgentTx: not run.")
+
+    with pytest.raises(ApprovalRequired):  # never approved: the block rolls back
+        await run()
+    assert tx.status is TxStatus.ROLLED_BACK
+
+
+async def test_pydantic_ais_own_approval_of_a_call_wraps_the_transactions_toolset(
+    service: TransactionService, tmp_path: Path
+) -> None:
+    """``tx.toolset(ROOMS).approval_required(...)``: pydantic-ai defers the call for a person;
+    once approved it is the next step; denied, it never reaches the service."""
+    log = str(tmp_path / "rooms.jsonl")
+    async with pax.transaction(service, agent_id="careful") as tx:
+        toolset = tx.toolset(ROOMS).approval_required(lambda ctx, d, args: d.name == "book_room")
+        agent = ScriptedModel(booking_plan(log)).agent(toolset, approval=True)
+        run = await agent.run("Book blue and red.")
+        assert isinstance(run.output, DeferredToolRequests)
+        assert [c.tool_call_id for c in run.output.approvals] == ["b1", "b2"]
+        assert journal(log) == []  # nothing ran while the person decides
+        decided = run.output.build_results(approvals={"b1": True, "b2": False})
+        run = await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
+        assert run.output == "Both rooms are booked."
+    assert journal(log) == [("book", "blue")]
+    assert await live_steps(service, tx.transaction_id) == ["book_room"]
