@@ -30,8 +30,9 @@ the other sections already in that file are kept; a ``--quick`` run writes only 
 - ``throughput``: 512 transactions × (begin, 20 ``kv.put``, commit) on one engine, run by
   1/4/16/64 asyncio tasks; steps/s = 10,240 / wall time (begins and commits included).
 - ``memory``: 1,000 transactions begun, each with one ``kv.put`` step, left open, on a new
-  engine: RSS growth (passes without tracemalloc, the median), SQLite's own memory growth, and
-  in a traced pass the Python heap growth, each divided by 1,000 (issue 24: ≤ 4 KiB RSS).
+  engine: RSS growth (passes without tracemalloc, each in a new process, the median),
+  SQLite's own memory growth, and in a traced pass the Python heap growth, each divided by
+  1,000 (issue 24: ≤ 4 KiB RSS).
 - ``compare``: the same 10-step workload (10 writes, then commit) through AgentTx, DBOS
   (SQLite system database) and LangGraph (``SqliteSaver``), if installed
   (``benchmarks/requirements.txt``); per-workload p50 and ratio to AgentTx.
@@ -516,13 +517,27 @@ async def _open_transactions(count: int, traced: bool) -> dict[str, float]:
     return out
 
 
+def _untraced_pass(count: int) -> dict[str, float]:
+    """One RSS pass in this (fresh) process: see ``bench_memory``."""
+    return asyncio.run(_open_transactions(count, traced=False))
+
+
 async def bench_memory(quick: bool) -> dict[str, Any]:
-    """Issue 24's measure: RSS growth over ``MEMORY_TRANSACTIONS`` open transactions, each on
-    a fresh engine, in passes of their own without tracemalloc (whose bookkeeping of every
-    allocation would be counted in the RSS), the median of the passes; then one traced pass
-    for the heap and where it goes."""
+    """Issue 24's measure: RSS growth over ``MEMORY_TRANSACTIONS`` open transactions, in
+    passes without tracemalloc (whose bookkeeping of every allocation would be counted in the
+    RSS), each in a new process (memory a finished pass freed stays resident and would be
+    reused by the next), the median of the passes; then one traced pass here for the heap and
+    where it goes."""
+    import concurrent.futures
+    import multiprocessing
+
     count = MEMORY_TRANSACTIONS
-    passes = [await _open_transactions(count, traced=False) for _ in range(1 if quick else 3)]
+    passes = []
+    for _ in range(1 if quick else 3):
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
+            passes.append(pool.submit(_untraced_pass, count).result())
     traced = await _open_transactions(count, traced=True)
     rss = statistics.median(p["rss_bytes_per_tx"] for p in passes)
     sqlite_figures = [p["sqlite_bytes_per_tx"] for p in passes if p["sqlite_bytes_per_tx"]]
@@ -533,9 +548,9 @@ async def bench_memory(quick: bool) -> dict[str, Any]:
         "sqlite_bytes_per_tx": statistics.median(sqlite_figures) if sqlite_figures else None,
         "heap_bytes_per_tx": traced["heap_bytes_per_tx"],
         "top_allocations": traced["top_allocations"],
-        "note": "RSS: median of untraced passes, each a new engine; it counts SQLite's page "
-        "caches (bounded, ~2 MiB a connection, shown as sqlite) and allocator slack. heap: "
-        "tracemalloc growth minus the benchmark's own list of ids",
+        "note": "RSS: median of untraced passes, each in a new process; it counts SQLite's "
+        "page caches (bounded, ~2 MiB a connection, shown as sqlite) and allocator slack. "
+        "heap: tracemalloc growth minus the benchmark's own list of ids",
     }
 
 
