@@ -354,3 +354,84 @@ async def test_sigterm_ends_the_session_cleanly(era: str, tmp_path: Path) -> Non
     assert await asyncio.wait_for(peer.proc.wait(), 60) == 0
     assert peer.proc.stderr is not None
     assert "stopped" in (await peer.proc.stderr.read()).decode()
+
+
+async def read_frames(peer: RawStdio, count: int) -> list[dict[str, Any]]:
+    """The next ``count`` stdout lines, of any length (``RawStdio.receive`` reads at most
+    64 KiB a line)."""
+    import asyncio
+
+    assert peer.proc.stdout is not None
+    data = b""
+    while data.count(b"\n") < count:
+        chunk = await asyncio.wait_for(peer.proc.stdout.read(1 << 16), 60)
+        assert chunk, "agenttx mcp closed stdout"
+        data += chunk
+    return [json.loads(line) for line in data.splitlines()]
+
+
+async def test_a_reply_bigger_than_the_pipe_reaches_a_slow_reader_whole(
+    era: str, tmp_path: Path
+) -> None:
+    """Replies are written by the event loop (``LoopStdout``): what the pipe cannot take at
+    once waits in memory until the reader drains it, and no other reply cuts into it."""
+    if era != "legacy":
+        pytest.skip("one raw run covers both eras' framing")
+    import asyncio
+
+    peer = await RawStdio.start(tmp_path / "data")
+    try:
+        await peer.send(initialize("2025-11-25"))
+        await peer.receive()
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = {"jsonrpc": "2.0", "method": "tools/call"}
+        await peer.send({**call, "id": 2, "params": {"name": "begin_transaction", "arguments": {}}})
+        tx = (await peer.receive())["result"]["structuredContent"]["transaction_id"]
+        value = "v" * 400_000  # six times what a Linux pipe holds
+        put = {"transaction_id": tx, "step_id": 1, "tool": "kv.put"}
+        put["arguments"] = {"key": "big", "value": value}
+        await peer.send({**call, "id": 3, "params": {"name": "run_step", "arguments": put}})
+        await peer.send({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+        await asyncio.sleep(1.0)  # a slow reader: the server has had to hold the rest
+        frames = {f["id"]: f for f in await read_frames(peer, 2)}
+        assert frames[3]["result"]["structuredContent"]["output"]["value"] == value
+        assert {t["name"] for t in frames[4]["result"]["tools"]} >= TOOLS
+    finally:
+        await peer.close()
+
+
+async def test_a_stdout_redirected_to_a_file_gets_every_reply(era: str, tmp_path: Path) -> None:
+    if era != "legacy":
+        pytest.skip("one raw run covers both eras' framing")
+    import asyncio
+
+    from mcp_harness import mcp_command
+    from server_process import TESTS_DIR, server_env
+
+    replies = tmp_path / "replies.jsonl"
+    with replies.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *mcp_command(tmp_path / "data"),
+            cwd=TESTS_DIR,
+            env=server_env(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=out,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    assert proc.stdin is not None
+    lines = [
+        initialize("2025-11-25"),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+    await proc.stdin.drain()
+    for _ in range(600):  # both replies written, then the end of the session
+        if replies.read_bytes().count(b"\n") >= 2:
+            break
+        await asyncio.sleep(0.1)
+    proc.stdin.close()
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    frames = [json.loads(line) for line in replies.read_text().splitlines()]
+    assert [f["id"] for f in frames] == [1, 2]
+    assert {t["name"] for t in frames[1]["result"]["tools"]} >= TOOLS

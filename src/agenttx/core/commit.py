@@ -206,7 +206,7 @@ class Committer:
 def validation_checks(rt: TxRuntime, writes: Mapping[str, str | None]) -> list[VersionCheck]:
     """Commit validation per isolation level (``docs/isolation.md``)."""
     if rt.isolation is Isolation.READ_COMMITTED:
-        return [VersionCheck(k, rt.base_versions.get(k, 0), "write") for k in writes]
+        return [VersionCheck(k, rt.base_version(k) or 0, "write") for k in writes]
     checks = [VersionCheck(k, rt.row.snapshot, "write") for k in writes]
     if rt.isolation is Isolation.SERIALIZABLE:
         checks += [VersionCheck(k, rt.row.snapshot, "read") for k in rt.read_set if k not in writes]

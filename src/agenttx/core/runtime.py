@@ -5,13 +5,20 @@ not a reload. It is valid only while ``row.revision`` matches the store: every d
 is a compare-and-set on that revision, so a stale image is caught at the next write and
 reloaded, never silently trusted.
 
-The write set keeps, per key, a stack of ``(step_id, value_json)``: the top is what the
-transaction reads; rewinding to step n pops the entries of steps ≥ n — O(changes undone).
+The write set keeps, per key, a stack of ``(step_id, value_json, base_version)``: the top
+is what the transaction reads, the bottom's base version the committed version the key had
+when the transaction first wrote it; rewinding to step n pops the entries of steps ≥ n —
+O(changes undone). The keys each step wrote are its row's (``detail["w"]``).
+
+An image stays in memory for as long as its transaction is open (idle ones too), so it holds
+each fact once: no second index of what the step rows already say, no empty structure made
+before it is needed (the graph is made by the first step that joins it), ``__slots__``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -19,7 +26,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agenttx.audit import EMPTY, ChainHead
 from agenttx.core.controller import ControllerState
@@ -43,6 +50,8 @@ MAX_PROGRESS_MESSAGE_BYTES = 1024
 # the committed version of the key when the transaction first wrote it (read-committed
 # validation compares against it).
 Write = tuple[str, str | None, int]
+# One entry of a key's stack: (step_id, value_json or None for a delete, base_version).
+StackEntry = tuple[int, str | None, int]
 # The arguments of DependencyGraph.add_step for one step, queued until the graph is needed.
 GraphStep = tuple[int, Any, Any, Sequence[Reference], Sequence[str], Sequence[str]]
 
@@ -50,7 +59,7 @@ GraphStep = tuple[int, Any, Any, Sequence[Reference], Sequence[str], Sequence[st
 _STEP_IDS = re.compile(r"\$\{steps\.([0-9]{1,18})")  # the steps a text's references name
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TxRuntime:
     row: TxRow
     policy: RollbackPolicy
@@ -58,15 +67,14 @@ class TxRuntime:
     ctl: ControllerState
     steps: dict[int, StepRow] = field(default_factory=dict)  # live attempts by step id
     outputs: dict[int, Any] = field(default_factory=dict)  # parsed outputs of live steps
-    stacks: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
-    step_keys: dict[int, list[str]] = field(default_factory=dict)  # keys each step wrote
-    base_versions: dict[str, int] = field(default_factory=dict)  # version when first written
+    # key → its stack, oldest first; a key is here iff a live step wrote it
+    stacks: dict[str, list[StackEntry]] = field(default_factory=dict)
     undo: list[UndoRow] = field(default_factory=list)  # not yet compensated, oldest first
     staged: list[StagedEffect] = field(default_factory=list)
     # The dependency graph is built lazily: steps queue here and join the graph only when
     # someone looks (a failure's root-cause search, get_transaction); most transactions never
-    # fail, so the hot path does not pay for it.
-    _graph: DependencyGraph = field(default_factory=DependencyGraph)
+    # fail, so the hot path does not pay for it. None until a step first joins it.
+    _graph: DependencyGraph | None = None
     _graph_pending: list[GraphStep] = field(default_factory=list)
     _graph_pending_chars: int = 0  # stored text behind the queued steps: what joining costs
     # Committed keys read by ANY attempt (failed and rewound ones too): the agent may have
@@ -88,28 +96,35 @@ class TxRuntime:
     @property
     def graph(self) -> DependencyGraph:
         """The graph with every queued step joined, here and now (tests, small graphs)."""
-        self._join_pending()
-        return self._graph
+        return self._join_pending()
 
     @property
     def built_graph(self) -> DependencyGraph | None:
         """The graph if no step waits to join it, else None: a reader outside the
         transaction's lock never joins steps (that can take long, and a writer may be joining
         them on a worker thread); it rebuilds from the rows instead."""
-        return None if self._graph_pending else self._graph
+        if self._graph_pending:
+            return None
+        if self._graph is None:
+            self._graph = DependencyGraph()
+        return self._graph
 
     async def joined_graph(self) -> DependencyGraph:
         """The graph with every queued step joined; the caller holds the transaction's lock.
         Joining indexes every scalar of the steps' inputs and outputs: a large queue joins on a
         worker thread, and the queue is emptied only once it is done (``built_graph``)."""
-        await by_size(self._graph_pending_chars, INLINE_JSON_CHARS, self._join_pending)
-        return self._graph
+        return await by_size(self._graph_pending_chars, INLINE_JSON_CHARS, self._join_pending)
 
-    def _join_pending(self) -> None:
+    def _join_pending(self) -> DependencyGraph:
+        graph = self._graph
+        if graph is None:
+            graph = self._graph = DependencyGraph()
         if self._graph_pending:
             for step in self._graph_pending:
-                self._graph.add_step(*step)
+                graph.add_step(*step)
+            # Emptied last: until then a reader sees steps waiting (``built_graph``).
             self._graph_pending, self._graph_pending_chars = [], 0
+        return graph
 
     def add_to_graph(
         self,
@@ -122,8 +137,11 @@ class TxRuntime:
         *,
         chars: int = 0,
     ) -> None:
-        """Queue a step for the graph; ``chars``: the size of its stored inputs and output."""
-        self._graph_pending.append((step_id, inputs, output, references, state_reads, state_writes))
+        """Queue a step for the graph; ``chars``: the size of its stored inputs and output.
+        Empty sequences are queued as the one empty tuple (held until the graph is built)."""
+        self._graph_pending.append(
+            (step_id, inputs, output, references or (), state_reads or (), state_writes or ())
+        )
         self._graph_pending_chars += chars
 
     def expansion_weight(self, arguments_json: str) -> int:
@@ -150,24 +168,31 @@ class TxRuntime:
         """The committed version reads see: the begin snapshot, or the newest (None)."""
         return None if self.isolation is Isolation.READ_COMMITTED else self.row.snapshot
 
-    def apply_writes(self, step_id: int, writes: list[Write]) -> None:
-        keys = self.step_keys.setdefault(step_id, [])
+    def apply_writes(self, step_id: int, writes: Sequence[Write]) -> None:
+        """Push a live step's writes (its row's ``detail["w"]``, which ``drop_from`` pops)."""
+        stacks = self.stacks
         for key, value_json, base_version in writes:
-            self.stacks.setdefault(key, []).append((step_id, value_json))
-            self.base_versions.setdefault(key, base_version)
-            keys.append(key)
+            stack = stacks.get(key)
+            if stack is None:
+                stacks[key] = [(step_id, value_json, base_version)]
+            else:
+                stack.append((step_id, value_json, base_version))
+
+    def base_version(self, key: str) -> int | None:
+        """The committed version ``key`` had when the transaction first wrote it (among the
+        live steps), None if no live step wrote it."""
+        stack = self.stacks.get(key)
+        return stack[0][2] if stack else None
 
     def drop_from(self, target: int) -> None:
         """Forget everything of steps ≥ target (after the store did the same)."""
-        for step_id in sorted((s for s in self.step_keys if s >= target), reverse=True):
-            for key in reversed(self.step_keys.pop(step_id)):
-                stack = self.stacks[key]
+        for step_id in sorted((s for s in self.steps if s >= target), reverse=True):
+            # The keys a step pushed are its row's writes: popped newest first.
+            for w in reversed(self.steps.pop(step_id).detail.get("w", ())):
+                stack = self.stacks[w[0]]
                 stack.pop()
                 if not stack:
-                    del self.stacks[key]
-                    self.base_versions.pop(key, None)
-        for step_id in [s for s in self.steps if s >= target]:
-            del self.steps[step_id]
+                    del self.stacks[w[0]]
             self.outputs.pop(step_id, None)
         # Failed and unknown undo records stay: evidence, never run again.
         self.undo = [
@@ -175,7 +200,8 @@ class TxRuntime:
         ]
         self.staged = [e for e in self.staged if e.step_id < target]
         self._graph_pending = [g for g in self._graph_pending if g[0] < target]
-        self._graph.drop_from(max(target, 1))
+        if self._graph is not None:
+            self._graph.drop_from(max(target, 1))
 
     def final_writes(self) -> dict[str, str | None]:
         return {key: stack[-1][1] for key, stack in self.stacks.items()}
@@ -183,6 +209,23 @@ class TxRuntime:
     def note_reads(self, reads: list[list[Any]]) -> None:
         for key, version in reads:
             self.read_set.setdefault(key, int(version))
+
+
+# What the body of every new transaction holds alike, made once and shared by the bodies: an
+# open transaction's image stays in memory as long as it is open, idle or not. Sharing is
+# safe because a body is copy-on-write: a change builds a new dict or list and never edits
+# one in place (tests/core/test_image_memory.py runs the engine's paths and checks that
+# these stay as they were).
+FRESH_CONTROLLER: Final[dict[str, Any]] = ControllerState().to_dict()
+NO_ITEMS: Final[list[Any]] = []
+NO_FIELDS: Final[dict[str, Any]] = {}
+
+
+@functools.lru_cache(maxsize=64)
+def policy_body(policy: RollbackPolicy) -> dict[str, Any]:
+    """``policy.to_dict()``, one dict per distinct policy (nearly every transaction has the
+    engine's default one), shared as the values above are."""
+    return policy.to_dict()
 
 
 def first_row(
@@ -204,17 +247,17 @@ def first_row(
     cannot be missing from one kind. ``fields`` are the kind's own keys (mode, principal,
     the compensation …), after the common ones."""
     body: dict[str, Any] = {
-        "metadata": metadata,
-        "policy": policy.to_dict(),
-        "controller": ControllerState().to_dict(),
-        "constraints": [],
+        "metadata": metadata or NO_FIELDS,
+        "policy": policy_body(policy),
+        "controller": FRESH_CONTROLLER,
+        "constraints": NO_ITEMS,
         "epoch": 0,
         "step_seq": 0,
         "requires_human": False,
         "abort_reason": "",
-        "compensation_errors": [],
+        "compensation_errors": NO_ITEMS,
         "outcome_unknown_step": 0,
-        "labels": list(labels),
+        "labels": list(labels) if labels else NO_ITEMS,
         **fields,
     }
     return TxRow(

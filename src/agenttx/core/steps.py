@@ -701,7 +701,7 @@ class StepExecutor:
             output,
             att.references,
             state_reads=scope.state_reads,
-            state_writes=list(scope.writes),
+            state_writes=tuple(scope.writes),
             chars=len(row.arguments_json) + len(row.output_json),
         )
         return result
@@ -710,7 +710,7 @@ class StepExecutor:
         """The step's writes with the committed version each key had when first written."""
         deltas: list[Write] = []
         for key, value in scope.writes.items():
-            base = rt.base_versions.get(key)
+            base = rt.base_version(key)
             if base is None:
                 if key in scope.reads:
                     base = scope.reads[key][1]

@@ -22,6 +22,7 @@ one at ``/mcp`` (``agenttx serve --http-addr``). docs/mcp.md is the user's page.
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from agenttx.api.mcp.served import Served, embedded, remote
@@ -32,14 +33,28 @@ __all__ = ["AgentTxMCP", "Served", "embedded", "remote", "serve_stdio"]
 
 async def serve_stdio(mcp: AgentTxMCP) -> None:
     """Serve MCP on this process's stdin and stdout until stdin closes. While it runs, fd 0
-    reads the null device and fd 1 points at stderr (the SDK's doing), so only protocol
-    frames come in and go out; a line is at most 4 MiB (``frames.py``)."""
+    reads the null device and fd 1 points at stderr, so only protocol frames come in and go
+    out; a line is at most 4 MiB, and replies are written by the event loop (``frames.py``)."""
     from mcp.server.stdio import stdio_server
 
-    from agenttx.api.mcp.frames import AnsweringMalformed, CappedLines, claimed_stdin
+    from agenttx.api.mcp.frames import (
+        AnsweringMalformed,
+        CappedLines,
+        LoopStdout,
+        claimed_stdin,
+        claimed_stdout,
+    )
 
-    with claimed_stdin() as stdin:
+    with claimed_stdin() as stdin, claimed_stdout() as raw_stdout:
         lines: Any = CappedLines(stdin)
-        async with stdio_server(stdin=lines) as (read, write):
-            frames: Any = AnsweringMalformed(read, write)
-            await mcp.server.run(frames, write, mcp.server.create_initialization_options())
+        stdout: Any = await LoopStdout.open(raw_stdout)
+        if stdout is None:  # a file: the SDK's blocking writes, on its worker thread
+            import anyio
+
+            stdout = anyio.wrap_file(io.TextIOWrapper(raw_stdout, encoding="utf-8"))
+        try:
+            async with stdio_server(stdin=lines, stdout=stdout) as (read, write):
+                frames: Any = AnsweringMalformed(read, write)
+                await mcp.server.run(frames, write, mcp.server.create_initialization_options())
+        finally:
+            await stdout.aclose()

@@ -6,17 +6,21 @@ it is skipped and answered -32600 ("request too large").
 The SDK's stdio transport hands a malformed line to the server as an exception, which its loop
 only logs; the caller would wait for an answer forever. ``AnsweringMalformed`` stands between
 the two: it answers those lines itself and passes every message on unchanged. ``CappedLines``
-is the stdin the transport reads, cut to size.
+is the stdin the transport reads, cut to size; ``LoopStdout`` the stdout it writes, from the
+event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import queue
+import stat
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,6 +96,69 @@ class CappedLines:
                 break
             size += len(data)
         return f'{{"{_OVERSIZED_KEY}": {size}}}\n'
+
+
+class LoopStdout:
+    """The stdout the SDK's transport writes each frame to (``write`` then ``flush``), written
+    by the event loop itself through an asyncio pipe transport: what the pipe takes at once is
+    written in place, the rest as the reader drains it, and ``flush`` returns once the whole
+    frame is in the pipe. The SDK's own stdout hops to a worker thread for each of the two
+    calls: two thread wake-ups a reply, on the path of every call (``benchmarks/gateway.py``).
+
+    Made by ``open`` for a pipe, socket or terminal (what an agent host gives); a stdout
+    redirected to a file keeps the SDK's (a file has no non-blocking writes)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._pending: list[str] = []  # this frame's text, written by the next ``flush``
+
+    @classmethod
+    async def open(cls, raw: IO[bytes]) -> LoopStdout | None:
+        if sys.platform == "win32" or not _pipe_like(raw.fileno()):
+            return None
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, raw)
+        # A drain waits until nothing is buffered: a flushed frame is in the pipe, as with the
+        # blocking write it replaces, and at most one frame is ever held here.
+        transport.set_write_buffer_limits(high=0)
+        return cls(asyncio.StreamWriter(transport, protocol, None, loop))
+
+    async def write(self, text: str) -> None:
+        self._pending.append(text)
+
+    async def flush(self) -> None:
+        if self._pending:
+            data = "".join(self._pending).encode("utf-8")
+            self._pending.clear()
+            self._writer.write(data)
+        await self._writer.drain()  # raises if the reader is gone (a broken pipe), as a write would
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(OSError):  # the reader went away: nothing more to deliver
+            await self.flush()  # nothing is left buffered after it: the close is immediate
+        self._writer.close()
+
+
+def _pipe_like(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@contextmanager
+def claimed_stdout() -> Iterator[IO[bytes]]:
+    """The process's stdout as a private stream, with fd 1 pointed at stderr while it is held,
+    so stray output of a tool or a child process goes to the log, never into the frames (as
+    the SDK does for the stdout it opens itself)."""
+    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(2, 1)
+    stream = os.fdopen(private, "wb", closefd=False)
+    try:
+        yield stream
+    finally:
+        # fd 1 back to the wire, blocking again (``LoopStdout`` made it non-blocking, and the
+        # process may still print); ``private`` stays open, as stdin's does.
+        os.set_blocking(private, True)
+        os.dup2(private, 1)
 
 
 @contextmanager
