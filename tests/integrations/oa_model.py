@@ -7,9 +7,9 @@ at) or a refusal and answer from it, as a real model would. No network, no API k
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import Model, ModelResponse, Usage
 from openai.types.responses import (
@@ -17,6 +17,9 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+
+if TYPE_CHECKING:
+    from scenarios import Call
 
 
 @dataclass(frozen=True)
@@ -102,3 +105,8 @@ class ScriptedModel(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the scripted model answers Runner.run, not run_streamed")
+
+
+def calling(made: Sequence[Call]) -> list[Any]:
+    """The model's function calls of these (a scenario's, ``scenarios.Call`` each)."""
+    return [call(name, call_id, **args) for name, call_id, args in made]

@@ -1,80 +1,22 @@
-"""Agents SDK function tools for the integration tests, and the same tools as AgentTx tools
-(``TOOLS``), which the tests load into the engine (``Engine.open(tools=TOOLS)``) as a user
-would, or serve.
-
-``book_room`` stands for an outside system: each booking and each cancellation appends a JSON
-line to the ``log`` file it is given, so a test sees which ran, in order."""
+"""The scenario tools (``scenario_tools``) as Agents SDK function tools, and those as AgentTx
+tools (``TOOLS``), which the tests load into the engine (``Engine.open(tools=TOOLS)``) as a
+user would, or serve. ``order_lunch`` here needs a person's approval of each call (the SDK's
+own ``needs_approval``), so it is apart, in ``APPROVED_TOOLS``."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from pathlib import Path
-
 from agents import function_tool
 
-import agenttx
+import scenario_tools as scenario
 from agenttx.integrations.openai_agents import as_agenttx_tools
 
-SIZES = {"blue": 4, "red": 12}
-
-
-def _note(log: str, what: str, room: str) -> None:
-    with Path(log).open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"did": what, "room": room}) + "\n")
-
-
-def journal(log: str | Path) -> list[tuple[str, str]]:
-    """What the outside system did, oldest first."""
-    path = Path(log)
-    if not path.exists():
-        return []
-    return [(d["did"], d["room"]) for d in map(json.loads, path.read_text().splitlines())]
-
-
-@function_tool
-def book_room(room: str, log: str) -> dict[str, str]:
-    """Book a meeting room."""
-    _note(log, "book", room)
-    return {"booked": room}
-
-
-@function_tool
-def cancel_room(room: str, log: str) -> None:
-    """Cancel a booking of a meeting room."""
-    _note(log, "cancel", room)
-
-
-@function_tool
-async def room_size(room: str, delay_s: float) -> int:
-    """How many people fit in a room (answers after ``delay_s`` seconds)."""
-    await asyncio.sleep(delay_s)
-    if room not in SIZES:
-        raise KeyError(f"no room named {room!r}; the rooms are {', '.join(SIZES)}")
-    return SIZES[room]
-
+book_room = function_tool(scenario.book_room)
+cancel_room = function_tool(scenario.cancel_room)
+room_size = function_tool(scenario.room_size)
+order_lunch = function_tool(scenario.order_lunch, needs_approval=True)
+close_account = function_tool(scenario.close_account)
 
 FUNCTION_TOOLS = [book_room, room_size]
-TOOLS = as_agenttx_tools(
-    FUNCTION_TOOLS,
-    effects={"book_room": "compensatable", "room_size": "read"},
-    undo={"book_room": cancel_room},
-)
-
-
-@function_tool(needs_approval=True)
-def order_lunch(people: int) -> str:
-    """Order lunch (a person approves each order; nobody declared its effect: irreversible)."""
-    return f"lunch for {people}"
-
-
+TOOLS = as_agenttx_tools(FUNCTION_TOOLS, effects=scenario.EFFECTS, undo={"book_room": cancel_room})
 APPROVED_TOOLS = as_agenttx_tools([order_lunch])
-
-
-@function_tool
-def close_account(account: str) -> None:
-    """Close an account (the provider refuses beyond repair: the transaction is aborted)."""
-    raise agenttx.FatalToolError(f"the provider closed account {account} already")
-
-
-ABORTING_TOOLS = as_agenttx_tools([close_account], effects={"close_account": "irreversible"})
+ABORTING_TOOLS = as_agenttx_tools([close_account], effects=scenario.ABORTING_EFFECTS)

@@ -6,14 +6,17 @@ hint, the step to resume at) and answer from it, as a real model would. No netwo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from agenttx.integrations.langgraph import LangGraphTransaction, TransactionToolNode
+
+if TYPE_CHECKING:
+    from scenarios import Call
 
 Plan = Callable[[list[BaseMessage]], AIMessage]
 
@@ -74,3 +77,8 @@ def tool_results(messages: list[BaseMessage]) -> list[ToolMessage]:
             break
         out.insert(0, m)
     return out
+
+
+def calling(made: Sequence[Call]) -> AIMessage:
+    """The model's message of these calls (a scenario's, ``scenarios.Call`` each)."""
+    return AIMessage("", tool_calls=[call(name, call_id, **args) for name, call_id, args in made])

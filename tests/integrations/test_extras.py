@@ -37,15 +37,25 @@ def test_the_core_and_the_package_load_no_framework() -> None:
     assert [m for m in loaded if m.split(".")[0] in FRAMEWORKS] == []
 
 
-@pytest.mark.parametrize("blocked", ["langgraph", "langchain_core"])
-def test_the_langgraph_module_without_its_extra_names_the_extra(blocked: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "blocked", "extra", "needs"),
+    [
+        ("langgraph", "langgraph", "langgraph", "needs LangGraph and LangChain"),
+        ("langgraph", "langchain_core", "langgraph", "needs LangGraph and LangChain"),
+        ("openai_agents", "agents", "openai-agents", "needs the OpenAI Agents SDK"),
+        ("pydantic_ai", "pydantic_ai", "pydantic-ai", "needs pydantic-ai"),
+    ],
+)
+def test_a_framework_module_without_its_extra_names_the_extra(
+    module: str, blocked: str, extra: str, needs: str
+) -> None:
     done = fresh(
         f"""
         import sys
         sys.modules[{blocked!r}] = None  # as if the extra were not installed
         import agenttx.integrations
         try:
-            import agenttx.integrations.langgraph
+            import agenttx.integrations.{module}
         except ImportError as e:
             print(e)
         else:
@@ -53,24 +63,5 @@ def test_the_langgraph_module_without_its_extra_names_the_extra(blocked: str) ->
         """
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install 'agenttx[langgraph]'" in done.stdout
-    assert "needs LangGraph and LangChain" in done.stdout
-
-
-def test_the_openai_agents_module_without_its_extra_names_the_extra() -> None:
-    done = fresh(
-        """
-        import sys
-        sys.modules["agents"] = None  # as if the extra were not installed
-        import agenttx.integrations
-        try:
-            import agenttx.integrations.openai_agents
-        except ImportError as e:
-            print(e)
-        else:
-            raise SystemExit("imported without the framework")
-        """
-    )
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'agenttx[openai-agents]'" in done.stdout
-    assert "needs the OpenAI Agents SDK" in done.stdout
+    assert f"pip install 'agenttx[{extra}]'" in done.stdout
+    assert needs in done.stdout

@@ -11,87 +11,47 @@ is not what these test, so SQLite only.
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-import agenttx
-from agenttx import ApprovalRequired, FailedPrecondition, StepsNotRedone, TxStatus
+import lg_tools
+import scenarios
+from agenttx import ApprovalRequired, FailedPrecondition, StepsNotRedone
 from agenttx.integrations import PROVIDER_NAME, StepsOwed
 from agenttx.integrations import langgraph as lgx
 from agenttx.service import TransactionService
-from lg_tools import TOOLS, book_room, cancel_room, journal
-from scripted_model import ScriptedAgent, call, graph, tool_results
+from lg_tools import book_room, cancel_room
+from scenario_tools import journal
+from scripted_model import ScriptedAgent, calling, graph, tool_results
 
-if TYPE_CHECKING:
-    from served_engine import Served
-
-pytest_plugins = ["served_engine"]
+pytest_plugins = ["framework_service"]
 pytestmark = pytest.mark.stores("sqlite")
 
 
-@pytest.fixture(params=["embedded", "remote"])
-async def service(
-    request: pytest.FixtureRequest,
-    open_engine: Callable[..., Awaitable[agenttx.Engine]],
-    serve: Callable[..., Awaitable[Served]],
-) -> AsyncIterator[TransactionService]:
-    """The engine itself, or the async client of a server in front of it: both load TOOLS."""
-    if request.param == "embedded":
-        yield await open_engine(tools=TOOLS)
-    else:
-        yield (await serve(tools=TOOLS)).client
-
-
-async def committed_value(service: TransactionService, key: str) -> Any:
-    """``key``'s committed value, as another agent reads it."""
-    r = await service.begin(agent_id="reader")
-    step = await service.execute_step(r.transaction_id, 1, "kv.get", {"key": key})
-    await service.rollback(r.transaction_id)
-    return step.output["value"] if step.output else None
+@pytest.fixture(scope="module")
+def framework_tools() -> ModuleType:
+    return lg_tools
 
 
 # ------------------------------------------------------------------ a foreign-key failure
 
 
 def fk_plan(messages: list[BaseMessage]) -> AIMessage:
-    """Insert customer c-1, remember the customer id, write a draft named after it, insert an
-    invoice for it. The first time it remembers c-404; told by the hint that c-404 is not a
-    customer, it sends the steps the rewind undid again with c-1."""
-    results = tool_results(messages)
+    """``scenarios.invoicing``, reading the hint from the failed call's result."""
+    failed = [r for r in tool_results(messages) if r.status == "error"]
     if not any(isinstance(m, ToolMessage) for m in messages):
-        customer = "c-404"
-        calls = [call("record--insert", "c1", table="customers", id="c-1")]
-    elif any(r.status == "error" for r in results):
-        [failed] = [r for r in results if r.status == "error"]
-        text = str(failed.content)
-        assert "resumes at step 2" in text
-        wrong = re.search(r"customer '([\w-]+)' is not in customers", text)
-        assert wrong is not None, text
-        assert wrong[1] == "c-404"
-        customer = "c-1"  # the customer step 1 inserted, instead of the one the hint names
-        calls = []
-    else:
-        return AIMessage("The invoice is in.")
-    calls += [
-        call("kv--put", "c2", key="session/customer", value=customer),
-        call("fs--write", "c3", path="drafts/${steps.2.value}.json", contents="{}"),
-        call(
-            "record--insert",
-            "c4",
-            table="invoices",
-            id="i-1",
-            fields={"customer": "${steps.2.value}"},
-            references={"customer": "customers"},
-        ),
-    ]
-    return AIMessage("", tool_calls=calls)
+        return calling(scenarios.invoicing(None))
+    if failed:
+        [hint] = failed
+        return calling(scenarios.invoicing(str(hint.content)))
+    return AIMessage("The invoice is in.")
 
 
 async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_commits(
@@ -106,23 +66,11 @@ async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_com
     failed = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.status == "error"]
     assert len(failed) == 1
     text = str(failed[0].content)
-    assert text.startswith("AgentTx: record--insert (step 4) failed and was rolled back")
-    assert "Undone by this rewind: steps 2 (kv--put), 3 (fs--write)." in text
+    scenarios.check_the_invoice_failure(text)
     assert "c-404" in text
     # The next turn carried the constraint in its system message.
     assert any("c-404" in str(m.content) for m in agent.sent[1][:1])
-    assert tx.result is not None
-    assert tx.result.committed
-    assert tx.result.steps_committed == 4
-    assert tx.status is TxStatus.COMMITTED
-    assert await committed_value(service, "session/customer") == "c-1"
-    info = await service.get_transaction(tx.transaction_id)
-    assert [s.tool_name for s in info.steps if s.live] == [
-        "record.insert",
-        "kv.put",
-        "fs.write",
-        "record.insert",
-    ]
+    await scenarios.check_invoiced(service, tx)
 
 
 async def test_the_tools_reach_the_model_under_names_providers_accept(
@@ -141,20 +89,12 @@ async def test_the_tools_reach_the_model_under_names_providers_accept(
 
 
 def parallel_plan(messages: list[BaseMessage]) -> AIMessage:
-    """Three calls in one message, the first slow and the second failing; then the call the
-    failure left out, alone."""
+    """``scenarios.sizing``; then the call the failure left out, alone."""
     turns = sum(isinstance(m, AIMessage) for m in messages)
     if turns == 0:
-        return AIMessage(
-            "",
-            tool_calls=[
-                call("room_size", "a", room="red", delay_s=0.05),
-                call("kv--get", "b", key="no-such-key"),
-                call("kv--put", "c", key="size", value="${steps.1}"),
-            ],
-        )
+        return calling(scenarios.sizing())
     if turns == 1:
-        return AIMessage("", tool_calls=[call("kv--put", "d", key="size", value="${steps.1}")])
+        return calling(scenarios.SIZING_AGAIN)
     return AIMessage("Red fits 12.")
 
 
@@ -174,22 +114,9 @@ async def test_a_messages_parallel_calls_are_steps_in_the_messages_order(
     ]
     assert first[0].content == "12"
     assert first[0].artifact == 12
-    assert "AgentTx: kv--get (step 2) failed" in str(first[1].content)
-    assert "resumes at step 2" in str(first[1].content)
-    assert str(first[2].content).startswith(
-        "AgentTx: not run. An earlier call of the same message, kv--get (step 2), failed"
-    )
-    info = await service.get_transaction(tx.transaction_id)
-    attempts = [(s.step_id, s.tool_name, str(s.status)) for s in info.steps]
+    scenarios.check_the_failed_and_the_unsent(str(first[1].content), [str(first[2].content)])
     # The slow first call is step 1 all the same; the call after the failure was not sent.
-    assert attempts == [
-        (1, "room_size", "SUCCESS"),
-        (2, "kv.get", "FAILED"),
-        (2, "kv.put", "SUCCESS"),
-    ]
-    assert tx.result is not None
-    assert tx.result.steps_committed == 2
-    assert await committed_value(service, "size") == 12
+    await scenarios.check_sized(service, tx)
 
 
 # ------------------------------------------------------------------ a block that raises
@@ -199,13 +126,7 @@ def booking_plan(log: str) -> Callable[[list[BaseMessage]], AIMessage]:
     def plan(messages: list[BaseMessage]) -> AIMessage:
         if any(isinstance(m, ToolMessage) for m in messages):
             return AIMessage("Both rooms are booked.")
-        return AIMessage(
-            "",
-            tool_calls=[
-                call("book_room", "b1", room="blue", log=log),
-                call("book_room", "b2", room="red", log=log),
-            ],
-        )
+        return calling(scenarios.booking(log))
 
     return plan
 
@@ -227,11 +148,7 @@ async def test_a_block_that_raises_rolls_back_and_the_undos_run_newest_first(
 
     with pytest.raises(RuntimeError, match="the user changed their mind"):
         await run()
-    assert journal(log)[2:] == [("cancel", "red"), ("cancel", "blue")]
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert tx.result is None
-    info = await service.get_transaction(tx.transaction_id)
-    assert info.status is TxStatus.ROLLED_BACK
+    await scenarios.check_rolled_back_newest_first(service, tx, log)
 
 
 async def test_a_framework_tool_the_service_has_not_loaded_is_refused_at_wrap_time(
@@ -245,28 +162,18 @@ async def test_a_framework_tool_the_service_has_not_loaded_is_refused_at_wrap_ti
 
     with pytest.raises(FailedPrecondition) as refused:
         await run()
-    text = str(refused.value)
-    assert "tool 'cancel_room' is not loaded on the server" in text
-    assert "as_agenttx_tools" in text
-    assert "--tools module:attr" in text
-    assert tx.status is TxStatus.ROLLED_BACK
+    scenarios.check_refused_as_not_loaded(refused.value, tx)
+    assert "--tools module:attr" in str(refused.value)
 
 
 # ------------------------------------------------------------------ owed steps
 
 
 def forgetful_plan(messages: list[BaseMessage]) -> AIMessage:
-    """Puts two keys, then a read that fails and rewinds both (the read names the second
-    key's value), then gives up without sending the undone steps again."""
+    """``scenarios.FORGETTING``, then gives up."""
     if any(isinstance(m, ToolMessage) for m in messages):
         return AIMessage("I give up.")
-    return AIMessage(
-        "",
-        tool_calls=[
-            call("kv--put", "p1", key="a", value="nope"),
-            call("kv--get", "g1", key="${steps.1.value}"),
-        ],
-    )
+    return calling(scenarios.FORGETTING)
 
 
 async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
@@ -284,10 +191,8 @@ async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
     with pytest.raises(StepsOwed) as owed:
         await run()
     assert isinstance(owed.value, StepsNotRedone)  # the client helper's rule and error
-    assert owed.value.steps == {1: "kv.put"}
     assert "step 1 (kv.put)" in str(owed.value)
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert await committed_value(service, "a") is None
+    await scenarios.check_owed(service, tx, owed.value)
 
 
 # ------------------------------------------------------------------ approval
@@ -297,12 +202,10 @@ def pricing_plan(messages: list[BaseMessage]) -> AIMessage:
     """Sets a price of 100; told by a refusal that the limit is 50, sets 50."""
     last = messages[-1]
     if isinstance(last, HumanMessage) and "refused" in str(last.content):
-        limit = re.search(r"the limit is (\d+)", str(last.content))
-        assert limit is not None
-        return AIMessage("", tool_calls=[call("kv--put", "p2", key="price", value=int(limit[1]))])
+        return calling(scenarios.repricing(str(last.content)))
     if isinstance(last, ToolMessage):
         return AIMessage("The price is set.")
-    return AIMessage("", tool_calls=[call("kv--put", "p1", key="price", value=100)])
+    return calling(scenarios.PRICING)
 
 
 async def approval_graph(tx: lgx.LangGraphTransaction) -> tuple[Any, dict[str, Any]]:
@@ -332,12 +235,7 @@ async def test_an_approved_commit_commits_exactly_the_change_shown(
         assert shown["changes"]["state"][0]["after"] == 100
         out = await g.ainvoke(lgx.approve("alice"), config)
         assert "__interrupt__" not in out
-    assert tx.result is not None
-    assert tx.result.committed
-    assert await committed_value(service, "price") == 100
-    info = await service.get_transaction(tx.transaction_id)
-    assert info.receipts[0].status == "approved"
-    assert info.receipts[0].receipt_id == shown["receipt_id"]
+    await scenarios.check_approved(service, tx, shown["receipt_id"])
 
 
 async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_next(
@@ -356,10 +254,7 @@ async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_n
         told = [m for m in out["messages"] if isinstance(m, HumanMessage)][-1]
         assert "refused by 'alice': the limit is 50, not 100" in str(told.content)
         await g.ainvoke(lgx.approve("alice"), config)
-    assert [r.reason for r in tx.refusals] == ["the limit is 50, not 100"]
-    assert tx.result is not None
-    assert tx.result.committed
-    assert await committed_value(service, "price") == 50
+    await scenarios.check_approved_after_a_refusal(service, tx)
 
 
 async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
@@ -374,5 +269,4 @@ async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
 
     with pytest.raises(ApprovalRequired):
         await run()
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert await committed_value(service, "price") is None
+    await scenarios.check_rolled_back_unapproved(service, tx)

@@ -13,6 +13,7 @@ from langgraph.prebuilt import ToolNode
 
 import agenttx
 import agenttx.integrations
+import scenarios
 from agenttx import InvalidArgument, TransactionAborted, TxStatus
 from agenttx.integrations import langgraph as lgx
 from lg_tools import ABORTING_TOOLS, TOOLS, book_room, cancel_room, room_size
@@ -24,27 +25,16 @@ OpenEngine = Callable[..., Awaitable[agenttx.Engine]]
 
 def test_a_langchain_tool_becomes_an_agenttx_tool_of_its_name_schema_and_effect() -> None:
     described = {t.name: t.describe() for t in TOOLS}
-    assert set(described) == {"book_room", "room_size", "order_lunch"}
-    assert described["room_size"]["effect"] == "read"
-    assert described["book_room"]["effect"] == "compensatable"
-    assert described["order_lunch"]["effect"] == "irreversible"  # nobody declared it
+    scenarios.check_described(described)
     assert lgx.DEFAULT_EFFECT == "irreversible"
     schema = described["room_size"]["input_schema"]
     assert schema["type"] == "object"
-    assert set(schema["properties"]) == {"room", "delay_s"}
     assert schema["required"] == ["room"]
-    assert described["room_size"]["description"].startswith("How many people fit")
 
 
 @pytest.mark.parametrize(
     ("kwargs", "words"),
-    [
-        ({"effects": {"book_room": "compensatable"}}, "needs an undo: pass undo="),
-        ({"effects": {"book_room": "state"}}, "effect 'state' is not one a LangChain tool"),
-        ({"effects": {"book_room": "staged"}}, "effect 'staged' is not one a LangChain tool"),
-        ({"effects": {"bok_room": "read"}}, "effects names 'bok_room', which is not among"),
-        ({"undo": {"book_room": cancel_room}}, "has an undo, so declare it compensatable"),
-    ],
+    scenarios.refused_declarations(cancel_room, "a LangChain tool", ["state", "staged"]),
 )
 def test_a_declaration_that_cannot_hold_is_refused_when_the_tools_are_made(
     kwargs: dict[str, Any], words: str

@@ -11,51 +11,34 @@ store is not what these test, so SQLite only.
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any
 
 import pytest
 from agents import Agent, FunctionTool, Runner, ToolCallOutputItem, set_tracing_disabled
 from agents.exceptions import UserError
 
-import agenttx
+import oa_tools
+import scenarios
 from agenttx import ApprovalRequired, FailedPrecondition, StepsNotRedone, TxStatus
 from agenttx.integrations import PROVIDER_NAME, StepsOwed
 from agenttx.integrations import openai_agents as oax
 from agenttx.service import TransactionService
-from oa_model import ScriptedModel, Sent, call, say
-from oa_tools import TOOLS, book_room, cancel_room, journal
+from oa_model import ScriptedModel, Sent, call, calling, say
+from oa_tools import book_room, cancel_room
+from scenario_tools import journal
 
-if TYPE_CHECKING:
-    from served_engine import Served
-
-pytest_plugins = ["served_engine"]
+pytest_plugins = ["framework_service"]
 pytestmark = pytest.mark.stores("sqlite")
 
 set_tracing_disabled(True)  # the SDK would export traces to OpenAI; never in tests
 
 
-@pytest.fixture(params=["embedded", "remote"])
-async def service(
-    request: pytest.FixtureRequest,
-    open_engine: Callable[..., Awaitable[agenttx.Engine]],
-    serve: Callable[..., Awaitable[Served]],
-) -> AsyncIterator[TransactionService]:
-    """The engine itself, or the async client of a server in front of it: both load TOOLS."""
-    if request.param == "embedded":
-        yield await open_engine(tools=TOOLS)
-    else:
-        yield (await serve(tools=TOOLS)).client
-
-
-async def committed_value(service: TransactionService, key: str) -> Any:
-    """``key``'s committed value, as another agent reads it."""
-    r = await service.begin(agent_id="reader")
-    step = await service.execute_step(r.transaction_id, 1, "kv.get", {"key": key})
-    await service.rollback(r.transaction_id)
-    return step.output["value"] if step.output else None
+@pytest.fixture(scope="module")
+def framework_tools() -> ModuleType:
+    return oa_tools
 
 
 def agent(model: ScriptedModel, tools: list[FunctionTool]) -> Agent[Any]:
@@ -75,36 +58,16 @@ def outputs(result: Any) -> list[tuple[str, str]]:
 
 
 def fk_plan(sent: Sent) -> list[Any]:
-    """Insert customer c-1, remember the customer id, write a draft named after it, insert an
-    invoice for it. The first time it remembers c-404; told by the hint that c-404 is not a
-    customer, it sends the steps the rewind undid again with c-1."""
+    """``scenarios.invoicing``, reading the hint from the failed call's output (each call id
+    once per run: the redo's ids are its own)."""
     results = sent.outputs()
+    failed = [t for t in results.values() if "failed and was rolled back" in t]
     if not results:
-        customer, turn = "c-404", "first"
-        calls = [call("record--insert", "c1", table="customers", id="c-1")]
-    elif any("failed and was rolled back" in text for text in results.values()):
-        [failed] = [t for t in results.values() if "failed and was rolled back" in t]
-        assert "resumes at step 2" in failed
-        wrong = re.search(r"customer '([\w-]+)' is not in customers", failed)
-        assert wrong is not None, failed
-        assert wrong[1] == "c-404"
-        customer, turn = "c-1", "redo"  # the customer step 1 inserted, not the hint's
-        calls = []
-    else:
-        return [say("The invoice is in.")]
-    return [
-        *calls,
-        call("kv--put", f"{turn}-c2", key="session/customer", value=customer),
-        call("fs--write", f"{turn}-c3", path="drafts/${steps.2.value}.json", contents="{}"),
-        call(
-            "record--insert",
-            f"{turn}-c4",
-            table="invoices",
-            id="i-1",
-            fields={"customer": "${steps.2.value}"},
-            references={"customer": "customers"},
-        ),
-    ]
+        return calling(scenarios.invoicing(None, turn="first-"))
+    if failed:
+        [hint] = failed
+        return calling(scenarios.invoicing(hint, turn="redo-"))
+    return [say("The invoice is in.")]
 
 
 async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_commits(
@@ -118,24 +81,12 @@ async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_com
     assert result.final_output == "The invoice is in."
     failed = [text for _, text in outputs(result) if "failed" in text]
     assert len(failed) == 1
-    assert failed[0].startswith("AgentTx: record--insert (step 4) failed and was rolled back")
-    assert "Undone by this rewind: steps 2 (kv--put), 3 (fs--write)." in failed[0]
+    scenarios.check_the_invoice_failure(failed[0])
     # The next model call carried the constraint in its instructions, after the agent's own.
     assert model.sent[1].instructions.startswith("You do the task.")
     assert "c-404" in model.sent[1].instructions
     assert "c-404" not in model.sent[0].instructions
-    assert tx.result is not None
-    assert tx.result.committed
-    assert tx.result.steps_committed == 4
-    assert tx.status is TxStatus.COMMITTED
-    assert await committed_value(service, "session/customer") == "c-1"
-    info = await service.get_transaction(tx.transaction_id)
-    assert [s.tool_name for s in info.steps if s.live] == [
-        "record.insert",
-        "kv.put",
-        "fs.write",
-        "record.insert",
-    ]
+    await scenarios.check_invoiced(service, tx)
 
 
 async def test_the_tools_reach_the_model_under_names_providers_accept(
@@ -163,13 +114,11 @@ def parallel_plan(first_delay: float, second_delay: float) -> Callable[[Sent], l
         results = sent.outputs()
         if not results:
             return [
-                call("room_size", "a", room="red", delay_s=first_delay),
-                call("kv--get", "b", key="no-such-key"),
-                call("kv--put", "c", key="size", value="${steps.1}"),
+                *calling(scenarios.sizing(first_delay)),
                 call("room_size", "e", room="blue", delay_s=second_delay),
             ]
         if "a" in results:
-            return [call("kv--put", "d", key="size", value="${steps.1}")]
+            return calling(scenarios.SIZING_AGAIN)
         return [say("Red fits 12.")]
 
     return plan
@@ -187,23 +136,9 @@ async def test_a_responses_parallel_calls_are_steps_in_the_responses_order(
     first = outputs(result)[:4]
     assert [call_id for call_id, _ in first] == ["a", "b", "c", "e"]
     assert first[0][1] == "12"
-    assert "AgentTx: kv--get (step 2) failed" in first[1][1]
-    assert "resumes at step 2" in first[1][1]
-    for _, text in first[2:]:
-        assert text.startswith(
-            "AgentTx: not run. An earlier call of the same message, kv--get (step 2), failed"
-        )
-    info = await service.get_transaction(tx.transaction_id)
-    attempts = [(s.step_id, s.tool_name, str(s.status)) for s in info.steps]
+    scenarios.check_the_failed_and_the_unsent(first[1][1], [text for _, text in first[2:]])
     # The same steps whichever call would finish first: the calls after the failure unsent.
-    assert attempts == [
-        (1, "room_size", "SUCCESS"),
-        (2, "kv.get", "FAILED"),
-        (2, "kv.put", "SUCCESS"),
-    ]
-    assert tx.result is not None
-    assert tx.result.steps_committed == 2
-    assert await committed_value(service, "size") == 12
+    await scenarios.check_sized(service, tx)
 
 
 async def test_a_function_tools_exception_is_the_steps_failure_not_an_answer(
@@ -252,10 +187,7 @@ def booking_plan(log: str) -> Callable[[Sent], list[Any]]:
     def plan(sent: Sent) -> list[Any]:
         if sent.outputs():
             return [say("Both rooms are booked.")]
-        return [
-            call("book_room", "b1", room="blue", log=log),
-            call("book_room", "b2", room="red", log=log),
-        ]
+        return calling(scenarios.booking(log))
 
     return plan
 
@@ -279,11 +211,7 @@ async def test_a_block_that_raises_rolls_back_and_the_undos_run_newest_first(
 
     with pytest.raises(RuntimeError, match="the user changed their mind"):
         await run()
-    assert journal(log)[2:] == [("cancel", "red"), ("cancel", "blue")]
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert tx.result is None
-    info = await service.get_transaction(tx.transaction_id)
-    assert info.status is TxStatus.ROLLED_BACK
+    await scenarios.check_rolled_back_newest_first(service, tx, log)
 
 
 async def test_a_function_tool_the_service_has_not_loaded_is_refused_at_wrap_time(
@@ -297,24 +225,17 @@ async def test_a_function_tool_the_service_has_not_loaded_is_refused_at_wrap_tim
 
     with pytest.raises(FailedPrecondition) as refused:
         await run()
-    text = str(refused.value)
-    assert "tool 'cancel_room' is not loaded on the server" in text
-    assert "as_agenttx_tools" in text
-    assert tx.status is TxStatus.ROLLED_BACK
+    scenarios.check_refused_as_not_loaded(refused.value, tx)
 
 
 # ------------------------------------------------------------------ owed steps
 
 
 def forgetful_plan(sent: Sent) -> list[Any]:
-    """Puts a key, then a read that fails and rewinds it (the read names the key's value),
-    then gives up without sending the undone step again."""
+    """``scenarios.FORGETTING``, then gives up."""
     if sent.outputs():
         return [say("I give up.")]
-    return [
-        call("kv--put", "p1", key="a", value="nope"),
-        call("kv--get", "g1", key="${steps.1.value}"),
-    ]
+    return calling(scenarios.FORGETTING)
 
 
 async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
@@ -333,9 +254,7 @@ async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
     with pytest.raises(StepsOwed) as owed:
         await run()
     assert isinstance(owed.value, StepsNotRedone)  # the client helper's rule and error
-    assert owed.value.steps == {1: "kv.put"}
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert await committed_value(service, "a") is None
+    await scenarios.check_owed(service, tx, owed.value)
 
 
 # ------------------------------------------------------------------ approval
@@ -346,12 +265,10 @@ def pricing_plan(sent: Sent) -> list[Any]:
     sets 50 and asks again; once approved, finishes."""
     results = sent.outputs()
     if not results:
-        return [call("kv--put", "p1", key="price", value=100)]
+        return calling(scenarios.PRICING)
     last = list(results.values())[-1]
     if "refused by" in last:
-        limit = re.search(r"the limit is (\d+)", last)
-        assert limit is not None
-        return [call("kv--put", "p2", key="price", value=int(limit[1]))]
+        return calling(scenarios.repricing(last))
     if "was approved" in last:
         return [say("The price is set.")]
     asked = sum(i.get("name") == "commit_changes" for i in sent.items)
@@ -376,12 +293,7 @@ async def test_an_approved_commit_commits_exactly_the_change_shown(
         result = await Runner.run(pricer, state, run_config=tx.run_config())
         assert result.interruptions == []
         assert result.final_output == "The price is set."
-    assert tx.result is not None
-    assert tx.result.committed
-    assert await committed_value(service, "price") == 100
-    info = await service.get_transaction(tx.transaction_id)
-    assert info.receipts[0].status == "approved"
-    assert info.receipts[0].receipt_id == shown.receipt_id
+    await scenarios.check_approved(service, tx, shown.receipt_id)
 
 
 async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_next(
@@ -406,10 +318,7 @@ async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_n
         state = await tx.approve(result, "alice")
         result = await Runner.run(pricer, state, run_config=tx.run_config())
         assert result.final_output == "The price is set."
-    assert [r.reason for r in tx.refusals] == ["the limit is 50, not 100"]
-    assert tx.result is not None
-    assert tx.result.committed
-    assert await committed_value(service, "price") == 50
+    await scenarios.check_approved_after_a_refusal(service, tx)
 
 
 async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
@@ -425,5 +334,4 @@ async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
 
     with pytest.raises(ApprovalRequired):
         await run()
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert await committed_value(service, "price") is None
+    await scenarios.check_rolled_back_unapproved(service, tx)

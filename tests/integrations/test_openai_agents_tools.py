@@ -22,6 +22,7 @@ from agents.run_config import CallModelData, ModelInputData
 from agents.tracing import FunctionSpanData, Span, Trace, TracingProcessor
 
 import agenttx
+import scenarios
 from agenttx import FailedPrecondition, InvalidArgument, TransactionAborted, TxStatus
 from agenttx.integrations import openai_agents as oax
 from oa_model import ScriptedModel, Sent, call, raw_call, say
@@ -36,26 +37,14 @@ set_tracing_disabled(True)  # the SDK would export traces to OpenAI; never in te
 
 def test_a_function_tool_becomes_an_agenttx_tool_of_its_name_schema_and_effect() -> None:
     described = {t.name: t.describe() for t in [*TOOLS, *APPROVED_TOOLS]}
-    assert set(described) == {"book_room", "room_size", "order_lunch"}
-    assert described["room_size"]["effect"] == "read"
-    assert described["book_room"]["effect"] == "compensatable"
-    assert described["order_lunch"]["effect"] == "irreversible"  # nobody declared it
+    scenarios.check_described(described)
     assert oax.DEFAULT_EFFECT == "irreversible"
-    schema = described["room_size"]["input_schema"]
-    assert schema["type"] == "object"
-    assert set(schema["properties"]) == {"room", "delay_s"}
-    assert described["room_size"]["description"].startswith("How many people fit")
+    assert described["room_size"]["input_schema"]["type"] == "object"
 
 
 @pytest.mark.parametrize(
     ("kwargs", "words"),
-    [
-        ({"effects": {"book_room": "compensatable"}}, "needs an undo: pass undo="),
-        ({"effects": {"book_room": "state"}}, "'state' is not one an Agents SDK function tool"),
-        ({"effects": {"book_room": "staged"}}, "'staged' is not one an Agents SDK function tool"),
-        ({"effects": {"bok_room": "read"}}, "effects names 'bok_room', which is not among"),
-        ({"undo": {"book_room": cancel_room}}, "has an undo, so declare it compensatable"),
-    ],
+    scenarios.refused_declarations(cancel_room, "an Agents SDK function tool", ["state", "staged"]),
 )
 def test_a_declaration_that_cannot_hold_is_refused_when_the_tools_are_made(
     kwargs: dict[str, Any], words: str

@@ -15,11 +15,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.prebuilt import ToolNode
 
 import agenttx
+import scenarios
 from agenttx import FailedPrecondition
 from agenttx.integrations import AgentTransaction
 from agenttx.integrations import langgraph as lgx
 from lg_tools import TOOLS
-from scripted_model import ScriptedAgent, call, graph
+from scripted_model import ScriptedAgent, calling, graph
 
 pytestmark = pytest.mark.stores("sqlite")
 OpenEngine = Callable[..., Awaitable[agenttx.Engine]]
@@ -84,14 +85,7 @@ async def test_a_call_that_never_comes_is_named_instead_of_holding_the_rest(
 def plan(messages: list[Any]) -> AIMessage:
     if isinstance(messages[-1], ToolMessage):
         return AIMessage("Done.")
-    return AIMessage(
-        "",
-        tool_calls=[
-            call("room_size", "a", room="red", delay_s=0.05),
-            call("kv--get", "b", key="no-such-key"),
-            call("kv--put", "c", key="size", value="${steps.1}"),
-        ],
-    )
+    return calling(scenarios.sizing())
 
 
 async def test_langgraphs_tool_node_with_ordered_calls_keeps_the_message_rule(

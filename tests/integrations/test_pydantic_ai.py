@@ -12,13 +12,11 @@ model reads. The store is not what these test, so SQLite only.
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import sys
-import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any
 
 import pytest
 from pydantic_ai import RunContext
@@ -29,6 +27,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 import agenttx
 import agenttx.integrations
+import pai_tools
+import scenarios
 from agenttx import (
     ApprovalRequired,
     FailedPrecondition,
@@ -40,94 +40,34 @@ from agenttx.integrations import PROVIDER_NAME, StepsOwed
 from agenttx.integrations import pydantic_ai as pax
 from agenttx.service import TransactionService
 from gateway_servers import gateway_engine, write_gateway
-from pai_tools import (
-    ABORTING_TOOLS,
-    ROOMS,
-    TOOLS,
-    ScriptedModel,
-    answers,
-    book_room,
-    calls,
-    cancel_room,
-    close_account,
-    journal,
-    room_size,
-    text,
-    turns,
-)
+from pai_model import ScriptedModel, answers, calls, text, turns
+from pai_tools import ABORTING_TOOLS, ROOMS, TOOLS
 from paths import TESTS
+from scenario_tools import book_room, cancel_room, close_account, journal, room_size
+from scenarios import committed_value, live_steps
 
-if TYPE_CHECKING:
-    from served_engine import Served
-
-pytest_plugins = ["served_engine"]
+pytest_plugins = ["framework_service"]
 pytestmark = pytest.mark.stores("sqlite")
 OpenEngine = Callable[..., Awaitable[agenttx.Engine]]
 
 
-@pytest.fixture(params=["embedded", "remote"])
-async def service(
-    request: pytest.FixtureRequest,
-    open_engine: OpenEngine,
-    serve: Callable[..., Awaitable[Served]],
-) -> AsyncIterator[TransactionService]:
-    """The engine itself, or the async client of a server in front of it: both load TOOLS."""
-    if request.param == "embedded":
-        yield await open_engine(tools=TOOLS)
-    else:
-        yield (await serve(tools=TOOLS)).client
-
-
-async def committed_value(service: TransactionService, key: str) -> Any:
-    """``key``'s committed value, as another agent reads it."""
-    r = await service.begin(agent_id="reader")
-    step = await service.execute_step(r.transaction_id, 1, "kv.get", {"key": key})
-    await service.rollback(r.transaction_id)
-    return step.output["value"] if step.output else None
-
-
-async def live_steps(service: TransactionService, tx: str) -> list[str]:
-    info = await service.get_transaction(tx)
-    return [s.tool_name for s in info.steps if s.live]
+@pytest.fixture(scope="module")
+def framework_tools() -> ModuleType:
+    return pai_tools
 
 
 # ------------------------------------------------------------------ a foreign-key failure
 
 
 def fk_plan(messages: list[ModelMessage]) -> ModelResponse:
-    """Insert customer c-1, remember the customer id, write a draft named after it, insert an
-    invoice for it. The first time it remembers c-404; told by the hint that c-404 is not a
-    customer, it sends the steps the rewind undid again with c-1."""
-    got = answers(messages)
-    retried = [a for a in got if a.outcome == "retried"]
+    """``scenarios.invoicing``, reading the hint from the retried call's answer."""
+    retried = [a for a in answers(messages) if a.outcome == "retried"]
     if turns(messages) == 0:
-        customer = "c-404"
-        first = [("record--insert", "c1", {"table": "customers", "id": "c-1"})]
-    elif retried:
-        [failed] = retried
-        said = str(failed.content)
-        assert "resumes at step 2" in said
-        wrong = re.search(r"customer '([\w-]+)' is not in customers", said)
-        assert wrong is not None, said
-        assert wrong[1] == "c-404"
-        customer, first = "c-1", []  # the customer step 1 inserted, not the one the hint names
-    else:
-        return text("The invoice is in.")
-    return calls(
-        *first,
-        ("kv--put", "c2", {"key": "session/customer", "value": customer}),
-        ("fs--write", "c3", {"path": "drafts/${steps.2.value}.json", "contents": "{}"}),
-        (
-            "record--insert",
-            "c4",
-            {
-                "table": "invoices",
-                "id": "i-1",
-                "fields": {"customer": "${steps.2.value}"},
-                "references": {"customer": "customers"},
-            },
-        ),
-    )
+        return calls(*scenarios.invoicing(None))
+    if retried:
+        [hint] = retried
+        return calls(*scenarios.invoicing(str(hint.content)))
+    return text("The invoice is in.")
 
 
 async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_commits(
@@ -143,25 +83,13 @@ async def test_a_foreign_key_failure_rewinds_to_its_cause_and_the_fixed_redo_com
         if getattr(p, "outcome", None) == "retried"
     ]
     assert len(retried) == 1
-    said = str(retried[0].content)
-    assert said.startswith("AgentTx: record--insert (step 4) failed and was rolled back")
-    assert "Undone by this rewind: steps 2 (kv--put), 3 (fs--write)." in said
+    scenarios.check_the_invoice_failure(str(retried[0].content))
     # The turn after the failure had the constraint in its instructions; the first had none.
     assert "c-404" not in model.instructions[0]
     assert "Constraints learned from failed steps" in model.instructions[1]
     assert "c-404" in model.instructions[1]
     assert run.output == "The invoice is in."
-    assert tx.result is not None
-    assert tx.result.committed
-    assert tx.result.steps_committed == 4
-    assert tx.status is TxStatus.COMMITTED
-    assert await committed_value(service, "session/customer") == "c-1"
-    assert await live_steps(service, tx.transaction_id) == [
-        "record.insert",
-        "kv.put",
-        "fs.write",
-        "record.insert",
-    ]
+    await scenarios.check_invoiced(service, tx)
 
 
 async def test_the_tools_reach_the_model_under_names_providers_accept(
@@ -184,16 +112,11 @@ async def test_the_tools_reach_the_model_under_names_providers_accept(
 
 
 def parallel_plan(messages: list[ModelMessage]) -> ModelResponse:
-    """Three calls in one response, the first slow and the second failing; then the call the
-    failure left out, alone."""
+    """``scenarios.sizing``; then the call the failure left out, alone."""
     if turns(messages) == 0:
-        return calls(
-            ("room_size", "a", {"room": "red", "delay_s": 0.05}),
-            ("kv--get", "b", {"key": "no-such-key"}),
-            ("kv--put", "c", {"key": "size", "value": "${steps.1}"}),
-        )
+        return calls(*scenarios.sizing())
     if turns(messages) == 1:
-        return calls(("kv--put", "d", {"key": "size", "value": "${steps.1}"}))
+        return calls(*scenarios.SIZING_AGAIN)
     return text("Red fits 12.")
 
 
@@ -210,22 +133,9 @@ async def test_a_responses_parallel_calls_are_steps_in_the_responses_order(
         ("c", "failed"),  # not sent: ToolFailed, which spends none of the tool's retries
     ]
     assert first[0].content == 12
-    assert "AgentTx: kv--get (step 2) failed" in str(first[1].content)
-    assert "resumes at step 2" in str(first[1].content)
-    assert str(first[2].content).startswith(
-        "AgentTx: not run. An earlier call of the same message, kv--get (step 2), failed"
-    )
-    info = await service.get_transaction(tx.transaction_id)
-    attempts = [(s.step_id, s.tool_name, str(s.status)) for s in info.steps]
+    scenarios.check_the_failed_and_the_unsent(str(first[1].content), [str(first[2].content)])
     # The slow first call is step 1 all the same; the call after the failure was not sent.
-    assert attempts == [
-        (1, "room_size", "SUCCESS"),
-        (2, "kv.get", "FAILED"),
-        (2, "kv.put", "SUCCESS"),
-    ]
-    assert tx.result is not None
-    assert tx.result.steps_committed == 2
-    assert await committed_value(service, "size") == 12
+    await scenarios.check_sized(service, tx)
 
 
 async def test_a_tool_failing_past_its_retries_ends_the_run_and_rolls_back(
@@ -258,10 +168,7 @@ def booking_plan(log: str) -> Callable[[list[ModelMessage]], ModelResponse]:
     def plan(messages: list[ModelMessage]) -> ModelResponse:
         if turns(messages):
             return text("Both rooms are booked.")
-        return calls(
-            ("book_room", "b1", {"room": "blue", "log": log}),
-            ("book_room", "b2", {"room": "red", "log": log}),
-        )
+        return calls(*scenarios.booking(log))
 
     return plan
 
@@ -281,11 +188,7 @@ async def test_a_block_that_raises_rolls_back_and_the_undos_run_newest_first(
 
     with pytest.raises(RuntimeError, match="the user changed their mind"):
         await run()
-    assert journal(log)[2:] == [("cancel", "red"), ("cancel", "blue")]
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert tx.result is None
-    info = await service.get_transaction(tx.transaction_id)
-    assert info.status is TxStatus.ROLLED_BACK
+    await scenarios.check_rolled_back_newest_first(service, tx, log)
 
 
 async def test_a_wrapped_toolsets_calls_are_steps_sent_to_the_service(
@@ -314,10 +217,7 @@ async def test_a_toolset_the_service_has_not_loaded_is_refused_at_its_first_list
 
     with pytest.raises(FailedPrecondition) as refused:
         await run()
-    said = str(refused.value)
-    assert "tool 'cancel_room' is not loaded on the server" in said
-    assert "as_agenttx_tools" in said
-    assert tx.status is TxStatus.ROLLED_BACK
+    scenarios.check_refused_as_not_loaded(refused.value, tx)
 
 
 async def test_a_tool_that_aborts_the_transaction_raises_out_of_the_run(
@@ -344,14 +244,10 @@ async def test_a_tool_that_aborts_the_transaction_raises_out_of_the_run(
 
 
 def forgetful_plan(messages: list[ModelMessage]) -> ModelResponse:
-    """Puts a key, then a read that fails and rewinds it (the read names the key's value), then
-    gives up without sending the undone step again."""
+    """``scenarios.FORGETTING``, then gives up."""
     if turns(messages):
         return text("I give up.")
-    return calls(
-        ("kv--put", "p1", {"key": "a", "value": "nope"}),
-        ("kv--get", "g1", {"key": "${steps.1.value}"}),
-    )
+    return calls(*scenarios.FORGETTING)
 
 
 async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
@@ -365,9 +261,7 @@ async def test_a_run_that_ends_owing_rewound_steps_rolls_back_and_names_them(
 
     with pytest.raises(StepsOwed) as owed:
         await run()
-    assert owed.value.steps == {1: "kv.put"}
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert await committed_value(service, "a") is None
+    await scenarios.check_owed(service, tx, owed.value)
 
 
 # ------------------------------------------------------------------ approval
@@ -378,12 +272,10 @@ def pricing_plan(messages: list[ModelMessage]) -> ModelResponse:
     50 and asks again; once approved, finishes."""
     got = answers(messages)
     if turns(messages) == 0:
-        return calls(("kv--put", "p1", {"key": "price", "value": 100}))
+        return calls(*scenarios.PRICING)
     if any(a.outcome == "denied" for a in got):
         [denied] = got
-        limit = re.search(r"the limit is (\d+)", str(denied.content))
-        assert limit is not None
-        return calls(("kv--put", "p2", {"key": "price", "value": int(limit[1])}))
+        return calls(*scenarios.repricing(str(denied.content)))
     if got and got[0].tool_name == "kv--put":
         return calls(("agenttx--request_approval", f"ask{turns(messages)}", {}))
     assert "was approved" in str(got[0].content)
@@ -409,12 +301,7 @@ async def test_an_approved_commit_commits_exactly_the_change_shown(
         run = await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
         assert run.output == "The price is set."
     assert "call agenttx--request_approval" in model.instructions[0]
-    assert tx.result is not None
-    assert tx.result.committed
-    assert await committed_value(service, "price") == 100
-    info = await service.get_transaction(tx.transaction_id)
-    assert info.receipts[0].status == "approved"
-    assert info.receipts[0].receipt_id == shown["receipt_id"]
+    await scenarios.check_approved(service, tx, shown["receipt_id"])
 
 
 async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_next(
@@ -442,10 +329,7 @@ async def test_a_refused_commit_tells_the_model_why_and_its_change_is_approved_n
         assert "refused by 'alice': the limit is 50, not 100" in str(denied[0].content)
         decided = await tx.approve(run.output, "alice")
         await agent.run(message_history=run.all_messages(), deferred_tool_results=decided)
-    assert [r.reason for r in tx.refusals] == ["the limit is 50, not 100"]
-    assert tx.result is not None
-    assert tx.result.committed
-    assert await committed_value(service, "price") == 50
+    await scenarios.check_approved_after_a_refusal(service, tx)
 
 
 async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
@@ -459,8 +343,7 @@ async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
 
     with pytest.raises(ApprovalRequired):
         await run()
-    assert tx.status is TxStatus.ROLLED_BACK
-    assert await committed_value(service, "price") is None
+    await scenarios.check_rolled_back_unapproved(service, tx)
 
 
 # ------------------------------------------------------------------ the engine side
@@ -468,24 +351,13 @@ async def test_a_block_that_ends_while_the_commit_waits_for_approval_rolls_back(
 
 def test_a_pydantic_ai_tool_becomes_an_agenttx_tool_of_its_name_schema_and_effect() -> None:
     described = {t.name: t.describe() for t in TOOLS}
-    assert set(described) == {"book_room", "room_size", "order_lunch"}
-    assert described["room_size"]["effect"] == "read"
-    assert described["book_room"]["effect"] == "compensatable"
-    assert described["order_lunch"]["effect"] == "irreversible"  # nobody declared it
-    schema = described["room_size"]["input_schema"]
-    assert set(schema["properties"]) == {"room", "delay_s"}
-    assert schema["required"] == ["room"]
-    assert described["room_size"]["description"].startswith("How many people fit")
+    scenarios.check_described(described)
+    assert described["room_size"]["input_schema"]["required"] == ["room"]
 
 
 @pytest.mark.parametrize(
     ("kwargs", "words"),
-    [
-        ({"effects": {"book_room": "compensatable"}}, "needs an undo: pass undo="),
-        ({"effects": {"book_room": "state"}}, "effect 'state' is not one a pydantic-ai tool"),
-        ({"effects": {"bok_room": "read"}}, "effects names 'bok_room', which is not among"),
-        ({"undo": {"book_room": cancel_room}}, "has an undo, so declare it compensatable"),
-    ],
+    scenarios.refused_declarations(cancel_room, "a pydantic-ai tool", ["state"]),
 )
 def test_a_declaration_that_cannot_hold_is_refused_when_the_tools_are_made(
     kwargs: dict[str, Any], words: str
@@ -521,30 +393,6 @@ def test_the_public_surface_is_exactly_these() -> None:
         "as_agenttx_tools",
         "transaction",
     ]
-
-
-def test_the_module_without_its_extra_names_the_extra() -> None:
-    code = """
-        import sys
-        sys.modules["pydantic_ai"] = None  # as if the extra were not installed
-        import agenttx.integrations
-        try:
-            import agenttx.integrations.pydantic_ai
-        except ImportError as e:
-            print(e)
-        else:
-            raise SystemExit("imported without the framework")
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'agenttx[pydantic-ai]'" in done.stdout
-    assert "needs pydantic-ai" in done.stdout
 
 
 # ------------------------------------------------------------------ a gateway server's tools
