@@ -207,7 +207,7 @@ class AgentTransaction:
         await self.order.wait_turn(call_id)
         try:
             if self.rewinds != self._message_rewinds and self.last_failure is not None:
-                return CallOutcome(failure=self._not_sent(self.shown(tool)))
+                return CallOutcome(failure=self.not_sent(self.shown(tool)))
             async with self._turn:
                 return await self._send(tool, arguments, raw_context)
         finally:
