@@ -396,7 +396,7 @@ class Sizes:
     profile_runs: int  # wrapped runs under cProfile, when the aim is missed
 
 
-FULL = Sizes(blocks=12, runs_per_block=8, warmup=10, profile_runs=200)
+FULL = Sizes(blocks=12, runs_per_block=8, warmup=10, profile_runs=60)
 QUICK = Sizes(blocks=3, runs_per_block=2, warmup=1, profile_runs=5)
 
 
