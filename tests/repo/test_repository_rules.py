@@ -31,6 +31,7 @@ RESULT_FILES = {
     "grpc-inprocess.json",
     "hints.json",
     "history.json",
+    "integrations.json",
     "mcp.json",
     "preview.json",
     "recovery.json",
