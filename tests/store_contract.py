@@ -574,6 +574,22 @@ class StoreContract:
             assert await store.read_state(TENANT, f"d{n}", o.version) == ("1", o.version)
             assert await store.read_state(TENANT, f"d{n}", o.version - 1) == (None, 0)
 
+    async def test_concurrent_commits_reading_keys_never_written_do_not_write_skew(
+        self, store: Store
+    ) -> None:
+        # Write skew on keys no commit wrote yet: each transaction read one absent key and
+        # writes the other. Serializable, at most one of each pair may commit, however the
+        # two commits interleave: a key that was only read needs a head to lock too.
+        for n in range(12):
+            a, b = f"skew{n}/a", f"skew{n}/b"
+            one = await new_tx(store, f"tx_skew{n}_1")
+            two = await new_tx(store, f"tx_skew{n}_2")
+            outcomes = await asyncio.gather(
+                store.commit(plan(one, writes={b: "1"}, checks=[VersionCheck(a, 0, "read")])),
+                store.commit(plan(two, writes={a: "1"}, checks=[VersionCheck(b, 0, "read")])),
+            )
+            assert [o.committed for o in outcomes].count(True) == 1, (n, outcomes)
+
     async def test_a_commit_whose_cas_fails_publishes_nothing(self, store: Store) -> None:
         row = await new_tx(store, "tx_cas")
         await store.update_transaction(cas("tx_cas", 1))

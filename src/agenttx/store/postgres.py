@@ -530,10 +530,13 @@ class PostgresStore(SqlStore):
             try:
                 async with c.pipeline():
                     heads = None
-                    if plan.writes:
-                        await c.execute(ADD_HEADS, (plan.tenant, list(plan.writes)))
                     if checked or plan.writes:
+                        # Every key the commit checks or writes gets a head first, one it
+                        # only read too: a key nobody wrote yet has nothing else to lock,
+                        # and two commits that each read the key the other writes would
+                        # both pass their checks (write skew). In key order, as the locks.
                         keys = sorted({*checked, *plan.writes})
+                        await c.execute(ADD_HEADS, (plan.tenant, keys))
                         heads = await c.execute(LOCK_HEADS, (plan.tenant, keys))
                     won = await c.execute(
                         commit_write(

@@ -135,7 +135,8 @@ READ_STATES = (
 # COMMIT_CONFLICT (it applies iff one does), in one pipeline: no statement waits on another's
 # result, so the commit is one round trip and, ended by one Sync, one server transaction.
 
-# A key never written gets a head at 0, so it has a row to lock.
+# A key never written, checked or to be written, gets a head at 0, so it has a row to lock
+# (a head at 0 reads as no version, as a written key's head does until its commit applies).
 ADD_HEADS = pg(
     "INSERT INTO kv_head (tenant, key, version) "
     "SELECT ?, k, 0 FROM unnest(%b::text[]) AS k ON CONFLICT DO NOTHING"
