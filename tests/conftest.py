@@ -36,8 +36,14 @@ from pg import (
 # The tests live in layer folders (tests/core, tests/store, tests/surfaces, ...). The support
 # modules beside this file are found by name from each of them (pytest puts this folder on the
 # path for this conftest), and so is a test module that a test of another folder imports.
+# So no layer folder may hold a conftest.py of its own: on the path as a top-level
+# ``conftest`` it would shadow this one for ``from conftest import …`` (a package folder's,
+# ``surfaces.conftest``, does not).
 _TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(d) for d in sorted(_TESTS.iterdir()) if d.is_dir() and d.name.isidentifier()]
+# The framework suites' shared checks (tests/integrations/scenarios.py) assert as tests do:
+# rewritten, so a failing check shows its values; registered before any test imports them.
+pytest.register_assert_rewrite("scenarios")
 
 STORES = ("sqlite", "postgres")
 

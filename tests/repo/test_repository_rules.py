@@ -82,6 +82,21 @@ def test_tests_never_import_benchmarks() -> None:
     assert not offenders
 
 
+def test_no_layer_folder_of_tests_shadows_the_shared_conftest() -> None:
+    # tests/conftest.py puts every layer folder on the import path, so a folder's own
+    # conftest.py, unless the folder is a package, would be the ``conftest`` that
+    # ``from conftest import FakeClock`` finds in whichever worker imported it first.
+    tests = REPO / "tests"
+    shadowing = [
+        str(path.relative_to(REPO))
+        for path in tests.glob("*/conftest.py")
+        if not (path.parent / "__init__.py").exists()
+    ]
+    assert not shadowing, (
+        f"move these into tests/conftest.py or make the folder a package: {shadowing}"
+    )
+
+
 def ab_result_files() -> set[str]:
     return {p.name for p in RESULTS.iterdir() if AB_RESULT.fullmatch(p.name)}
 
