@@ -5,7 +5,6 @@ commits its two steps."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,10 @@ EXAMPLE = ROOT / "examples" / "agent_loop.py"
 
 
 def run_example(*args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    env = {**server_env(), **{k: v for k, v in env.items() if not k.startswith("AGENTTX_")}}
+    # No model key, whatever the shell has: the scripted model, no network.
+    env = {
+        k: v for k, v in server_env().items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), *args],
         env=env,
