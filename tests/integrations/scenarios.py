@@ -225,6 +225,53 @@ async def check_rolled_back_unapproved(service: TransactionService, tx: Block) -
     assert await committed_value(service, "price") is None
 
 
+# ------------------------------------------------------------------ a crash and a resume
+
+# What the model answers, turn by turn: book blue; size up green (no such room: the read
+# fails and is retried in place); size up red and keep the size; book red; done.
+RESUMING: list[list[tuple[str, str, dict[str, Any]]]] = [
+    [("book_room", "r1", {"room": "blue", "log": "LOG"})],
+    [("room_size", "r2", {"room": "green"})],
+    [
+        ("room_size", "r3", {"room": "red"}),
+        ("kv--put", "r4", {"key": "size", "value": "${steps.2}"}),
+    ],
+    [("book_room", "r5", {"room": "red", "log": "LOG"})],
+]
+CRASH_TURN = 3  # the process is killed when the model is asked for this answer (book red)
+REPLAYED = 4  # the calls made before the crash, which a replay from the start makes again
+
+
+def resuming(log: str, turn: int) -> list[Call] | None:
+    """The model's calls at its ``turn``-th answer (0: the first); None: it is done."""
+    if turn >= len(RESUMING):
+        return None
+    return [
+        (n, i, {k: log if v == "LOG" else v for k, v in a.items()}) for n, i, a in RESUMING[turn]
+    ]
+
+
+def check_crashed(log: str) -> None:
+    """The run died after booking blue, before booking red."""
+    assert journal(log) == [("book", "blue")]
+
+
+async def check_resumed(service: TransactionService, transaction_id: str, log: str) -> None:
+    """Each step ran once, over both processes; blue was not booked again; it committed."""
+    info = await service.get_transaction(transaction_id)
+    assert info.status is TxStatus.COMMITTED
+    attempts = [(s.step_id, s.tool_name, str(s.status)) for s in info.steps]
+    assert attempts == [
+        (1, "book_room", "SUCCESS"),
+        (2, "room_size", "FAILED"),
+        (2, "room_size", "SUCCESS"),
+        (3, "kv.put", "SUCCESS"),
+        (4, "book_room", "SUCCESS"),
+    ]
+    assert journal(log) == [("book", "blue"), ("book", "red")]
+    assert await committed_value(service, "size") == 12
+
+
 # ------------------------------------------------------------------ served
 
 

@@ -19,8 +19,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from fastmcp.client import Client
+from fastmcp.client.transports import StdioTransport
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.toolsets import FunctionToolset
@@ -398,21 +401,21 @@ def test_the_public_surface_is_exactly_these() -> None:
 # ------------------------------------------------------------------ a gateway server's tools
 
 
-async def test_a_toolset_of_a_gateway_servers_tools_steps_through_the_gateway(
+async def test_an_mcp_toolset_of_a_gateway_server_steps_through_the_gateway(
     store_url: str, tmp_path: Path
 ) -> None:
-    """``server=``: the wrapped toolset's ``put`` is the step ``store.put``, which the engine's
-    gateway calls on the real downstream MCP server. (A pydantic-ai ``MCPToolset`` of that
-    server is such a toolset; it needs fastmcp, not in the pinned extra, so a toolset of the
-    same definitions stands in for its listing: its bodies never run.)"""
+    """``server=``: pydantic-ai's own ``MCPToolset`` of a real MCP server lists ``put``; the
+    wrapped call is the step ``store.put``, which the engine's gateway calls on that server
+    (a process of its own), with the undo the gateway's config declares."""
     kv_file = tmp_path / "store.json"
     kv_file.write_text(json.dumps({"color": "red"}))
+    server = [str(TESTS / "gateway_downstream.py")]
     gateway = write_gateway(
         tmp_path / "gateway.toml",
         f"""
         [servers.store]
         command = "{sys.executable}"
-        args = ["{TESTS / "gateway_downstream.py"}"]
+        args = ["{server[0]}"]
         env = {{ KV_FILE = "{kv_file}" }}
 
         [servers.store.tools.put.before]
@@ -425,9 +428,10 @@ async def test_a_toolset_of_a_gateway_servers_tools_steps_through_the_gateway(
         """,
     )
 
-    def put(key: str, value: str) -> dict[str, Any]:
-        """Write one key."""
-        raise AssertionError("the wrapper sends the call to the service; it never runs here")
+    def mcp_toolset() -> MCPToolset[Any]:
+        """The model's view of the server: pydantic-ai's MCP toolset over stdio."""
+        transport = StdioTransport(sys.executable, server, env={"KV_FILE": str(kv_file)})
+        return MCPToolset(Client(transport))
 
     def painting(color: str) -> Callable[[list[ModelMessage]], ModelResponse]:
         def plan(messages: list[ModelMessage]) -> ModelResponse:
@@ -443,15 +447,17 @@ async def test_a_toolset_of_a_gateway_servers_tools_steps_through_the_gateway(
     engine = await gateway_engine(store_url, tmp_path / "data", gateway)
     try:
         async with pax.transaction(engine, agent_id="painter") as tx:
-            toolset = tx.toolset(FunctionToolset([put]), server="store")
-            await ScriptedModel(painting("blue")).agent(toolset).run("Paint it blue.")
+            toolset = tx.toolset(mcp_toolset(), server="store")
+            model = ScriptedModel(painting("blue"))
+            await model.agent(toolset).run("Paint it blue.")
+            assert {"get", "put"} <= {t.name for t in model.tools[0]}  # the server's own listing
             assert color() == "blue"  # ran at its step, through the gateway
         assert tx.result is not None
         assert await live_steps(engine, tx.transaction_id) == ["store.put"]
 
         async def change_of_mind() -> None:
             async with pax.transaction(engine, agent_id="painter") as again:
-                toolset = again.toolset(FunctionToolset([put]), server="store")
+                toolset = again.toolset(mcp_toolset(), server="store")
                 await ScriptedModel(painting("green")).agent(toolset).run("Paint it green.")
                 assert color() == "green"
                 raise RuntimeError("changed my mind")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,21 @@ def test_requirements_in_lists_what_pyproject_declares_and_the_lock_pins_it() ->
         assert name in pins, f"requirements.lock does not pin {name}"
         assert requirement.specifier.contains(pins[name], prereleases=True), (requirement, pins)
         for extra in requirement.extras:  # psycopg[binary] needs psycopg-binary pinned too
-            assert canonicalize_name(f"{name}-{extra}") in pins, f"{name}[{extra}] not pinned"
+            for needed in _extra_needs(name, extra):
+                assert canonicalize_name(needed) in pins, f"{name}[{extra}] needs {needed}"
+
+
+def _extra_needs(name: str, extra: str) -> list[str]:
+    """The distributions the installed ``name`` requires for its ``extra``."""
+    needs = []
+    for line in metadata.requires(name) or []:
+        r = Requirement(line)
+        # Only for the extra: a requirement that holds without it is not the extra's.
+        m = r.marker
+        if m is not None and m.evaluate({"extra": extra}) and not m.evaluate({"extra": ""}):
+            needs.append(r.name)
+    assert needs, f"{name} declares no extra {extra!r}"
+    return needs
 
 
 # ---------------------------------------------------------------- a wheel in a fresh venv

@@ -52,6 +52,12 @@ class TransactionBlock:
         return list(self.core.constraints)
 
     @property
+    def replayed(self) -> int:
+        """How many calls a resumed run (``resume=``) was answered from the record of the run
+        it goes on with: the calls made before the crash, made again; none of them ran."""
+        return self.core.replayed
+
+    @property
     def refusals(self) -> list[Refusal]:
         return list(self.core.refusals)
 

@@ -22,6 +22,9 @@ Invariants:
 - ``pending_preview`` is the preview a person is being shown, ``None`` once decided or once a
   step made it stale; ``approved`` is the preview whose receipt the commit names.
 - ``result`` is the commit's reply once the block committed, else None.
+- A call with the framework's call id is sent with a request id made of it (``RequestIds``);
+  a run that resumed a transaction (``resume=``) is answered the calls it makes again from
+  what the service stored (``Replay``, ``_replay.py``) until its first new call.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 from agenttx.client._errors import OutcomeUnknown, TransactionAborted
 from agenttx.client._ledger import StepLedger
-from agenttx.errors import AgentTxError, FailedPrecondition, NotActive
+from agenttx.errors import AgentTxError, AlreadyExists, FailedPrecondition, NotActive
 from agenttx.integrations._catalog import ToolSpec, listed_tools, tools_not_loaded
 from agenttx.integrations._failure import FailedCall, StepsOwed, constraints_prompt
 from agenttx.integrations._names import ToolNames
 from agenttx.integrations._order import MessageOrder
+from agenttx.integrations._replay import Replay, RequestIds
 from agenttx.receipts import Approval, Preview, Refusal
 from agenttx.service import TransactionService
 from agenttx.types import CommitResult, RollbackPolicy, StepResult, StepStatus, TxStatus
@@ -63,6 +67,9 @@ class TransactionOptions(TypedDict, total=False):
     policy: RollbackPolicy | Mapping[str, Any] | None
     isolation: str
     labels: Sequence[str]
+    # Not a begin argument: the id of an open transaction to go on with instead of beginning
+    # one (its run's process died); the run's calls made before are answered from it.
+    resume: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,7 @@ class CallOutcome:
     output: Any = None
     failure: FailedCall | None = None
     result: StepResult | None = None  # the service's reply; None for a call not sent
+    replayed: bool = False  # answered with the reply stored before a resume: nothing ran
 
     @property
     def ok(self) -> bool:
@@ -90,6 +98,7 @@ class AgentTransaction:
         if labels := options.get("labels", ()):
             self._begin_args["labels"] = list(labels)
         self._agent_id = options.get("agent_id", "")
+        self._resume = options.get("resume", "")
         self._metadata, self._policy = options.get("metadata"), options.get("policy")
         self.transaction_id = ""
         self.status: TxStatus | None = None  # None until begun
@@ -109,6 +118,9 @@ class AgentTransaction:
         # The names the model knows the tools by, every wrapped tool's: one table, so two
         # tools offered under one name are refused when the second is wrapped.
         self.names = ToolNames()
+        self.request_ids = RequestIds()
+        self.replay: Replay | None = None  # set by a resume, until the run's first new call
+        self.replayed = 0  # calls answered from the service's record after a resume
 
     # ------------------------------------------------------------------ the block
 
@@ -127,11 +139,35 @@ class AgentTransaction:
     async def begin(self) -> None:
         if self.status is not None:
             raise FailedPrecondition(f"transaction {self.transaction_id} was already begun")
+        if self._resume:
+            await self.attach(self._resume)
+            return
         r = await self.service.begin(
             self._agent_id, self._metadata, self._policy, **self._begin_args
         )
         self.transaction_id, self.next_step_id = r.transaction_id, r.next_step_id
         self.status = r.transaction_status
+
+    async def attach(self, transaction_id: str) -> None:
+        """Go on with the open transaction ``transaction_id``, begun by a run whose process
+        died: its standing steps stand here, the steps a rewind undid and nothing sent again
+        are owed, and the calls the run makes again are answered from the service's record
+        (``_replay.py``)."""
+        info = await self.service.get_transaction(transaction_id)
+        if info.status.terminal:
+            raise NotActive(transaction_id, info.status.value, "resume the run")
+        self.transaction_id, self.status = transaction_id, info.status
+        self.next_step_id, self.constraints = info.next_step_id, list(info.constraints)
+        for a in info.steps:
+            if a.live and a.status == StepStatus.SUCCESS.value:
+                self.ledger.succeeded(a.step_id, a.tool_name, a.output)
+        live = {a.step_id for a in info.steps if a.live}
+        for a in info.steps:
+            # Undone at or after where the transaction resumes, never sent again: owed (a
+            # run's own rollback to a step never leaves the block open, so a rewind did it).
+            if not a.live and a.step_id >= info.next_step_id and a.step_id not in live:
+                self.ledger.owed.setdefault(a.step_id, a.tool_name)
+        self.replay = Replay(info.steps, info.revision)
 
     async def end(self, exc: BaseException | None) -> None:
         """Commit after a clean run; roll back after one that raised, or that left steps
@@ -207,13 +243,13 @@ class AgentTransaction:
         rewound the transaction."""
         if not call_id or not self.order.holds(call_id):
             async with self._turn:
-                return await self._send(tool, arguments, raw_context)
+                return await self._send(tool, arguments, raw_context, call_id)
         await self.order.wait_turn(call_id)
         try:
             if self.rewinds != self._message_rewinds and self.last_failure is not None:
                 return CallOutcome(failure=self.not_sent(self.shown(tool)))
             async with self._turn:
-                return await self._send(tool, arguments, raw_context)
+                return await self._send(tool, arguments, raw_context, call_id)
         finally:
             await self.order.finish(call_id)
 
@@ -262,16 +298,28 @@ class AgentTransaction:
             after=(first.tool, first.step_id),
         )
 
-    async def _send(self, tool: str, arguments: Any, raw_context: str) -> CallOutcome:
+    async def _send(
+        self, tool: str, arguments: Any, raw_context: str, call_id: str = ""
+    ) -> CallOutcome:
         self._check_open("take a step")
-        step_id = self.next_step_id
-        r = await self.service.execute_step(
-            self.transaction_id,
-            step_id,
-            tool,
-            arguments if arguments is not None else {},
-            raw_context,
-        )
+        args = arguments if arguments is not None else {}
+        rid = self.request_ids.of(self.transaction_id, call_id)
+        step = self.service.execute_step
+        try:
+            r = await step(
+                self.transaction_id, self.next_step_id, tool, args, raw_context, request_id=rid
+            )
+        except AlreadyExists:
+            # The call id was sent before as another step: after a resume, the call made
+            # again (its stored reply is found at that step); else an id the model repeated.
+            replayed = await self._stored_reply(tool, args, raw_context, rid)
+            if replayed is not None:
+                return self._replayed(tool, replayed)
+            r = await step(self.transaction_id, self.next_step_id, tool, args, raw_context)
+        if self.replay is not None:
+            if self.replay.active and self.replay.stored(r):
+                return self._replayed(tool, r)
+            self.replay.active = False  # the first new call: the run is new from here
         self.next_step_id, self.status = r.next_step_id, r.transaction_status
         self.constraints = list(r.constraints)
         self.pending_preview = None  # any step moves the revision: a preview is stale
@@ -293,6 +341,50 @@ class AgentTransaction:
             )
             self.last_failure = failure
             return CallOutcome(failure=failure, result=r)
+        if r.status is StepStatus.FAILED:
+            raise TransactionAborted(r)
+        raise OutcomeUnknown(r)
+
+    async def _stored_reply(
+        self, tool: str, args: Any, raw_context: str, rid: str
+    ) -> StepResult | None:
+        """The reply stored for request ``rid`` at one of the recorded steps of ``tool``, if
+        the run resumed and it is there. Nothing can run: none of these is the next step."""
+        if self.replay is None or not self.replay.active:
+            return None
+        for step_id in self.replay.candidates(tool, self.next_step_id):
+            try:
+                r = await self.service.execute_step(
+                    self.transaction_id, step_id, tool, args, raw_context, request_id=rid
+                )
+            except (AlreadyExists, FailedPrecondition):  # another step's id, or none stored
+                continue
+            return r
+        return None
+
+    def _replayed(self, tool: str, r: StepResult) -> CallOutcome:
+        """The outcome of a call made again after a resume, from its stored reply ``r``: what
+        the call got then; the transaction stays where it is."""
+        if self.replay is not None:
+            self.replay.last = r.step_id
+        self.replayed += 1
+        if r.status is StepStatus.SUCCESS:
+            return CallOutcome(output=r.output, result=r, replayed=True)
+        if r.status is StepStatus.ROLLBACK_TRIGGERED:
+            # The model reads the failure it read then; the rest of its message was not sent
+            # then either (``in_order`` stops at a new rewind).
+            self.rewinds += 1
+            failure = FailedCall(
+                tool=self.shown(tool),
+                step_id=r.step_id,
+                hint=r.clean_hint,
+                resume_at=self.next_step_id,
+                owed=self._shown_steps(self.ledger.to_redo()),
+                constraints=tuple(self.constraints),
+                context_reset=r.context_reset,
+            )
+            self.last_failure = failure
+            return CallOutcome(failure=failure, result=r, replayed=True)
         if r.status is StepStatus.FAILED:
             raise TransactionAborted(r)
         raise OutcomeUnknown(r)

@@ -66,8 +66,9 @@ _KIND = "a LangChain tool"
 
 LangChainTool = BaseTool | Callable[..., Any]
 
-# The id of the tool call being run, set by ``ordered_calls`` around LangGraph's ToolNode
-# running it: the wrapped tool's coroutine gets only the model's arguments.
+# The id of the tool call being run, set around the tool's run by ``tx.tool_node`` and by
+# ``ordered_calls`` (LangGraph's ToolNode): the wrapped tool's coroutine gets only the model's
+# arguments, and the id orders the message's calls and names the step's request (resume).
 _CALL_ID: ContextVar[str] = ContextVar("agenttx_call_id", default="")
 
 
@@ -211,7 +212,11 @@ class TransactionToolNode:
                     name=call["name"],
                     status="error",
                 )
-            answer: ToolMessage = await t.ainvoke({**call, "type": "tool_call"}, config)
+            token = _CALL_ID.set(str(call["id"] or ""))  # the step's request id (resume)
+            try:
+                answer: ToolMessage = await t.ainvoke({**call, "type": "tool_call"}, config)
+            finally:
+                _CALL_ID.reset(token)
             return answer
 
         def not_sent(call: Any, failure: FailedCall) -> ToolMessage:

@@ -357,7 +357,7 @@ class OpenAIAgentsTransaction(TransactionBlock):
                 )
 
             async def send(_: str) -> str:
-                outcome = await core.call(agenttx_name, parsed)
+                outcome = await core.call(agenttx_name, parsed, call_id=ctx.tool_call_id)
                 if outcome.failure is not None:
                     raise StepRewound(outcome.failure)
                 return _content(outcome.output)

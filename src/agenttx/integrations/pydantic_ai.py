@@ -184,7 +184,9 @@ class _Steps:
 
     async def send(self, tool: str, shown_as: str, arguments: Any, ctx: RunContext[Any]) -> Any:
         self.check_planned(shown_as, ctx)
-        outcome = await self.core.call(tool, to_jsonable_python(arguments))
+        outcome = await self.core.call(
+            tool, to_jsonable_python(arguments), call_id=ctx.tool_call_id or ""
+        )
         if outcome.failure is not None:
             # pydantic-ai's own retry: one retry of this tool (its max_retries), the model
             # reads the hint, the undone steps and where the transaction resumes.
