@@ -15,7 +15,8 @@ interfaces users use:
   ``tx.toolset()``, only ``kv--put`` kept): each call is a real step. Timed from entering the
   block to its commit, the graph or agent built inside it as docs/integrations.md shows.
 - **floor** (c): the step's durable write alone, ``begin``, ``CALLS`` × ``execute_step(kv.put)``
-  and ``commit`` on the same engine.
+  and ``commit`` on the same engine, each step with a request id as the adapter sends one (so
+  that a resumed run is answered from the stored reply: docs/integrations.md).
 
 Each sample is one run's wall time over ``CALLS``. The variants alternate in blocks, the order
 rotating (a b c, b c a, c a b …), so machine load touches all alike; the figure is
@@ -110,12 +111,16 @@ class EngineClock:
 
 
 def floor_run(clock: EngineClock) -> Run:
-    """(c): begin, ``CALLS`` kv.put steps and commit, straight on the engine."""
+    """(c): begin, ``CALLS`` kv.put steps and commit, straight on the engine; each step with
+    a request id, as the adapter sends it (the id a resumed run is answered by: its reply is
+    part of the step's durable write)."""
 
     async def run() -> None:
         tx = (await clock.begin(agent_id="floor")).transaction_id
         for i in range(CALLS):
-            r = await clock.execute_step(tx, i + 1, "kv.put", {"key": f"bench/{i}", "value": i})
+            r = await clock.execute_step(
+                tx, i + 1, "kv.put", {"key": f"bench/{i}", "value": i}, request_id=f"{tx}/{i}"
+            )
             assert r.status.value == "SUCCESS", r
         done = await clock.commit(tx)
         assert done.steps_committed == CALLS, done
