@@ -20,6 +20,8 @@ that picks its stores itself (``url=``) says so with a marker, on the test or th
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -46,6 +48,42 @@ sys.path[:0] = [str(d) for d in sorted(_TESTS.iterdir()) if d.is_dir() and d.nam
 pytest.register_assert_rewrite("scenarios")
 
 STORES = ("sqlite", "postgres")
+
+# The top-level module of each framework extra (pyproject.toml), as an import names it.
+FRAMEWORK_EXTRAS = {
+    "langgraph": "langgraph",
+    "langchain_core": "langgraph",
+    "agents": "openai-agents",
+    "pydantic_ai": "pydantic-ai",
+    "fastmcp": "pydantic-ai",
+}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """A test module that cannot be imported because a framework extra is not installed is
+    skipped, saying which extra to install; under ``CI=true``, where every extra is, that
+    stays the error it is (the tests of the frameworks never skip in CI)."""
+    report = yield
+    if report.failed and isinstance(collector, pytest.Module) and not _in_ci():
+        said = str(report.longrepr)
+        # The framework's own module missing, or agenttx.integrations.<framework> saying so.
+        named = re.search(r"pip install 'agenttx\[([\w-]+)\]'", said)
+        missing = [x for m, x in FRAMEWORK_EXTRAS.items() if f"No module named '{m}'" in said]
+        extra = missing[0] if missing else named[1] if named else ""
+        if extra:
+            report.outcome = "skipped"
+            report.longrepr = (
+                str(collector.path),
+                0,
+                f"Skipped: the {extra} extra is not installed "
+                f"(pip install 'agenttx[{extra}]', or make test)",
+            )
+    return report
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"  # as pg.py reads it
 
 
 def pytest_configure(config: pytest.Config) -> None:

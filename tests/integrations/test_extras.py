@@ -5,11 +5,15 @@ fresh interpreter in which the framework cannot be imported (``sys.modules[name]
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+from paths import ROOT
 
 FRAMEWORKS = ("langgraph", "langchain_core", "agents", "pydantic_ai", "openai")
 
@@ -65,3 +69,35 @@ def test_a_framework_module_without_its_extra_names_the_extra(
     assert done.returncode == 0, done.stderr
     assert f"pip install 'agenttx[{extra}]'" in done.stdout
     assert needs in done.stdout
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_a_framework_suite_without_its_extra_skips_naming_it_except_in_ci(
+    ci: str, tmp_path: Path
+) -> None:
+    """Where the extra is not installed the suite is skipped with the extra to install; under
+    ``CI=true`` the same is a collection error (the frameworks' tests never skip in CI)."""
+    missing = tmp_path / "agents"  # stands in front of the SDK: importing it fails as absent
+    missing.mkdir()
+    (missing / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'agents'\", name='agents')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    env.update(PYTHONPATH=str(tmp_path), CI=ci)
+    suite = Path(__file__).with_name("test_openai_agents_tools.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(suite)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+    if ci:
+        assert done.returncode == 2, done.stdout  # the import error, as it is
+        assert "No module named 'agents'" in done.stdout
+    else:
+        assert done.returncode == 5, done.stdout  # nothing collected, and no error
+        assert "the openai-agents extra is not installed" in done.stdout
+        assert "1 skipped" in done.stdout
