@@ -323,27 +323,7 @@ class AgentTransaction:
         self.next_step_id, self.status = r.next_step_id, r.transaction_status
         self.constraints = list(r.constraints)
         self.pending_preview = None  # any step moves the revision: a preview is stale
-        if r.status is StepStatus.SUCCESS:
-            self.ledger.succeeded(r.step_id, tool, r.output)
-            return CallOutcome(output=r.output, result=r)
-        if r.status is StepStatus.ROLLBACK_TRIGGERED:
-            undone = self.ledger.rewound(r.next_step_id)
-            self.rewinds += 1
-            failure = FailedCall(
-                tool=self.shown(tool),
-                step_id=r.step_id,
-                hint=r.clean_hint,
-                resume_at=r.next_step_id,
-                undone=self._shown_steps(undone),
-                owed=self._shown_steps(self.ledger.to_redo()),
-                constraints=tuple(r.constraints),
-                context_reset=r.context_reset,
-            )
-            self.last_failure = failure
-            return CallOutcome(failure=failure, result=r)
-        if r.status is StepStatus.FAILED:
-            raise TransactionAborted(r)
-        raise OutcomeUnknown(r)
+        return self._outcome(tool, r)
 
     async def _stored_reply(
         self, tool: str, args: Any, raw_context: str, rid: str
@@ -368,23 +348,32 @@ class AgentTransaction:
         if self.replay is not None:
             self.replay.last = r.step_id
         self.replayed += 1
+        return self._outcome(tool, r, replayed=True)
+
+    def _outcome(self, tool: str, r: StepResult, *, replayed: bool = False) -> CallOutcome:
+        """What the call ``tool`` got, from the service's reply ``r`` (the transaction's state
+        already taken from it). A replayed reply changes nothing that stands or is owed; its
+        failure is the one the model read then, and the rest of its message was not sent then
+        either (``in_order`` stops at a new rewind)."""
         if r.status is StepStatus.SUCCESS:
-            return CallOutcome(output=r.output, result=r, replayed=True)
+            if not replayed:
+                self.ledger.succeeded(r.step_id, tool, r.output)
+            return CallOutcome(output=r.output, result=r, replayed=replayed)
         if r.status is StepStatus.ROLLBACK_TRIGGERED:
-            # The model reads the failure it read then; the rest of its message was not sent
-            # then either (``in_order`` stops at a new rewind).
+            undone = {} if replayed else self.ledger.rewound(r.next_step_id)
             self.rewinds += 1
             failure = FailedCall(
                 tool=self.shown(tool),
                 step_id=r.step_id,
                 hint=r.clean_hint,
                 resume_at=self.next_step_id,
+                undone=self._shown_steps(undone),
                 owed=self._shown_steps(self.ledger.to_redo()),
                 constraints=tuple(self.constraints),
                 context_reset=r.context_reset,
             )
             self.last_failure = failure
-            return CallOutcome(failure=failure, result=r, replayed=True)
+            return CallOutcome(failure=failure, result=r, replayed=replayed)
         if r.status is StepStatus.FAILED:
             raise TransactionAborted(r)
         raise OutcomeUnknown(r)
