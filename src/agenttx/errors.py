@@ -19,6 +19,7 @@ them, never from the message.
     │   │   ├── NotActive             NOT_ACTIVE         the status does not allow the call
     │   │   ├── OutcomeUnknownPending OUTCOME_UNKNOWN_PENDING  a step must be reconciled first
     │   │   ├── ApprovalRequired      APPROVAL_REQUIRED  commit needs an approved receipt first
+    │   │   ├── PlanRequired          PLAN_REQUIRED      commit needs a current preview's receipt
     │   │   ├── ReceiptRefused        RECEIPT_REFUSED    unknown, foreign, expired, refused receipt
     │   │   ├── ApprovalRefused       APPROVAL_REFUSED   same principal, no approver role, decided
     │   │   ├── PolicyViolation       POLICY_VIOLATION   the safety policy file forbids the call
@@ -298,6 +299,24 @@ class ApprovalRequired(FailedPrecondition):
         self.transaction_id = transaction_id
         self.receipt_id = receipt_id
         self.why = why
+
+
+class PlanRequired(FailedPrecondition):
+    """The transaction has a step of a tool that requires a plan before commit (``tools``,
+    comma-separated): the commit must name the receipt of a current preview. No approver is
+    needed; preview, then commit with the preview's receipt."""
+
+    reason = "PLAN_REQUIRED"
+    fields = _fields(transaction_id=str, tools=str)
+
+    def __init__(self, transaction_id: str, tools: str) -> None:
+        super().__init__(
+            f"transaction {transaction_id} commits only with a plan seen first: {tools} "
+            "require a plan before commit. Preview the commit, then commit with the "
+            "preview's receipt_id (no approver is needed)"
+        )
+        self.transaction_id = transaction_id
+        self.tools = tools
 
 
 class ReceiptRefused(FailedPrecondition):
@@ -775,6 +794,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = MappingProxyType(
             _row(NotActive, 409),
             _row(OutcomeUnknownPending, 409),
             _row(ApprovalRequired, 409),
+            _row(PlanRequired, 409),
             _row(ReceiptRefused, 409),
             _row(ApprovalRefused, 409),
             _row(PolicyViolation, 409),

@@ -113,6 +113,8 @@ PUT_1, PUT_2 = put(1), put(2)
 COMMIT = call("commit", transaction_id="$tx")
 APPROVAL = (call("begin", principal="bob", mode="approval_required"), PUT_1)
 PREVIEWED = (*APPROVAL, call("preview_commit", transaction_id="$tx"))
+# A step of a tool that requires a plan before commit (plan_tools.py): no approver involved.
+PLANNED = (BEGIN, step(1, "plan.migrate", {"table": "users"}))
 ALICE = {"principal": "alice", "roles": ["approver"]}
 AT_MOST = "at most 50"  # why alice refuses a receipt
 
@@ -498,6 +500,22 @@ LIFECYCLE: tuple[Case, ...] = (
             "test_receipts_surfaces::test_the_async_client_previews_approves_and_rebuilds_the_"
             "errors (not_approver)",
         ),
+    ),
+    Case(
+        "commit a planned change without its plan",
+        PLANNED,
+        COMMIT,
+        "PLAN_REQUIRED",
+        details={"transaction_id": "$tx", "tools": "plan.migrate"},
+        says={"*": ("plan.migrate require a plan before commit",)},
+        codes={"grpc": "FAILED_PRECONDITION"},
+        next={"mcp": {"kind": "CallTool", "tool": "preview_commit"}},
+    ),
+    Case(
+        "commit a planned change with its preview's receipt",
+        (*PLANNED, call("preview_commit", transaction_id="$tx")),
+        call("commit", transaction_id="$tx", receipt_id="$receipt"),
+        {"committed": True, "steps_committed": 1},
     ),
     Case(
         "approve_commit",

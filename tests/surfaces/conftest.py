@@ -23,6 +23,7 @@ from mcp import Client
 import agenttx
 import compensation_tools
 import leaky_tools
+import plan_tools
 import psp
 import undo_outcome_tools
 import undo_tools
@@ -32,7 +33,14 @@ from http_harness import http_base, start_http_server
 from mcp_harness import stdio_client
 from surfaces.drivers import CliDriver, Driver, GrpcDriver, HttpDriver, McpDriver, ServiceDriver
 
-TOOL_MODULES = ("compensation_tools", "undo_outcome_tools", "undo_tools", "psp", "leaky_tools")
+TOOL_MODULES = (
+    "compensation_tools",
+    "undo_outcome_tools",
+    "undo_tools",
+    "psp",
+    "leaky_tools",
+    "plan_tools",
+)
 # The safety policy every engine runs under (docs/safety.md), for the cases of its rules: no
 # other case runs a step past 6 or the tool it holds for approval.
 POLICY = '[approval]\ntools = ["kv.delete"]\n\n[limits]\nmax_steps = 6\n'
@@ -90,6 +98,7 @@ async def drivers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
                 *undo_tools.TOOLS,
                 *psp.TOOLS,
                 *leaky_tools.TOOLS,
+                *plan_tools.TOOLS,
             ],
             safety_policy=policy,
         )

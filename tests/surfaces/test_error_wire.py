@@ -164,6 +164,7 @@ REFUSALS: list[errors.AgentTxError] = [
     # preview receipts and approvals (docs/safety.md)
     errors.SnapshotMismatch("t", 3, 5, "a later change voided it"),
     errors.ApprovalRequired("t", "rcpt_1", "mode approval_required"),
+    errors.PlanRequired("t", "plan.migrate"),
     errors.ReceiptRefused("t", "rcpt_1", "expired", "it expired 3 s ago"),
     errors.ApprovalRefused("t", "rcpt_1", "same_principal", "bob began the transaction"),
     errors.PolicyViolation("step 51 is past the cap", rule="max_steps"),

@@ -69,6 +69,7 @@ SAMPLES: dict[tuple[str, str], errors.AgentTxError] = {
     ("APPROVAL_REQUIRED", "a receipt not approved yet"): errors.ApprovalRequired(
         TX, "rcpt_1", "not approved"
     ),
+    ("PLAN_REQUIRED", "no plan"): errors.PlanRequired(TX, "plan.migrate"),
     ("APPROVAL_REFUSED", "refused already"): errors.ApprovalRefused(
         TX, "rcpt_1", "already_refused", "refused by carol"
     ),

@@ -72,6 +72,7 @@ from agenttx.errors import (
     NotFound,
     OutcomeUnknownPending,
     PermissionDenied,
+    PlanRequired,
     PolicyViolation,
     ReceiptRefused,
     ReconcileInProgress,
@@ -336,6 +337,20 @@ class _Guide:
                     f"{n.preview_commit} for transaction {exc.transaction_id} to get a "
                     "current one.",
                     "unusable",
+                ),
+            )
+        if isinstance(exc, PlanRequired):
+            return Refusal(
+                reason,
+                exc.message,
+                self.then(
+                    n,
+                    CALL,
+                    f"Transaction {exc.transaction_id} commits only with a plan seen first "
+                    f"({exc.tools}). Call {n.preview_commit}, show the change to the user, "
+                    f"then {n.commit} with its receipt_id; no approver is needed. A step "
+                    "after the preview makes its receipt stale: preview again.",
+                    "no plan",
                 ),
             )
         if isinstance(exc, ApprovalRequired) and not exc.receipt_id:

@@ -128,6 +128,7 @@ NEXT_ON: Mapping[str, tuple[Next, ...]] = MappingProxyType(
             _call("preview_commit", "no receipt"),
             _kind(RESOLVE, "a receipt not approved yet"),  # an approver approves it
         ),
+        "PLAN_REQUIRED": (_call("preview_commit", "no plan"),),
         "APPROVAL_REFUSED": (
             _kind(RESOLVE, "refused already"),
             _call("commit", "approved already"),

@@ -115,6 +115,8 @@ class ToolInfo:
     reconcilable: bool = False  # true iff the tool has a reconcile handler
     compensation_window_s: float = 0.0  # 0: the tool declares no window
     compensation_approval: bool = False  # true iff running its undo needs an approver
+    # true iff a transaction with a step of it commits only with a current preview's receipt
+    requires_plan_before_commit: bool = False
     server: str = ""  # the downstream MCP server (gateway tools); "" for local tools
 
 
@@ -593,6 +595,7 @@ def tools(r: pb.ListToolsResponse) -> list[ToolInfo]:
             reconcilable=t.reconcilable,
             compensation_window_s=t.compensation_window_s,
             compensation_approval=t.compensation_approval,
+            requires_plan_before_commit=t.requires_plan_before_commit,
             server=t.server,
         )
         for t in r.tools

@@ -51,6 +51,7 @@ from agenttx.errors import (
     InvalidArgument,
     NotActive,
     OutcomeUnknownPending,
+    PlanRequired,
     ReceiptRefused,
     SnapshotMismatch,
 )
@@ -321,8 +322,20 @@ class Approvals:
                     + "); an approver must approve it",
                 )
         if receipt is None:
+            planned = self.plan_required_by(rt)
+            if planned:
+                raise PlanRequired(tx, ", ".join(planned))
             return {}
         return {"receipt_id": receipt.id, "approved_by": receipt.approved_by}
+
+    def plan_required_by(self, rt: TxRuntime) -> list[str]:
+        """The tools of the transaction's steps that require a plan before commit, in order."""
+        named: list[str] = []
+        for st in rt.steps.values():
+            tool = self.registry.get(st.tool)
+            if tool is not None and tool.requires_plan_before_commit and st.tool not in named:
+                named.append(st.tool)
+        return named
 
     def approval_reasons(self, rt: TxRuntime) -> list[str]:
         """Why this transaction's commit needs an approved receipt (empty: it does not)."""

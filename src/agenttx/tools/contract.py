@@ -86,6 +86,10 @@ class Tool:
     compensation_window_s: float | None = None
     # True iff running this tool's undo (in a rollback or a compensation) needs an approver.
     compensation_approval: bool = False
+    # True iff a transaction with a step of this tool commits only with the receipt of a
+    # current preview (no approver needed): the plan is seen before it takes effect (seed 002,
+    # ``requires_plan_before_commit``; docs/safety.md).
+    requires_plan_before_commit: bool = False
     dry_run: DryRunFidelity = "schema_only"
     examples: list[dict[str, Any]] = field(default_factory=list)
     extra_arguments: Literal["forbid", "ignore"] = "forbid"
@@ -277,6 +281,7 @@ class Tool:
             "compensation": self.compensation,
             "compensation_window_s": self.compensation_window_s,
             "compensation_approval": self.compensation_approval,
+            "requires_plan_before_commit": self.requires_plan_before_commit,
             "dry_run": self.dry_run,
             "dry_run_reached": self.dry_run_reach,
             "undoable": self.undoable,
@@ -344,6 +349,7 @@ def tool(
     compensation: Compensation = "not_required",
     compensation_window_s: float | None = None,
     compensation_approval: bool = False,
+    requires_plan_before_commit: bool = False,
     dry_run: DryRunFidelity = "schema_only",
     examples: list[dict[str, Any]] | None = None,
     extra_arguments: Literal["forbid", "ignore"] = "forbid",
@@ -370,6 +376,7 @@ def tool(
             compensation=compensation,
             compensation_window_s=compensation_window_s,
             compensation_approval=compensation_approval,
+            requires_plan_before_commit=requires_plan_before_commit,
             dry_run=dry_run,
             examples=list(examples or []),
             extra_arguments=extra_arguments,

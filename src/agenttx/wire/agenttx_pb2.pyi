@@ -509,7 +509,7 @@ class ListToolsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ToolInfo(_message.Message):
-    __slots__ = ("name", "description", "effect", "input_schema_json", "output_schema_json", "examples_json", "timeout_ms", "idempotent", "compensation", "dry_run", "dry_run_reached", "undoable", "reconcilable", "compensation_window_s", "compensation_approval", "server")
+    __slots__ = ("name", "description", "effect", "input_schema_json", "output_schema_json", "examples_json", "timeout_ms", "idempotent", "compensation", "dry_run", "dry_run_reached", "undoable", "reconcilable", "compensation_window_s", "compensation_approval", "server", "requires_plan_before_commit")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
@@ -526,6 +526,7 @@ class ToolInfo(_message.Message):
     COMPENSATION_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
     COMPENSATION_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    REQUIRES_PLAN_BEFORE_COMMIT_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     effect: str
@@ -542,7 +543,8 @@ class ToolInfo(_message.Message):
     compensation_window_s: float
     compensation_approval: bool
     server: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., effect: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., examples_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., idempotent: _Optional[bool] = ..., compensation: _Optional[str] = ..., dry_run: _Optional[str] = ..., dry_run_reached: _Optional[str] = ..., undoable: _Optional[bool] = ..., reconcilable: _Optional[bool] = ..., compensation_window_s: _Optional[float] = ..., compensation_approval: _Optional[bool] = ..., server: _Optional[str] = ...) -> None: ...
+    requires_plan_before_commit: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., effect: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., examples_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., idempotent: _Optional[bool] = ..., compensation: _Optional[str] = ..., dry_run: _Optional[str] = ..., dry_run_reached: _Optional[str] = ..., undoable: _Optional[bool] = ..., reconcilable: _Optional[bool] = ..., compensation_window_s: _Optional[float] = ..., compensation_approval: _Optional[bool] = ..., server: _Optional[str] = ..., requires_plan_before_commit: _Optional[bool] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
     __slots__ = ("tools",)

@@ -205,6 +205,7 @@ def tools_reply(tools: Sequence[dict[str, Any]]) -> pb.ListToolsResponse:
                 reconcilable=d.get("reconcilable", False),
                 compensation_window_s=d.get("compensation_window_s") or 0.0,
                 compensation_approval=bool(d.get("compensation_approval")),
+                requires_plan_before_commit=bool(d.get("requires_plan_before_commit")),
                 server=d.get("server", ""),
             )
             for d in tools

@@ -372,7 +372,8 @@ TRANSACTION_ROWS: tuple[Row, ...] = (
             *_ON_TX,
             *_OPEN,
             *("COMMIT_CONFLICT", "REVISION_CONFLICT", "SNAPSHOT_MISMATCH", "POLICY_VIOLATION"),
-            *("APPROVAL_REQUIRED", "APPROVAL_REFUSED", "RECEIPT_REFUSED", *_WRITES),
+            *("APPROVAL_REQUIRED", "PLAN_REQUIRED", "APPROVAL_REFUSED", "RECEIPT_REFUSED"),
+            *_WRITES,
         ),
         (
             HttpRoute(
