@@ -3,8 +3,8 @@
 Run from the repository root::
 
     .venv/bin/pip install -r benchmarks/requirements.txt   # the peers: DBOS, LangGraph
-    .venv/bin/python -m benchmarks.peers            # full run, ~5 min, writes peers.json
-    .venv/bin/python -m benchmarks.peers --quick    # smoke run, ~1 min, writes only to --output
+    .venv/bin/python -m benchmarks.peers            # full run, ~6 min, writes peers.json
+    .venv/bin/python -m benchmarks.peers --quick    # smoke run, ~30 s, writes only to --output
     .venv/bin/python -m benchmarks.peers --system agenttx --mode c16 --durability default \\
         --rounds 20                                 # one part alone (for a profiler); no file
 
