@@ -54,7 +54,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -571,19 +571,34 @@ async def agenttx_workload(engine: agenttx.Engine, runs: int, warm: int) -> list
     return samples
 
 
+async def agenttx_compare(sync: bool, runs: int, warm: int) -> dict[str, Any]:
+    """``agenttx_workload`` on a new engine in a scratch directory: per-run stats, ms."""
+    with scratch("cmp") as d:
+        engine = await open_engine(d, sync)
+        try:
+            return {"status": "ok", **stats_ms(await agenttx_workload(engine, runs, warm))}
+        finally:
+            await engine.close()
+
+
+# DBOS's SQLite connections get the durability under test through a SQLAlchemy connect hook
+# (DBOS opens them with the library defaults); the hook reads this at each connect.
 _SYNC_PRAGMA = {"value": "NORMAL"}
+# The registered DBOS workflows, once per process (DBOS keeps its registry across instances).
 _DBOS_FUNCS: dict[str, Any] = {}
 
 
-def _dbos_setup() -> Any:
-    """Register the DBOS workflow once; returns the DBOS class (ImportError if missing)."""
+def dbos_workflows() -> dict[str, Any]:
+    """Register the 10-step DBOS workflow once, in both of DBOS's forms: ``workflow`` (a
+    function, run in the calling thread or by ``DBOS.start_workflow`` on DBOS's executor) and
+    ``workflow_async`` (a coroutine, run on the caller's event loop); ImportError if DBOS is
+    not installed."""
     from dbos import DBOS
 
     if not _DBOS_FUNCS:
         import sqlalchemy as sa
         from sqlalchemy import event
 
-        # DBOS opens SQLite with the library defaults; match the durability under test.
         @event.listens_for(sa.engine.Engine, "connect")
         def _synchronous(dbapi_conn: Any, _record: Any) -> None:
             with contextlib.suppress(Exception):
@@ -599,54 +614,73 @@ def _dbos_setup() -> Any:
                 put(f"w{run}/k{s}", s)
             return 10
 
-        _DBOS_FUNCS["workflow"] = ten_steps
-    return DBOS
+        @DBOS.step()
+        async def put_async(key: str, value: int) -> dict[str, Any]:
+            return {"key": key, "value": value}
+
+        @DBOS.workflow()
+        async def ten_steps_async(run: int) -> int:
+            for s in range(1, 11):
+                await put_async(f"w{run}/k{s}", s)
+            return 10
+
+        _DBOS_FUNCS.update(workflow=ten_steps, workflow_async=ten_steps_async)
+    return _DBOS_FUNCS
+
+
+@contextlib.contextmanager
+def dbos_launched(d: Path, sync: bool) -> Iterator[Any]:
+    """DBOS launched on a SQLite system database in ``d`` (WAL, ``synchronous`` as the
+    durability under test), destroyed on leaving; yields the DBOS class. ImportError if DBOS
+    is not installed."""
+    import logging
+
+    dbos_workflows()
+    from dbos import DBOS
+
+    _SYNC_PRAGMA["value"] = "FULL" if sync else "NORMAL"
+    path = d / "dbos.sqlite"
+    pre = sqlite3.connect(path)  # WAL persists in the file: same journal as AgentTx
+    pre.execute("PRAGMA journal_mode=WAL")
+    pre.close()
+    DBOS(
+        config={
+            "name": "agenttx-bench",
+            "system_database_url": f"sqlite:///{path}",
+            "log_level": "WARNING",
+        }
+    )
+    logging.getLogger("dbos").setLevel(logging.WARNING)
+    DBOS.launch()
+    try:
+        yield DBOS
+    finally:
+        DBOS.destroy()
 
 
 def dbos_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
     try:
-        DBOS = _dbos_setup()
+        wf = dbos_workflows()["workflow"]
     except ImportError:
         return {"status": "not installed"}
-    import logging
-
-    _SYNC_PRAGMA["value"] = "FULL" if sync else "NORMAL"
-    with scratch("dbos") as d:
-        path = d / "dbos.sqlite"
-        pre = sqlite3.connect(path)  # WAL persists in the file: same journal as AgentTx
-        pre.execute("PRAGMA journal_mode=WAL")
-        pre.close()
-        DBOS(
-            config={
-                "name": "agenttx-bench",
-                "system_database_url": f"sqlite:///{path}",
-                "log_level": "WARNING",
-            }
-        )
-        logging.getLogger("dbos").setLevel(logging.WARNING)
-        DBOS.launch()
-        try:
-            wf = _DBOS_FUNCS["workflow"]
-            samples = []
-            for r in range(runs + warm):
-                t0 = time.perf_counter_ns()
-                wf(r)
-                t1 = time.perf_counter_ns()
-                if r >= warm:
-                    samples.append(t1 - t0)
-        finally:
-            DBOS.destroy()
+    with scratch("dbos") as d, dbos_launched(d, sync):
+        samples = []
+        for r in range(runs + warm):
+            t0 = time.perf_counter_ns()
+            wf(r)
+            t1 = time.perf_counter_ns()
+            if r >= warm:
+                samples.append(t1 - t0)
     return {"status": "ok", **stats_ms(samples)}
 
 
-def langgraph_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
-    try:
-        from typing import Annotated, TypedDict
+def langgraph_graph() -> Any:
+    """The 10-node LangGraph ``StateGraph`` (``START`` → put1 → … → put10 → ``END``, each node
+    writing one key into the merged state ``kv``), not yet compiled; ImportError if LangGraph
+    is not installed."""
+    from typing import Annotated, TypedDict
 
-        from langgraph.checkpoint.sqlite import SqliteSaver
-        from langgraph.graph import END, START, StateGraph
-    except ImportError:
-        return {"status": "not installed"}
+    from langgraph.graph import END, START, StateGraph
 
     def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         return {**a, **b}
@@ -660,18 +694,34 @@ def langgraph_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
 
         return put
 
+    graph = StateGraph(State)
+    prev = START
+    for s in range(1, 11):
+        graph.add_node(f"put{s}", node(s))  # type: ignore[call-overload]
+        graph.add_edge(prev, f"put{s}")
+        prev = f"put{s}"
+    graph.add_edge(prev, END)
+    return graph
+
+
+def synchronous_pragma(sync: bool) -> str:
+    """The ``PRAGMA synchronous`` a peer's own SQLite connection gets for the durability."""
+    return f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}"
+
+
+def langgraph_workload(sync: bool, runs: int, warm: int) -> dict[str, Any]:
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        graph = langgraph_graph()
+    except ImportError:
+        return {"status": "not installed"}
+
     with scratch("langgraph") as d:
         conn = sqlite3.connect(d / "langgraph.db", check_same_thread=False)
         saver = SqliteSaver(conn)
         saver.setup()  # sets journal_mode=WAL
-        conn.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
-        graph = StateGraph(State)
-        prev = START
-        for s in range(1, 11):
-            graph.add_node(f"put{s}", node(s))  # type: ignore[call-overload]
-            graph.add_edge(prev, f"put{s}")
-            prev = f"put{s}"
-        graph.add_edge(prev, END)
+        conn.execute(synchronous_pragma(sync))
         app = graph.compile(checkpointer=saver)
         samples = []
         for r in range(runs + warm):
@@ -694,16 +744,7 @@ def bench_compare(quick: bool) -> dict[str, Any]:
         "workload": "10 writes then commit, one run after the other",
     }
     for name, sync in DURABILITIES:
-
-        async def ours(sync: bool = sync) -> list[int]:
-            with scratch("cmp") as d:
-                engine = await open_engine(d, sync)
-                try:
-                    return await agenttx_workload(engine, runs, warm)
-                finally:
-                    await engine.close()
-
-        res: dict[str, Any] = {"agenttx": {"status": "ok", **stats_ms(asyncio.run(ours()))}}
+        res: dict[str, Any] = {"agenttx": asyncio.run(agenttx_compare(sync, runs, warm))}
         res["dbos"] = dbos_workload(sync, runs, warm)
         res["langgraph"] = langgraph_workload(sync, runs, warm)
         for other in ("dbos", "langgraph"):

@@ -33,6 +33,7 @@ RESULT_FILES = {
     "history.json",
     "integrations.json",
     "mcp.json",
+    "peers.json",
     "preview.json",
     "recovery.json",
     "replicas.json",
